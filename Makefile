@@ -1,0 +1,76 @@
+# connectd — one command per habit. CI calls these same targets (.ci/run → make test).
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+KAFKA_PORT ?= 9092
+KAFKA_VERSION ?= 4.1.2
+PYTEST_ARGS ?=
+
+export KAFKA_VERSION
+
+.PHONY: help venv check-java kafka-up kafka-down lint fmt test test-unit test-integration soak bench demo demo-down clean
+
+help:
+	@echo "make demo        run connectd on the example configs against a local broker"
+	@echo "make test        lint, then unit and integration tests (starts its own broker)"
+	@echo "make lint        ruff format --check, ruff check, mypy --strict on daemon/"
+	@echo "make kafka-up    start the development broker (KAFKA_PORT, default 9092)"
+	@echo "make kafka-down  stop it"
+	@echo "make bench       benchmarks (bench/); make soak: long runs"
+
+# The venv is rebuilt when pyproject.toml changes.
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "connectd needs Python 3.11 or newer; found " + sys.version.split()[0])'
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+check-java: $(STAMP)
+	@$(PY) -c 'from daemon.javacheck import find_java; j = find_java(); print(f"java {j.version} at {j.executable}")'
+	@command -v mvn >/dev/null || { echo "Maven is needed to fetch the Kafka broker jars: apt-get install maven" >&2; exit 69; }
+
+kafka-up: check-java
+	@$(PY) dev/kafka/kafkactl.py up --port $(KAFKA_PORT)
+
+kafka-down:
+	@$(PYTHON) dev/kafka/kafkactl.py down --port $(KAFKA_PORT)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff format --check daemon tests bench dev
+	$(VENV)/bin/ruff check daemon tests bench dev
+	$(VENV)/bin/mypy
+
+fmt: $(STAMP)
+	$(VENV)/bin/ruff format daemon tests bench dev
+	$(VENV)/bin/ruff check --fix daemon tests bench dev
+
+test: lint check-java
+	$(VENV)/bin/pytest -m "not soak" $(PYTEST_ARGS)
+
+test-unit: $(STAMP)
+	$(VENV)/bin/pytest tests/unit $(PYTEST_ARGS)
+
+test-integration: check-java
+	$(VENV)/bin/pytest -m "integration and not soak" $(PYTEST_ARGS)
+
+soak: check-java
+	$(VENV)/bin/pytest -m soak --timeout 3600 $(PYTEST_ARGS)
+
+bench: check-java
+	$(PY) bench/run.py
+
+demo: kafka-up
+	@$(PY) dev/demo.py --bootstrap 127.0.0.1:$(KAFKA_PORT)
+
+demo-down: kafka-down
+
+clean: kafka-down
+	rm -rf .cache/kafka/run-* .state .demo

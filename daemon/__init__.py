@@ -1,0 +1,3 @@
+"""connectd: a Kafka Connect worker for sink connectors, on asyncio, with killable Spark executors."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,322 @@
+"""A connector's configuration: the framework's settings typed, the connector's own kept as text.
+
+``ConnectorConfig`` types the keys every sink connector shares (``name``, ``connector.class``,
+``tasks.max``, ``topics``/``topics.regex``, converters, ``errors.*``, ``transforms``, ...).
+Every other key belongs to the connector class: it is kept in ``connector_settings`` and checked
+by the class's ``ConnectorConfigDef`` when a resolver provides one.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import unicodedata
+from datetime import timedelta
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, model_validator
+
+from daemon.config import fields as f
+from daemon.config.fields import Expect, choice, setting
+from daemon.config.problems import Problem, error, warning
+from daemon.config.worker import WorkerConfig
+
+MAX_NAME_BYTES = 249
+
+
+def _parse_name(value: object) -> str:
+    name = f.parse_str(value)
+    if not name:
+        raise ValueError("the name is empty")
+    if "/" in name:
+        raise ValueError(f"{name!r} contains '/'")
+    if any(unicodedata.category(ch) == "Cc" for ch in name):
+        raise ValueError(f"{name!r} contains a control character")
+    if len(name.encode("utf-8")) > MAX_NAME_BYTES:
+        raise ValueError(f"the name is {len(name.encode('utf-8'))} bytes long")
+    return name
+
+
+ConnectorName = Annotated[
+    str,
+    BeforeValidator(_parse_name),
+    Expect(f"a non-empty name without '/' or control characters, at most {MAX_NAME_BYTES} bytes"),
+]
+
+_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+
+
+def _parse_topics(value: object) -> tuple[str, ...]:
+    topics = f.parse_list(value)
+    for topic in topics:
+        if not _TOPIC.match(topic) or topic in (".", ".."):
+            raise ValueError(f"{topic!r} is not a valid topic name")
+    return topics
+
+
+Topics = Annotated[
+    tuple[str, ...],
+    BeforeValidator(_parse_topics),
+    Expect("a comma-separated list of topic names (letters, digits, '.', '_', '-')"),
+]
+
+
+def _parse_regex(value: object) -> re.Pattern[str] | None:
+    if value is None or isinstance(value, re.Pattern):
+        return value
+    text = f.parse_str(value)
+    if not text:
+        return None
+    try:
+        return re.compile(text)
+    except re.error as exc:
+        raise ValueError(f"{text!r} is not a valid regular expression: {exc}") from None
+
+
+TopicsRegex = Annotated[
+    re.Pattern[str] | None, BeforeValidator(_parse_regex), Expect("a regular expression")
+]
+
+
+class ErrorTolerance(enum.StrEnum):
+    NONE = "none"
+    ALL = "all"
+
+
+Tolerance = Annotated[
+    ErrorTolerance, BeforeValidator(choice(ErrorTolerance)), Expect("none or all")
+]
+
+_E = "Errors"
+
+
+def _present(value: object) -> bool:
+    if isinstance(value, str):
+        return bool(value.strip())
+    if isinstance(value, list | tuple):
+        return bool(value)
+    return value is not None
+
+
+class ConnectorConfig(BaseModel):
+    """One connector's configuration, validated. Frozen.
+
+    ``properties`` is the map this was built from, exactly (strings, ``${...}`` references
+    unresolved if they were): what is stored, returned by the REST API and passed to the
+    connector. ``connector_settings`` is the part of it that is not the framework's.
+    """
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True, extra="forbid")
+
+    name: ConnectorName = setting(key="name", description="The connector's unique name.")
+    connector_class: f.Str = setting(
+        key="connector.class",
+        expected="a connector class name or alias, e.g. ParquetSink",
+        description="The connector class: its name or alias.",
+    )
+    tasks_max: f.PositiveInt = setting(
+        1, key="tasks.max", description="Most tasks the connector may run."
+    )
+    topics: Topics = setting(
+        (), key="topics", description="Topics to consume. Set this or topics.regex."
+    )
+    topics_regex: TopicsRegex = setting(
+        None, key="topics.regex", description="Consume every topic whose whole name matches."
+    )
+    key_converter: f.OptConverterName = setting(
+        None,
+        key="key.converter",
+        default_doc="the worker's",
+        description="Key converter for this connector.",
+    )
+    value_converter: f.OptConverterName = setting(
+        None,
+        key="value.converter",
+        default_doc="the worker's",
+        description="Value converter for this connector.",
+    )
+    key_converter_config: f.StrDict = setting(
+        {}, key="key.converter.*", description="Settings of this connector's key converter."
+    )
+    value_converter_config: f.StrDict = setting(
+        {}, key="value.converter.*", description="Settings of this connector's value converter."
+    )
+    errors_tolerance: Tolerance = setting(
+        ErrorTolerance.NONE,
+        key="errors.tolerance",
+        group=_E,
+        description="none: a bad record fails the task; all: skip it (log it, send it to the DLQ).",
+    )
+    errors_retry_timeout: f.MillisOrForever = setting(
+        timedelta(0),
+        key="errors.retry.timeout",
+        group=_E,
+        description="How long to retry a failed operation; -1 for ever.",
+    )
+    errors_retry_delay_max: f.Millis = setting(
+        timedelta(milliseconds=60000),
+        key="errors.retry.delay.max.ms",
+        group=_E,
+        description="Longest wait between retries.",
+    )
+    errors_log_enable: f.Bool = setting(
+        False, key="errors.log.enable", group=_E, description="Log each tolerated error."
+    )
+    errors_log_include_messages: f.Bool = setting(
+        False,
+        key="errors.log.include.messages",
+        group=_E,
+        description="Include the record's coordinates and content in that log.",
+    )
+    errors_deadletterqueue_topic_name: f.OptStr = setting(
+        None,
+        key="errors.deadletterqueue.topic.name",
+        group=_E,
+        description="Topic that receives records that failed.",
+    )
+    errors_deadletterqueue_topic_replication_factor: f.TopicSetting = setting(
+        3,
+        key="errors.deadletterqueue.topic.replication.factor",
+        group=_E,
+        description="Replication factor if the dead letter topic is created.",
+    )
+    errors_deadletterqueue_context_headers_enable: f.Bool = setting(
+        False,
+        key="errors.deadletterqueue.context.headers.enable",
+        group=_E,
+        description="Add headers describing the failure to dead letter records.",
+    )
+    errors_restart_enabled: f.Bool = setting(
+        True,
+        key="errors.restart.enabled",
+        group=_E,
+        description="connectd: restart failed tasks automatically.",
+    )
+    errors_restart_max: f.Limit = setting(
+        7,
+        key="errors.restart.max",
+        group=_E,
+        description="connectd: automatic restarts before giving up; -1 for no limit.",
+    )
+    errors_restart_backoff_max: f.Millis = setting(
+        timedelta(hours=1),
+        key="errors.restart.backoff.max.ms",
+        group=_E,
+        description="connectd: longest wait before an automatic restart (n·(n+1) minutes).",
+    )
+    transforms: f.StrList = setting(
+        (), key="transforms", description="Aliases of the single message transforms, in order."
+    )
+    transforms_config: f.StrDict = setting(
+        {}, key="transforms.*", description="transforms.ALIAS.type and the transforms' settings."
+    )
+    predicates: f.StrList = setting(
+        (), key="predicates", description="Aliases of the predicates transforms may use."
+    )
+    predicates_config: f.StrDict = setting(
+        {}, key="predicates.*", description="predicates.ALIAS.type and the predicates' settings."
+    )
+    consumer_override: f.StrDict = setting(
+        {},
+        key="consumer.override.*",
+        description="Consumer settings for this connector's tasks, over the worker's consumer.*.",
+    )
+
+    connector_settings: dict[str, str] = Field(default_factory=dict)
+    properties: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_topic_source(cls, data: Any, info: ValidationInfo) -> Any:
+        if isinstance(data, dict):
+            has = [
+                key
+                for key, name in (("topics", "topics"), ("topics.regex", "topics_regex"))
+                if _present(data.get(key, data.get(name)))
+            ]
+            if not has:
+                f.report(
+                    info,
+                    error(
+                        "topics",
+                        "neither topics nor topics.regex is set",
+                        "exactly one of topics or topics.regex",
+                    ),
+                )
+            elif len(has) == 2:
+                f.report(
+                    info,
+                    error(
+                        "topics.regex",
+                        "both topics and topics.regex are set",
+                        "exactly one of topics or topics.regex",
+                    ),
+                )
+        return data
+
+    @model_validator(mode="after")
+    def _check(self, info: ValidationInfo) -> ConnectorConfig:
+        for problem in self.cross_problems():
+            f.report(info, problem)
+        return self
+
+    def cross_problems(self) -> list[Problem]:
+        """Problems between settings (each value being valid on its own)."""
+        problems = []
+        dlq = self.errors_deadletterqueue_topic_name
+        if dlq is not None and dlq in self.topics:
+            problems.append(
+                error(
+                    "errors.deadletterqueue.topic.name",
+                    f"{dlq!r} is also in topics",
+                    "a topic this connector does not consume",
+                )
+            )
+        elif dlq is not None and self.topics_regex is not None and self.topics_regex.fullmatch(dlq):
+            problems.append(
+                error(
+                    "errors.deadletterqueue.topic.name",
+                    f"{dlq!r} matches topics.regex",
+                    "a topic this connector does not consume",
+                )
+            )
+        if dlq is not None and self.errors_tolerance is ErrorTolerance.NONE:
+            problems.append(
+                warning(
+                    "errors.deadletterqueue.topic.name",
+                    "errors.tolerance is none, so a failing record stops the task instead",
+                )
+            )
+        for kind, aliases, config in (
+            ("transforms", self.transforms, self.transforms_config),
+            ("predicates", self.predicates, self.predicates_config),
+        ):
+            for alias in aliases:
+                if f"{alias}.type" not in config:
+                    problems.append(
+                        error(
+                            f"{kind}.{alias}.type",
+                            f"{kind} lists '{alias}' but its type is not set",
+                            "a class name",
+                        )
+                    )
+        return problems
+
+
+def effective_converter(
+    worker: WorkerConfig, connector: ConnectorConfig, which: Literal["key", "value"]
+) -> tuple[f.Converter, dict[str, str]]:
+    """The converter a connector's tasks use for keys or values, and its settings.
+
+    A connector that names its own converter gets exactly its own ``<which>.converter.*``
+    settings, as in Connect. One that does not gets the worker's converter and settings, with
+    its own ``<which>.converter.*`` settings on top (Connect would ignore those silently).
+    """
+    own = connector.key_converter if which == "key" else connector.value_converter
+    own_config = (
+        connector.key_converter_config if which == "key" else connector.value_converter_config
+    )
+    if own is not None:
+        return own, dict(own_config)
+    base = worker.key_converter if which == "key" else worker.value_converter
+    return base, {**worker.converter_config(which), **own_config}

@@ -1,0 +1,148 @@
+"""Settings of the worker's Kafka clients: brokers, security, and the task consumers' overrides."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, SecretStr
+
+from daemon.config import fields as f
+from daemon.config.fields import setting
+from daemon.config.problems import Problem, error, warning
+from daemon.config.values import (
+    EndpointIdentification,
+    HostPorts,
+    PemType,
+    SaslMechanism,
+    SaslMechanismName,
+    SecurityProtocol,
+    SecurityProtocolName,
+    jaas_options,
+)
+
+_KAFKA = "Kafka"
+
+
+class KafkaSettings(BaseModel):
+    """The Kafka client part of ``WorkerConfig`` (its first settings)."""
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True, extra="forbid")
+
+    bootstrap_servers: HostPorts = setting(
+        ("127.0.0.1:9092",),
+        key="bootstrap.servers",
+        group=_KAFKA,
+        description="Kafka brokers to bootstrap from.",
+    )
+    client_id: f.OptStr = setting(
+        None,
+        key="client.id",
+        example="connect-1",
+        group=_KAFKA,
+        default_doc="connectd",
+        description="Prefix of the Kafka client ids this worker uses.",
+    )
+    security_protocol: SecurityProtocolName = setting(
+        SecurityProtocol.PLAINTEXT,
+        key="security.protocol",
+        group=_KAFKA,
+        description="How the worker talks to the brokers.",
+    )
+    sasl_mechanism: SaslMechanismName = setting(
+        SaslMechanism.PLAIN,
+        key="sasl.mechanism",
+        group=_KAFKA,
+        description="SASL mechanism, with SASL_PLAINTEXT or SASL_SSL (Connect defaults to GSSAPI).",
+    )
+    sasl_jaas_config: SecretStr | None = setting(
+        None,
+        key="sasl.jaas.config",
+        example=(
+            "org.apache.kafka.common.security.plain.PlainLoginModule required "
+            'username="connect" password="${env:KAFKA_PASSWORD}";'
+        ),
+        group=_KAFKA,
+        expected='a JAAS line with username="..." password="..."',
+        description='Credentials, as a JAAS line: ... required username="u" password="p";',
+    )
+    ssl_truststore_location: f.FilePath | None = setting(
+        None,
+        key="ssl.truststore.location",
+        example="/etc/connectd/ca.pem",
+        group=_KAFKA,
+        description="PEM file of the CA certificates that sign the brokers' certificates.",
+    )
+    ssl_truststore_type: PemType = setting(
+        "PEM",
+        key="ssl.truststore.type",
+        group=_KAFKA,
+        description="Trust store format; connectd reads PEM.",
+    )
+    ssl_keystore_location: f.FilePath | None = setting(
+        None,
+        key="ssl.keystore.location",
+        example="/etc/connectd/client.pem",
+        group=_KAFKA,
+        description="PEM file with the client certificate chain and its private key (mutual TLS).",
+    )
+    ssl_keystore_type: PemType = setting(
+        "PEM",
+        key="ssl.keystore.type",
+        group=_KAFKA,
+        description="Key store format; connectd reads PEM.",
+    )
+    ssl_key_password: f.Password | None = setting(
+        None,
+        key="ssl.key.password",
+        example="${env:CONNECTD_KEY_PASSWORD}",
+        group=_KAFKA,
+        description="Password of the private key, if encrypted.",
+    )
+    ssl_endpoint_identification_algorithm: EndpointIdentification = setting(
+        "https",
+        key="ssl.endpoint.identification.algorithm",
+        group=_KAFKA,
+        description="https checks the broker's host name against its certificate.",
+    )
+    consumer: f.StrDict = setting(
+        {},
+        key="consumer.*",
+        example={"max.poll.records": "500"},
+        group=_KAFKA,
+        description="Overrides for the task consumers: consumer.max.poll.records=500 etc.",
+    )
+
+    def sasl_credentials(self) -> tuple[str, str] | None:
+        """``(username, password)`` from ``sasl.jaas.config``, if it has both."""
+        if self.sasl_jaas_config is None:
+            return None
+        options = jaas_options(self.sasl_jaas_config.get_secret_value())
+        if "username" in options and "password" in options:
+            return options["username"], options["password"]
+        return None
+
+    def kafka_problems(self) -> list[Problem]:
+        """Problems between the security settings."""
+        problems: list[Problem] = []
+        sasl = self.security_protocol in (
+            SecurityProtocol.SASL_PLAINTEXT,
+            SecurityProtocol.SASL_SSL,
+        )
+        if sasl and self.sasl_mechanism in (
+            SaslMechanism.PLAIN,
+            SaslMechanism.SCRAM_SHA_256,
+            SaslMechanism.SCRAM_SHA_512,
+        ):
+            if self.sasl_credentials() is None:
+                problems.append(
+                    error(
+                        "sasl.jaas.config",
+                        f"{self.sasl_mechanism} needs a username and password",
+                        'a JAAS line with username="..." password="..."',
+                    )
+                )
+        elif not sasl and self.sasl_jaas_config is not None:
+            problems.append(
+                warning(
+                    "sasl.jaas.config", f"ignored: security.protocol is {self.security_protocol}"
+                )
+            )
+        return problems

@@ -1,0 +1,190 @@
+"""Value types of the worker's settings: REST listeners, broker addresses, logging, security."""
+
+from __future__ import annotations
+
+import enum
+import re
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict
+
+from daemon.config.fields import Expect, choice, parse_list
+
+
+class Listener(BaseModel):
+    """One REST listener. ``host`` is empty for "every interface"; port 0 picks a free port."""
+
+    model_config = ConfigDict(frozen=True)
+
+    scheme: Literal["http", "https"]
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self.port}"
+
+
+def parse_listener(text: str) -> Listener:
+    """A ``Listener`` from ``http://HOST:PORT`` or ``https://HOST:PORT`` (HOST may be empty)."""
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError:
+        raise ValueError(f"{text!r} is not a valid URL") from None
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https"):
+        raise ValueError(f"{text!r} is not an http or https URL")
+    if port is None:
+        raise ValueError(f"{text!r} has no port")
+    if parts.path not in ("", "/") or parts.query or parts.fragment or parts.username:
+        raise ValueError(f"{text!r} has more than a scheme, host and port")
+    return Listener(
+        scheme="https" if scheme == "https" else "http", host=parts.hostname or "", port=port
+    )
+
+
+def _parse_listeners(value: object) -> tuple[Listener, ...]:
+    if isinstance(value, tuple) and all(isinstance(v, Listener) for v in value):
+        return value
+    listeners = tuple(parse_listener(text) for text in parse_list(value))
+    if not listeners:
+        raise ValueError("no listener given")
+    return listeners
+
+
+Listeners = Annotated[
+    tuple[Listener, ...],
+    BeforeValidator(_parse_listeners),
+    Expect("a comma-separated list of http://HOST:PORT or https://HOST:PORT URLs"),
+]
+
+_HOST_PORT = re.compile(r"^(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[^:\s\[\]]+)):(?P<port>\d{1,5})$")
+
+
+def _parse_host_ports(value: object) -> tuple[str, ...]:
+    servers = parse_list(value)
+    if not servers:
+        raise ValueError("no broker address given")
+    for server in servers:
+        match = _HOST_PORT.match(server)
+        if match is None or not 0 < int(match["port"]) < 65536:
+            raise ValueError(f"{server!r} is not HOST:PORT")
+    return servers
+
+
+HostPorts = Annotated[
+    tuple[str, ...],
+    BeforeValidator(_parse_host_ports),
+    Expect("a comma-separated list of HOST:PORT"),
+]
+
+_SPARK_MASTER = re.compile(r"^(local(\[(\*|[1-9]\d*)(,\d+)?\])?|spark://\S+|yarn|k8s://\S+)$")
+
+
+def _parse_spark_master(value: object) -> str:
+    text = value.strip() if isinstance(value, str) else value
+    if not isinstance(text, str) or not _SPARK_MASTER.match(text):
+        raise ValueError(f"{value!r} is not a Spark master URL")
+    return text
+
+
+SparkMaster = Annotated[
+    str,
+    BeforeValidator(_parse_spark_master),
+    Expect("local, local[N], local[*], spark://HOST:PORT, yarn or k8s://URL"),
+]
+
+
+class LogLevel(enum.StrEnum):
+    DEBUG = "DEBUG"
+    INFO = "INFO"
+    WARNING = "WARNING"
+    ERROR = "ERROR"
+
+
+LogLevelName = Annotated[
+    LogLevel,
+    BeforeValidator(choice(LogLevel, {"TRACE": "DEBUG", "WARN": "WARNING", "FATAL": "ERROR"})),
+    Expect("DEBUG, INFO, WARNING or ERROR (log4j's TRACE, WARN and FATAL are accepted)"),
+]
+
+
+class LogFormat(enum.StrEnum):
+    TEXT = "text"
+    JSON = "json"
+
+
+LogFormatName = Annotated[LogFormat, BeforeValidator(choice(LogFormat)), Expect("text or json")]
+
+
+class SecurityProtocol(enum.StrEnum):
+    PLAINTEXT = "PLAINTEXT"
+    SSL = "SSL"
+    SASL_PLAINTEXT = "SASL_PLAINTEXT"
+    SASL_SSL = "SASL_SSL"
+
+
+SecurityProtocolName = Annotated[
+    SecurityProtocol,
+    BeforeValidator(choice(SecurityProtocol)),
+    Expect("PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"),
+]
+
+
+class SaslMechanism(enum.StrEnum):
+    PLAIN = "PLAIN"
+    SCRAM_SHA_256 = "SCRAM-SHA-256"
+    SCRAM_SHA_512 = "SCRAM-SHA-512"
+    GSSAPI = "GSSAPI"
+    OAUTHBEARER = "OAUTHBEARER"
+
+
+SaslMechanismName = Annotated[
+    SaslMechanism,
+    BeforeValidator(choice(SaslMechanism)),
+    Expect("PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, GSSAPI or OAUTHBEARER"),
+]
+
+
+def _parse_pem(value: object) -> str:
+    if isinstance(value, str) and value.strip().upper() == "PEM":
+        return "PEM"
+    raise ValueError(f"{value!r} is not PEM (JKS and PKCS12 stores are Java formats)")
+
+
+PemType = Annotated[
+    str,
+    BeforeValidator(_parse_pem),
+    Expect("PEM; convert Java key stores with keytool/openssl"),
+]
+
+
+def _parse_identification(value: object) -> str:
+    if isinstance(value, str) and value.strip().lower() in ("https", ""):
+        return value.strip().lower()
+    raise ValueError(f"{value!r} is neither https nor empty")
+
+
+EndpointIdentification = Annotated[
+    str,
+    BeforeValidator(_parse_identification),
+    Expect("https (check the broker's host name) or an empty string (do not)"),
+]
+
+_JAAS_OPTION = re.compile(r"""(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|(\S+?))(?=[\s;]|$)""")
+
+
+def jaas_options(jaas: str) -> dict[str, str]:
+    """The ``name="value"`` options of a ``sasl.jaas.config`` line (login module name dropped).
+
+    ``org.apache.kafka.common.security.plain.PlainLoginModule required username="u"
+    password="p";`` gives ``{"username": "u", "password": "p"}``.
+    """
+    options = {}
+    for match in _JAAS_OPTION.finditer(jaas):
+        quoted, bare = match.group(2), match.group(3)
+        value = bare if quoted is None else re.sub(r"\\(.)", r"\1", quoted)
+        options[match.group(1)] = value
+    return options

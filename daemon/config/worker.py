@@ -1,0 +1,399 @@
+"""The worker's settings: one ``WorkerConfig`` for standalone and distributed mode.
+
+Each field is one setting, named by its Kafka Connect property (the alias). Connect's keys mean
+what they mean in Connect; connectd's own keys (``state.dir``, ``executor.*``, ``log.*``,
+``task.write.timeout.ms``) are marked as such. Build one from a file with the loaders
+(``load_worker``), from a mapping with ``parse_worker``; both report every problem at once.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import ConfigDict, ValidationInfo, model_validator
+
+from daemon.config import fields as f
+from daemon.config.fields import setting
+from daemon.config.kafka import KafkaSettings
+from daemon.config.problems import Problem, error, warning
+from daemon.config.providers import provider_specs
+from daemon.config.values import (
+    Listener,
+    Listeners,
+    LogFormat,
+    LogFormatName,
+    LogLevel,
+    LogLevelName,
+    SparkMaster,
+)
+
+DEFAULT_STATE_DIR = Path("/var/lib/connectd")
+"""Where the packaged service keeps its state (systemd ``StateDirectory=connectd``)."""
+
+
+class Mode(enum.StrEnum):
+    STANDALONE = "standalone"
+    DISTRIBUTED = "distributed"
+
+
+_REST, _CONV, _TASK, _STORE, _GROUP, _PROV, _EXEC, _LOG = (
+    "REST API",
+    "Converters",
+    "Tasks",
+    "Storage",
+    "Distributed mode",
+    "Config providers",
+    "Executors (connectd)",
+    "Logging (connectd)",
+)
+_DISTRIBUTED_ONLY = "; distributed mode only, required there"
+
+
+class WorkerConfig(KafkaSettings):
+    """A worker's configuration. Frozen; durations are ``timedelta``; ``None`` means unset."""
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True, extra="forbid")
+
+    # -- REST API ----------------------------------------------------------------------------
+    listeners: Listeners = setting(
+        (Listener(scheme="http", host="127.0.0.1", port=8083),),
+        key="listeners",
+        group=_REST,
+        description="Where the REST API listens. Empty host: every interface; port 0: a free port.",
+    )
+    rest_host_name: f.OptStr = setting(
+        None,
+        key="rest.host.name",
+        example="127.0.0.1",
+        group=_REST,
+        deprecated="use listeners=http://HOST:PORT",
+        description="Deprecated (gone in Kafka 4.0): REST host, used when listeners is not set.",
+    )
+    rest_port: f.Port | None = setting(
+        None,
+        key="rest.port",
+        example=8083,
+        group=_REST,
+        deprecated="use listeners=http://HOST:PORT",
+        description="Deprecated (gone in Kafka 4.0): REST port, used when listeners is not set.",
+    )
+    rest_advertised_host_name: f.OptStr = setting(
+        None,
+        key="rest.advertised.host.name",
+        example="connect-1.example.com",
+        group=_REST,
+        default_doc="the listener's host",
+        description="Host name other workers use to reach this one (distributed mode).",
+    )
+    rest_advertised_port: f.Port | None = setting(
+        None,
+        key="rest.advertised.port",
+        example=8083,
+        group=_REST,
+        default_doc="the listener's port",
+        description="Port other workers use to reach this one (distributed mode).",
+    )
+    rest_advertised_listener: Literal["http", "https"] | None = setting(
+        None,
+        key="rest.advertised.listener",
+        example="http",
+        group=_REST,
+        expected="http or https",
+        default_doc="the first listener's scheme",
+        description="Scheme other workers use to reach this one.",
+    )
+    # -- Converters --------------------------------------------------------------------------
+    key_converter: f.ConverterName = setting(
+        f.Converter.JSON,
+        key="key.converter",
+        group=_CONV,
+        description="How record keys are read, unless a connector sets its own.",
+    )
+    value_converter: f.ConverterName = setting(
+        f.Converter.JSON,
+        key="value.converter",
+        group=_CONV,
+        description="How record values are read, unless a connector sets its own.",
+    )
+    key_converter_schemas_enable: f.Bool = setting(
+        True,
+        key="key.converter.schemas.enable",
+        group=_CONV,
+        description='JSON converter: keys are {"schema": ..., "payload": ...} envelopes.',
+    )
+    value_converter_schemas_enable: f.Bool = setting(
+        True,
+        key="value.converter.schemas.enable",
+        group=_CONV,
+        description='JSON converter: values are {"schema": ..., "payload": ...} envelopes.',
+    )
+    key_converter_config: f.StrDict = setting(
+        {},
+        key="key.converter.*",
+        example={"converter.type": "key"},
+        group=_CONV,
+        description="Other settings for the key converter.",
+    )
+    value_converter_config: f.StrDict = setting(
+        {},
+        key="value.converter.*",
+        example={"replace.null.with.default": "true"},
+        group=_CONV,
+        description="Other settings for the value converter.",
+    )
+    # -- Tasks -------------------------------------------------------------------------------
+    offset_flush_interval: f.Millis = setting(
+        timedelta(milliseconds=10000),
+        key="offset.flush.interval.ms",
+        group=_TASK,
+        description="How often tasks commit what they have written to the sink.",
+    )
+    task_shutdown_graceful_timeout: f.Millis = setting(
+        timedelta(milliseconds=5000),
+        key="task.shutdown.graceful.timeout.ms",
+        group=_TASK,
+        description="How long a stopping task may finish before its executor is killed.",
+    )
+    task_write_timeout: f.Millis = setting(
+        timedelta(milliseconds=60000),
+        key="task.write.timeout.ms",
+        group=_TASK,
+        description="connectd: deadline of one write; then it fails and its executor is killed.",
+    )
+    # -- Storage -----------------------------------------------------------------------------
+    state_dir: f.FilePath = setting(
+        DEFAULT_STATE_DIR,
+        key="state.dir",
+        group=_STORE,
+        description="connectd: the worker's own state (standalone connector configs, epochs).",
+    )
+    offset_storage_file_filename: f.FilePath | None = setting(
+        None,
+        key="offset.storage.file.filename",
+        example="/var/lib/connectd/connect.offsets",
+        group=_STORE,
+        default_doc="<state.dir>/connect.offsets",
+        description="Standalone mode: the offsets file (the sink's commit log is the truth).",
+    )
+    # -- Distributed mode --------------------------------------------------------------------
+    group_id: f.OptStr = setting(
+        None,
+        key="group.id",
+        example="connect-cluster",
+        group=_GROUP,
+        description="The cluster this worker joins: workers with one group.id share the work"
+        + _DISTRIBUTED_ONLY
+        + ".",
+    )
+    config_storage_topic: f.OptStr = setting(
+        None,
+        key="config.storage.topic",
+        example="connect-configs",
+        group=_GROUP,
+        description="Compacted one-partition topic of connector configs" + _DISTRIBUTED_ONLY + ".",
+    )
+    config_storage_replication_factor: f.TopicSetting = setting(
+        3,
+        key="config.storage.replication.factor",
+        group=_GROUP,
+        description="Replication factor if connectd creates the config topic.",
+    )
+    offset_storage_topic: f.OptStr = setting(
+        None,
+        key="offset.storage.topic",
+        example="connect-offsets",
+        group=_GROUP,
+        description="Compacted topic of committed offsets" + _DISTRIBUTED_ONLY + ".",
+    )
+    offset_storage_replication_factor: f.TopicSetting = setting(
+        3,
+        key="offset.storage.replication.factor",
+        group=_GROUP,
+        description="Replication factor if connectd creates the offsets topic.",
+    )
+    offset_storage_partitions: f.TopicSetting = setting(
+        25,
+        key="offset.storage.partitions",
+        group=_GROUP,
+        description="Partitions if connectd creates the offsets topic.",
+    )
+    status_storage_topic: f.OptStr = setting(
+        None,
+        key="status.storage.topic",
+        example="connect-status",
+        group=_GROUP,
+        description="Compacted topic of connector and task states" + _DISTRIBUTED_ONLY + ".",
+    )
+    status_storage_replication_factor: f.TopicSetting = setting(
+        3,
+        key="status.storage.replication.factor",
+        group=_GROUP,
+        description="Replication factor if connectd creates the status topic.",
+    )
+    status_storage_partitions: f.TopicSetting = setting(
+        5,
+        key="status.storage.partitions",
+        group=_GROUP,
+        description="Partitions if connectd creates the status topic.",
+    )
+    heartbeat_interval: f.Millis = setting(
+        timedelta(milliseconds=3000),
+        key="heartbeat.interval.ms",
+        group=_GROUP,
+        description="Heartbeat to the group coordinator.",
+    )
+    session_timeout: f.Millis = setting(
+        timedelta(milliseconds=10000),
+        key="session.timeout.ms",
+        group=_GROUP,
+        description="A worker silent for this long leaves the group; its work is reassigned.",
+    )
+    rebalance_timeout: f.Millis = setting(
+        timedelta(milliseconds=60000),
+        key="rebalance.timeout.ms",
+        group=_GROUP,
+        description="How long workers have to stop their tasks and rejoin during a rebalance.",
+    )
+    # -- Config providers --------------------------------------------------------------------
+    config_providers: f.StrList = setting(
+        (),
+        key="config.providers",
+        example=["env", "file"],
+        group=_PROV,
+        description="Names of the config providers ${NAME:...} references may use, e.g. env,file.",
+    )
+    config_provider_settings: f.StrDict = setting(
+        {},
+        key="config.providers.*",
+        example={
+            "env.class": "org.apache.kafka.common.config.provider.EnvVarConfigProvider",
+            "file.class": "org.apache.kafka.common.config.provider.FileConfigProvider",
+            "file.param.allowed.paths": "/etc/connectd",
+        },
+        group=_PROV,
+        description="For each NAME: config.providers.NAME.class and config.providers.NAME.param.*.",
+    )
+    # -- Executors ---------------------------------------------------------------------------
+    executor_pool_size: f.PositiveInt = setting(
+        1,
+        key="executor.pool.size",
+        group=_EXEC,
+        description="Executor processes, each with a warm SparkSession.",
+    )
+    executor_pool_spares: f.NonNegInt = setting(
+        1,
+        key="executor.pool.spares",
+        group=_EXEC,
+        description="Extra warm executors, so a killed one is replaced without waiting for a JVM.",
+    )
+    executor_spark_master: SparkMaster = setting(
+        "local[*]",
+        key="executor.spark.master",
+        group=_EXEC,
+        description="The Spark master each executor's session uses.",
+    )
+    executor_spark_conf: f.StrDict = setting(
+        {},
+        key="executor.spark.conf.*",
+        example={"spark.sql.shuffle.partitions": "4"},
+        group=_EXEC,
+        description="Spark settings of the executors, e.g. executor.spark.conf.spark.ui.enabled.",
+    )
+    executor_start_timeout: f.Millis = setting(
+        timedelta(milliseconds=120000),
+        key="executor.start.timeout.ms",
+        group=_EXEC,
+        description="How long an executor may take to start its SparkSession.",
+    )
+    # -- Logging -----------------------------------------------------------------------------
+    log_level: LogLevelName = setting(
+        LogLevel.INFO, key="log.level", group=_LOG, description="Lowest level logged."
+    )
+    log_format: LogFormatName = setting(
+        LogFormat.TEXT,
+        key="log.format",
+        group=_LOG,
+        description="text for people and journald, json for log pipelines.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _map_deprecated_rest(cls, data: Any, info: ValidationInfo) -> Any:
+        if not isinstance(data, dict):
+            return data
+
+        def given(name: str, key: str) -> Any:
+            return data.get(key, data.get(name))
+
+        host, port = given("rest_host_name", "rest.host.name"), given("rest_port", "rest.port")
+        if host is None and port is None:
+            return data
+        try:
+            port_number = int(str(port).strip()) if port is not None else 8083
+        except ValueError:
+            return data  # rest.port's own validation reports it
+        listener = f"http://{str(host or '').strip()}:{port_number}"
+        listeners_given = given("listeners", "listeners") is not None
+        outcome = (
+            "ignored: listeners is set" if listeners_given else f"mapped to listeners={listener}"
+        )
+        for key, value in (("rest.host.name", host), ("rest.port", port)):
+            if value is not None:
+                f.report(info, warning(key, f"deprecated (removed in Kafka 4.0); {outcome}"))
+        if listeners_given:
+            return data
+        return {**data, "listeners": listener}
+
+    @model_validator(mode="after")
+    def _check(self, info: ValidationInfo) -> WorkerConfig:
+        for problem in self.cross_problems():
+            f.report(info, problem)
+        return self
+
+    def cross_problems(self) -> list[Problem]:
+        """Problems between settings (each value being valid on its own)."""
+        _, problems = provider_specs(self.config_providers, self.config_provider_settings)
+        problems += self.kafka_problems()
+        return problems
+
+    def offsets_file(self) -> Path:
+        """``offset.storage.file.filename``, or its default under ``state.dir``."""
+        return self.offset_storage_file_filename or self.state_dir / "connect.offsets"
+
+    def converter_config(self, which: Literal["key", "value"]) -> dict[str, str]:
+        """The worker's settings for its key or value converter, ``schemas.enable`` included."""
+        if which == "key":
+            extra, schemas = self.key_converter_config, self.key_converter_schemas_enable
+        else:
+            extra, schemas = self.value_converter_config, self.value_converter_schemas_enable
+        return {**extra, "schemas.enable": "true" if schemas else "false"}
+
+
+def mode_problems(worker: WorkerConfig, mode: Mode) -> list[Problem]:
+    """What ``mode`` needs from ``worker`` that it lacks, and what it will ignore.
+
+    Distributed mode requires ``group.id`` and the three storage topics, as Connect does: two
+    clusters that defaulted to the same topics would overwrite each other's configs.
+    """
+    problems: list[Problem] = []
+    distributed_keys = {
+        "group.id": worker.group_id,
+        "config.storage.topic": worker.config_storage_topic,
+        "offset.storage.topic": worker.offset_storage_topic,
+        "status.storage.topic": worker.status_storage_topic,
+    }
+    for key, value in distributed_keys.items():
+        if mode is Mode.DISTRIBUTED and value is None:
+            problems.append(
+                error(
+                    key,
+                    "required key is missing in distributed mode",
+                    "a name shared by this cluster's workers",
+                )
+            )
+        elif mode is Mode.STANDALONE and value is not None:
+            problems.append(warning(key, "ignored in standalone mode"))
+    return problems

@@ -1,0 +1,129 @@
+"""connectd's error taxonomy.
+
+Every error connectd raises on purpose is a ``ConnectdError``. The ``retriable`` flag tells the
+restart policy whether running the same thing again can help (a timeout, a dead executor) or
+cannot (a bad configuration, a missing class). Messages say what was wrong and what to do.
+"""
+
+from __future__ import annotations
+
+
+class ConnectdError(Exception):
+    """Base class for every error connectd raises on purpose."""
+
+    retriable: bool = False
+
+
+class ConfigError(ConnectdError):
+    """A configuration value is missing, malformed or contradictory. Not retriable."""
+
+    retriable = False
+
+
+class ConnectorNotFound(ConnectdError):
+    """No connector with that name, or no connector class with that name or alias."""
+
+    retriable = False
+
+
+class TaskNotFound(ConnectdError):
+    """No task with that id."""
+
+    retriable = False
+
+
+class JavaUnavailable(ConnectdError):
+    """No suitable Java runtime for Spark or the development broker."""
+
+    retriable = False
+
+
+class ExecutorError(ConnectdError):
+    """Base class for failures of the executor pool."""
+
+    retriable = True
+
+
+class WriteTimeout(ExecutorError):
+    """A write ran past its deadline; its executor's process tree was killed and reaped."""
+
+    retriable = True
+
+
+class ExecutorDied(ExecutorError):
+    """An executor process ended on its own (OOM, JVM crash, signal) while serving a write."""
+
+    retriable = True
+
+
+class ExecutorStartFailed(ExecutorError):
+    """An executor could not start (its SparkSession never became ready)."""
+
+    retriable = True
+
+
+class WriteFailed(ExecutorError):
+    """The write function raised inside the executor; the traceback is in the message."""
+
+    retriable = True
+
+
+class PoolClosed(ExecutorError):
+    """The executor pool is shutting down and takes no more writes."""
+
+    retriable = False
+
+
+class TaskTimeout(ConnectdError):
+    """A task step (poll, put, commit) ran past its deadline."""
+
+    retriable = True
+
+
+class CommitRejected(ConnectdError):
+    """The sink's commit log refused a commit: a gap, an overlap, or an older epoch (a zombie)."""
+
+    retriable = False
+
+
+import typing  # noqa: E402 (appended with InvalidConfig; this module only grows at the end)
+
+if typing.TYPE_CHECKING:  # only for annotations: daemon.config imports this module
+    from collections.abc import Sequence
+
+    from daemon.config.problems import Problem
+
+
+class InvalidConfig(ConfigError):
+    """A configuration has errors; ``problems`` holds every problem found, not just the first.
+
+    ``str()`` is one line per problem. Warnings found alongside the errors are included too, so a
+    report shows the whole picture.
+    """
+
+    retriable = False
+
+    def __init__(self, problems: Sequence[Problem]) -> None:
+        self.problems: tuple[Problem, ...] = tuple(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+class ConversionError(ConnectdError):
+    """A record's key or value could not be converted (bad JSON, a missing envelope, a type
+    that conflicts with the column's). Reported per record, never for a whole batch."""
+
+    retriable = False
+
+
+class StorageCorrupt(ConnectdError):
+    """Persisted state (a commit-log record, an epoch file) failed its checksum or cannot be
+    parsed. Not retriable: the message names the file; restore it or move it aside."""
+
+    retriable = False
+
+
+class ExecutorUnavailable(ExecutorError):
+    """No executor became free for a write within the wait bound (all busy, starting, or the
+    pool is backing off after repeated start failures; the message says which)."""
+
+    retriable = True
