@@ -71,7 +71,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "check-config":
             from daemon.config.check import check_main
 
-            return check_main(args.files, sys.stdout, sys.stderr)
+            from daemon.connectors.api import default_registry
+
+            return check_main(
+                args.files, sys.stdout, sys.stderr, resolver=default_registry.config_def
+            )
         from daemon.launch import launch
 
         return launch(args)
