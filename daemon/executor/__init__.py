@@ -1,0 +1,68 @@
+"""The killable executor pool: every blocking Spark write runs in a process that can be killed
+outright with its whole process tree, and is reaped before anything takes its place.
+
+Public API (imported lazily: PySpark's worker daemon imports ``daemon.executor.pyworker`` and
+must not pay for asyncio and pyarrow)::
+
+    from daemon.executor import ExecutorPool, PoolSettings, become_subreaper
+
+    become_subreaper()                      # once, at daemon start
+    async with ExecutorPool(PoolSettings(size=1, spares=1)) as pool:
+        result = await pool.run("conn-0", "pkg.mod:write", table, timeout=60.0)
+
+Modules: ``pool`` (leases, writes), ``supervisor`` (start, replace, back off, reap),
+``handle`` (one executor seen from the daemon), ``child`` (the executor's main loop),
+``pyworker`` (PySpark's worker daemon, made mortal), ``process`` (spawn, /proc, kill_tree),
+``protocol`` (messages), ``handoff`` (Arrow batch files), ``cds`` (JDK class-data sharing),
+``info`` (observability), ``settings``, ``testing`` (write functions that hang or crash on
+purpose, for tests and deployment checks).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from daemon.executor.handoff import Batch
+    from daemon.executor.info import ExecutorInfo, ExecutorState, PoolStatus
+    from daemon.executor.pool import ExecutorPool
+    from daemon.executor.process import KillReport, become_subreaper, is_subreaper
+    from daemon.executor.protocol import function_ref
+    from daemon.executor.settings import PoolSettings
+
+_EXPORTS = {
+    "Batch": "daemon.executor.handoff",
+    "ExecutorInfo": "daemon.executor.info",
+    "ExecutorState": "daemon.executor.info",
+    "PoolStatus": "daemon.executor.info",
+    "ExecutorPool": "daemon.executor.pool",
+    "function_ref": "daemon.executor.protocol",
+    "KillReport": "daemon.executor.process",
+    "become_subreaper": "daemon.executor.process",
+    "is_subreaper": "daemon.executor.process",
+    "PoolSettings": "daemon.executor.settings",
+}
+
+__all__ = [
+    "Batch",
+    "ExecutorInfo",
+    "ExecutorPool",
+    "ExecutorState",
+    "KillReport",
+    "PoolSettings",
+    "PoolStatus",
+    "become_subreaper",
+    "function_ref",
+    "is_subreaper",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'daemon.executor' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,225 @@
+"""The executor process: one SparkSession, opened once, reused for every write.
+
+Started by the pool as ``python -m daemon.executor.child`` in a session of its own, with its end
+of the control socket on descriptor 3. In order:
+
+1. Die with the daemon: a parent-death signal (SIGKILL), and a check that the parent is still
+   the one that started us (it may have died before the signal was armed).
+2. Lower its priority (the JVM and Python workers inherit it), read ``Start``.
+3. Open the SparkSession. The JVM gets a parent-death signal too (armed between fork and exec
+   of ``spark-submit``), and PySpark's worker daemon is ``daemon.executor.pyworker``, which
+   arms one for itself and each worker: killing any link kills everything below it.
+4. Warm up (a Python job, so PySpark's workers are up; a small Arrow → DataFrame → Parquet write)
+   and only then send ``Ready``.
+5. Serve: wait for ``Run`` with a timeout of one heartbeat interval; send a ``Heartbeat`` on each
+   timeout. The heartbeat comes from this same thread, the one that runs the writes, so a stuck
+   write stops it. A closed socket means the daemon is gone: exit at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import pickle
+import signal
+import socket
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from daemon.executor import process, protocol
+from daemon.executor.handoff import Batch
+
+
+def _arm_parent_death(expected_parent: int) -> None:
+    process.set_parent_death_signal(signal.SIGKILL)
+    if os.getppid() != expected_parent:
+        os._exit(70)  # the daemon died before the signal was armed
+
+
+def _patch_gateway_launch() -> None:
+    """Arm a parent-death signal in the JVM, between fork and exec of ``spark-submit``."""
+    import pyspark.java_gateway as gateway
+
+    original = vars(gateway)["Popen"]
+
+    def popen(*args: Any, **kwargs: Any) -> Any:
+        inner = kwargs.get("preexec_fn")
+
+        def preexec() -> None:
+            process.set_parent_death_signal(signal.SIGKILL)
+            if inner is not None:
+                inner()
+
+        kwargs["preexec_fn"] = preexec
+        return original(*args, **kwargs)
+
+    vars(gateway)["Popen"] = popen
+
+
+def _open_session(start: protocol.Start) -> Any:
+    _patch_gateway_launch()
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(start.master).appName(f"connectd-executor-{os.getpid()}")
+    for key, value in start.conf.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def _warm_up(spark: Any, directory: str) -> None:
+    import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+
+    # A Python job, so PySpark's worker daemon and a worker are running.
+    spark.sparkContext.parallelize(range(4), 2).map(lambda x: x + 1).sum()
+    table = pa.table({"kafka_offset": pa.array(range(64), pa.int64()), "value": ["x" * 32] * 64})
+    spark.createDataFrame(table).write.mode("overwrite").parquet(os.path.join(directory, "warmup"))
+
+
+def _jvm_process(spark: Any) -> Any:
+    return spark.sparkContext._gateway.proc if spark is not None else None
+
+
+def _jvm_failure(spark: Any) -> str | None:
+    """Why the session cannot serve another write, or None if it can."""
+    if spark is None:
+        return None
+    proc = _jvm_process(spark)
+
+    def died() -> str | None:
+        if proc is None or proc.poll() is None:
+            return None
+        code = proc.returncode
+        how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+        return f"the executor's JVM (pid {proc.pid}) died: {how}"
+
+    if (dead := died()) is not None:
+        return dead
+    try:
+        if spark.sparkContext._jsc.sc().isStopped():
+            return "the executor's SparkContext was stopped"
+    except Exception as exc:
+        # A JVM that was just killed takes a moment to exit; name that as the cause if so.
+        with contextlib.suppress(Exception):
+            proc.wait(timeout=2.0)
+        return died() or f"the executor's JVM does not answer: {exc}"
+    return None
+
+
+def _resolve(ref: str) -> Any:
+    module_name, _, qualname = ref.partition(":")
+    target: Any = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        target = getattr(target, part)
+    return target
+
+
+def _execute(sock: socket.socket, spark: Any, msg: protocol.Run) -> bool:
+    """Run one write; False if the executor must exit afterwards."""
+    protocol.send_blocking(sock, protocol.Accepted(msg.seq))
+    began = time.monotonic()
+    batch = Batch(Path(msg.batch_path), spark) if msg.batch_path else None
+    try:
+        value = _resolve(msg.fn)(spark, batch, **msg.kwargs)
+        pickle.dumps(value)  # fail here, as the write's error, if the result cannot travel
+        reply: protocol.Done | protocol.Failed = protocol.Done(
+            msg.seq, value, time.monotonic() - began
+        )
+    except BaseException as exc:
+        broken = _jvm_failure(spark)
+        reply = protocol.Failed(
+            seq=msg.seq,
+            error=type(exc).__name__,
+            message=broken or str(exc),
+            traceback=traceback.format_exc(),
+            seconds=time.monotonic() - began,
+            fatal=broken is not None,
+        )
+        if isinstance(exc, KeyboardInterrupt | SystemExit):
+            reply = protocol.Failed(
+                msg.seq, type(exc).__name__, str(exc), reply.traceback, reply.seconds, True
+            )
+    finally:
+        if batch is not None:
+            batch.release()
+    try:
+        protocol.send_blocking(sock, reply)
+    except protocol.FrameError as exc:
+        protocol.send_blocking(
+            sock,
+            protocol.Failed(msg.seq, "FrameError", str(exc), "", time.monotonic() - began),
+        )
+    return not (isinstance(reply, protocol.Failed) and reply.fatal)
+
+
+def _build_archive(spark: Any) -> None:
+    """Stop the session and let the JVM exit cleanly: ``-XX:ArchiveClassesAtExit`` dumps then."""
+    proc = _jvm_process(spark)
+    spark.stop()
+    proc.stdin.close()  # PySpark's gateway exits on EOF of its stdin
+    proc.wait(timeout=600)
+
+
+def serve(sock: socket.socket, start: protocol.Start) -> None:
+    began = time.monotonic()
+    os.nice(start.nice)
+    spark = None
+    try:
+        if start.with_spark:
+            spark = _open_session(start)
+            if start.warmup:
+                _warm_up(spark, start.warmup_dir)
+        else:
+            import pyarrow  # noqa: F401  (warm: the first hand-off should not pay the import)
+    except BaseException:
+        protocol.send_blocking(sock, protocol.StartFailed(traceback.format_exc()))
+        os._exit(1)
+    java = _jvm_process(spark)
+    version = spark.version if spark is not None else None
+    protocol.send_blocking(
+        sock,
+        protocol.Ready(os.getpid(), time.monotonic() - began, java.pid if java else None, version),
+    )
+    if start.archive_out is not None:
+        _build_archive(spark)
+        os._exit(0)
+    while True:
+        try:
+            msg = protocol.recv_blocking(sock, start.heartbeat_interval)
+        except (EOFError, OSError):
+            os._exit(0)  # the daemon is gone; the parent-death signals take the JVM down
+        if msg is None:
+            broken = _jvm_failure(spark)
+            if broken is not None:
+                print(f"connectd executor {os.getpid()}: {broken}; exiting", file=sys.stderr)
+                os._exit(3)
+            protocol.send_blocking(sock, protocol.Heartbeat(time.time()))
+        elif isinstance(msg, protocol.Run):
+            if not _execute(sock, spark, msg):
+                os._exit(3)
+        elif isinstance(msg, protocol.Stop):
+            if spark is not None:
+                spark.stop()
+            os._exit(0)
+
+
+def main() -> None:
+    _arm_parent_death(int(os.environ["CONNECTD_PARENT_PID"]))
+    os.set_inheritable(process.CHILD_FD, False)  # the JVM must not hold the daemon's socket
+    sock = socket.socket(fileno=process.CHILD_FD)
+    try:
+        start = protocol.recv_blocking(sock, 60.0)
+    except (EOFError, OSError):
+        os._exit(0)
+    if not isinstance(start, protocol.Start):
+        os._exit(2)
+    tempfile.tempdir = None  # honour the TMPDIR the pool set
+    serve(sock, start)
+
+
+if __name__ == "__main__":
+    main()

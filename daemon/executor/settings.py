@@ -1,0 +1,135 @@
+"""Settings of the executor pool."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from daemon.errors import ConfigError
+
+# What every executor's SparkSession gets unless the operator says otherwise.
+SPARK_DEFAULTS: Mapping[str, str] = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    # PySpark's worker daemon, wrapped so it and its workers die with their JVM.
+    "spark.python.daemon.module": "daemon.executor.pyworker",
+}
+LOCAL_DEFAULTS: Mapping[str, str] = {
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+}
+
+
+@dataclass(frozen=True)
+class PoolSettings:
+    """How many executors, how their Spark sessions look, and the pool's deadlines (seconds).
+
+    ``size`` writes run at once; ``size + spares`` processes are kept alive, so a killed
+    executor's place is taken at once by a warm spare while the replacement starts.
+    """
+
+    size: int = 1
+    spares: int = 1
+    spark_master: str = "local[*]"
+    #: Any ``spark.*`` setting (``executor.spark.conf.*`` in the worker config).
+    spark_conf: Mapping[str, str] = field(default_factory=dict)
+    #: False: executors run write functions without a SparkSession (``spark`` is None). For
+    #: tests of the process machinery and for checking a deployment without a JVM.
+    with_spark: bool = True
+    #: An executor not ready (session up, warm-up job done) within this is killed and replaced.
+    start_timeout: float = 120.0
+    #: Default bound on waiting for a free executor in ``run`` (``ExecutorUnavailable``).
+    acquire_timeout: float = 120.0
+    #: An idle executor must acknowledge a write within this; the write deadline starts then.
+    accept_timeout: float = 10.0
+    #: Bound on kill + reap + /proc confirmation of one executor's tree.
+    kill_timeout: float = 5.0
+    heartbeat_interval: float = 1.0
+    #: An idle executor silent for this long is treated as hung: killed and replaced.
+    heartbeat_timeout: float = 15.0
+    #: Niceness added to executors (and their JVMs), so the event loop stays responsive.
+    nice: int = 10
+    #: Run a small write during start-up, so the first real write finds classes loaded.
+    warmup: bool = True
+    #: Hand-off files go under ``<handoff_dir>/connectd-<pid>/`` (default: /dev/shm).
+    handoff_dir: Path | None = None
+    #: Executors' scratch (spark.local.dir, TMPDIR) under ``<work_dir>/connectd-<pid>/``.
+    work_dir: Path | None = None
+    #: Build and use a JDK class-data-sharing archive (faster executor starts).
+    cds: bool = True
+    #: Build the archive in the background when it is missing (else only use an existing one).
+    cds_build: bool = True
+    #: Where the archive is kept (default ``~/.cache/connectd``).
+    cds_dir: Path | None = None
+    #: Give up on building the archive after this long.
+    cds_build_timeout: float = 300.0
+    #: Backoff after consecutive start failures: initial, doubling up to the maximum.
+    backoff_initial: float = 1.0
+    backoff_max: float = 60.0
+    #: Executors' stdout/stderr (default: the daemon's stderr).
+    log_path: Path | None = None
+    #: How often the pool samples each executor's process tree (pids, RSS) from /proc.
+    sample_interval: float = 5.0
+
+    def __post_init__(self) -> None:
+        if self.size < 1:
+            raise ConfigError(f"executor pool size must be at least 1, got {self.size}")
+        if self.spares < 0:
+            raise ConfigError(f"executor spares must be 0 or more, got {self.spares}")
+        for name in (
+            "start_timeout",
+            "acquire_timeout",
+            "accept_timeout",
+            "kill_timeout",
+            "heartbeat_interval",
+            "heartbeat_timeout",
+            "backoff_initial",
+            "backoff_max",
+            "sample_interval",
+        ):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"executor setting {name} must be positive")
+        if self.heartbeat_timeout <= self.heartbeat_interval:
+            raise ConfigError("executor heartbeat_timeout must exceed heartbeat_interval")
+        bad = [k for k in self.spark_conf if not k.startswith("spark.")]
+        if bad:
+            raise ConfigError(f"executor Spark settings must start with 'spark.': {bad}")
+
+    @property
+    def target(self) -> int:
+        """Processes the pool keeps alive."""
+        return self.size + self.spares
+
+    def session_conf(self) -> dict[str, str]:
+        """The SparkSession settings: defaults, then the operator's."""
+        conf = dict(SPARK_DEFAULTS)
+        if self.spark_master.startswith("local"):
+            conf.update(LOCAL_DEFAULTS)
+        conf.update(self.spark_conf)
+        return conf
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str], **overrides: object) -> PoolSettings:
+        """Read ``executor.*`` worker-config keys: ``executor.pool.size``,
+        ``executor.pool.spares``, ``executor.spark.master`` and ``executor.spark.conf.<key>``
+        (e.g. ``executor.spark.conf.spark.driver.memory=2g``)."""
+        base = cls()
+        conf = {
+            k.removeprefix("executor.spark.conf."): v
+            for k, v in props.items()
+            if k.startswith("executor.spark.conf.")
+        }
+        try:
+            size = int(props.get("executor.pool.size", base.size))
+            spares = int(props.get("executor.pool.spares", base.spares))
+        except ValueError as exc:
+            raise ConfigError(f"executor.pool.size / executor.pool.spares: {exc}") from exc
+        settings = replace(
+            base,
+            size=size,
+            spares=spares,
+            spark_master=props.get("executor.spark.master", base.spark_master),
+            spark_conf=conf,
+        )
+        return replace(settings, **overrides) if overrides else settings  # type: ignore[arg-type]

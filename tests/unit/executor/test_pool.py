@@ -1,0 +1,241 @@
+"""The pool's leases, kills and replacements, with real executor processes but no Spark
+(``with_spark=False``: the executors run plain Python write functions)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+import uvloop
+
+from daemon.errors import (
+    ExecutorDied,
+    ExecutorUnavailable,
+    PoolClosed,
+    WriteFailed,
+    WriteTimeout,
+)
+from daemon.executor import ExecutorPool, ExecutorState, PoolSettings, function_ref
+from daemon.executor.process import ProcStat, read_stat, scan, tree
+
+T = "daemon.executor.testing"
+MakePool = Callable[..., Awaitable[ExecutorPool]]
+
+
+def _settings(tmp_path: Path, **overrides: Any) -> PoolSettings:
+    base: dict[str, Any] = {
+        "size": 1,
+        "spares": 1,
+        "with_spark": False,
+        "heartbeat_interval": 0.2,
+        "heartbeat_timeout": 2.0,
+        "start_timeout": 30.0,
+        "acquire_timeout": 30.0,
+        "work_dir": tmp_path / "work",
+        "handoff_dir": tmp_path / "shm",
+    }
+    base.update(overrides)
+    return PoolSettings(**base)
+
+
+@pytest.fixture
+async def make_pool(tmp_path: Path) -> AsyncIterator[MakePool]:
+    pools: list[ExecutorPool] = []
+
+    async def make(**overrides: Any) -> ExecutorPool:
+        pool = ExecutorPool(_settings(tmp_path, **overrides))
+        pools.append(pool)
+        await pool.start()
+        await pool.wait_ready(pool.settings.target, timeout=30)
+        return pool
+
+    yield make
+    for pool in pools:
+        await pool.close(graceful_timeout=0)
+
+
+def _running(stats: dict[int, ProcStat]) -> list[int]:
+    out = []
+    for pid, stat in stats.items():
+        now = read_stat(pid)
+        if now is not None and now.starttime == stat.starttime and now.running:
+            out.append(pid)
+    return out
+
+
+async def test_run_returns_the_value_and_sees_the_batch(make_pool: MakePool) -> None:
+    pool = await make_pool()
+    table = pa.table({"x": list(range(500))})
+    got = await pool.run("conn-0", f"{T}:whoami", table, timeout=10)
+    assert got["rows"] == 500
+    assert got["pid"] in {e.pid for e in pool.snapshot()}
+    assert await pool.run("conn-0", f"{T}:sleep", kwargs={"seconds": 0.01}, timeout=10) == 0.01
+    info = next(e for e in pool.snapshot() if e.pid == got["pid"])
+    assert info.writes_done >= 1 and info.last_write_seconds is not None
+    assert info.state is ExecutorState.IDLE and info.task_id is None
+    assert pool.status().writes_done == 2
+
+
+async def test_hung_write_is_killed_at_its_deadline_and_the_spare_takes_over(
+    make_pool: MakePool, tmp_path: Path
+) -> None:
+    pool = await make_pool()
+    marker = tmp_path / "hung"
+    write = asyncio.create_task(
+        pool.run("conn-0", f"{T}:hang_in_python", kwargs={"marker": str(marker)}, timeout=1.0)
+    )
+    while not marker.exists():
+        await asyncio.sleep(0.01)
+    pid = pool.current_pid("conn-0")
+    assert pid is not None and pid == int(marker.read_text())
+    hung_tree = tree(pid, scan(), session=pid)
+    began = time.monotonic()
+    with pytest.raises(WriteTimeout) as err:
+        await write
+    assert _running(hung_tree) == []
+    assert "conn-0" in str(err.value) and "1 s" in str(err.value) and str(pid) in str(err.value)
+    assert time.monotonic() - began < 2.0
+    took = time.monotonic()
+    got = await pool.run("conn-0", f"{T}:whoami", timeout=5, acquire_timeout=1.0)
+    assert got["pid"] != pid and time.monotonic() - took < 1.0
+    assert pool.status().kills == 1
+    await pool.wait_ready(2, timeout=30)  # the replacement came up
+    assert len(pool.snapshot()) == 2
+
+
+async def test_executor_that_dies_fails_the_write_and_is_replaced(make_pool: MakePool) -> None:
+    pool = await make_pool()
+    with pytest.raises(ExecutorDied, match="exit code 9"):
+        await pool.run("conn-0", f"{T}:crash", kwargs={"code": 9}, timeout=10)
+    assert (await pool.run("conn-0", f"{T}:whoami", timeout=10))["rows"] == 0
+    await pool.wait_ready(2, timeout=30)
+    assert pool.status().deaths == 1
+
+
+async def test_failing_function_keeps_the_executor(make_pool: MakePool) -> None:
+    pool = await make_pool(spares=0)
+    first = await pool.run("conn-0", f"{T}:whoami", timeout=10)
+    with pytest.raises(WriteFailed, match="ValueError: nope") as err:
+        await pool.run("conn-0", f"{T}:fail", kwargs={"message": "nope"}, timeout=10)
+    assert "Traceback" in str(err.value)
+    assert (await pool.run("conn-0", f"{T}:whoami", timeout=10))["pid"] == first["pid"]
+
+
+async def test_cancelling_the_await_kills_the_executor(make_pool: MakePool, tmp_path: Path) -> None:
+    pool = await make_pool()
+    marker = tmp_path / "hung"
+    write = asyncio.create_task(
+        pool.run("conn-0", f"{T}:hang_in_python", kwargs={"marker": str(marker)}, timeout=60)
+    )
+    while not marker.exists():
+        await asyncio.sleep(0.01)
+    pid = int(marker.read_text())
+    write.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await write
+    assert read_stat(pid) is None  # killed and reaped before the cancellation was reported
+    assert pool.current_pid("conn-0") is None
+
+
+async def test_one_task_never_writes_twice_at_once(make_pool: MakePool) -> None:
+    pool = await make_pool()
+    first = asyncio.create_task(
+        pool.run("conn-0", f"{T}:sleep", kwargs={"seconds": 0.5}, timeout=5)
+    )
+    await asyncio.sleep(0.1)
+    began = time.monotonic()
+    # The spare is idle, but this task's previous write still holds an executor.
+    await pool.run("conn-0", f"{T}:whoami", timeout=5)
+    assert time.monotonic() - began > 0.3 and first.done()
+    # Another task takes the spare at once.
+    other = asyncio.create_task(
+        pool.run("conn-0", f"{T}:sleep", kwargs={"seconds": 0.5}, timeout=5)
+    )
+    await asyncio.sleep(0.05)
+    with pytest.raises(ExecutorUnavailable, match="previous write"):
+        await pool.run("conn-0", f"{T}:whoami", timeout=5, acquire_timeout=0.1)
+    await other
+
+
+async def test_waiting_for_a_free_executor_is_bounded(make_pool: MakePool) -> None:
+    pool = await make_pool(spares=0)
+    busy = asyncio.create_task(pool.run("a", f"{T}:sleep", kwargs={"seconds": 1.0}, timeout=5))
+    await asyncio.sleep(0.1)
+    with pytest.raises(ExecutorUnavailable, match="1 busy"):
+        await pool.run("b", f"{T}:whoami", timeout=5, acquire_timeout=0.2)
+    assert await busy == 1.0
+    assert (await pool.run("b", f"{T}:whoami", timeout=5))["rows"] == 0
+
+
+async def test_idle_executor_without_heartbeat_is_replaced(make_pool: MakePool) -> None:
+    pool = await make_pool(spares=0)
+    (victim,) = pool.snapshot()
+    os.kill(victim.pid, signal.SIGSTOP)  # alive, but its heartbeats stop
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(e.pid == victim.pid for e in pool.snapshot()):
+        await asyncio.sleep(0.05)
+    assert read_stat(victim.pid) is None
+    assert "heartbeat" in (pool.status().problem or "")
+    await pool.wait_ready(1, timeout=30)
+    assert pool.snapshot()[0].pid != victim.pid
+
+
+async def test_close_finishes_running_writes_then_kills_everything(
+    make_pool: MakePool, tmp_path: Path
+) -> None:
+    pool = await make_pool()
+    pids = [e.pid for e in pool.snapshot()]
+    write = asyncio.create_task(pool.run("a", f"{T}:sleep", kwargs={"seconds": 0.3}, timeout=5))
+    await asyncio.sleep(0.05)
+    await pool.close(graceful_timeout=5)
+    assert await write == 0.3
+    assert all(read_stat(p) is None for p in pids)
+    assert list((tmp_path / "shm").glob("connectd-*/*")) == []
+    assert list((tmp_path / "work").glob("connectd-*/*")) == []
+    with pytest.raises(PoolClosed):
+        await pool.run("a", f"{T}:whoami", timeout=5)
+
+
+async def test_close_kills_writes_past_the_graceful_deadline(make_pool: MakePool) -> None:
+    pool = await make_pool(spares=0)
+    write = asyncio.create_task(pool.run("a", f"{T}:hang_in_python", timeout=60))
+    await asyncio.sleep(0.2)
+    pid = pool.current_pid("a")
+    await pool.close(graceful_timeout=0.2)
+    with pytest.raises(PoolClosed):
+        await write
+    assert pid is not None and read_stat(pid) is None
+
+
+def test_the_pool_runs_under_uvloop(tmp_path: Path) -> None:
+    async def scenario() -> tuple[str, int, int]:
+        async with ExecutorPool(_settings(tmp_path)) as pool:
+            await pool.wait_ready(2, timeout=30)
+            got = await pool.run("u", f"{T}:whoami", pa.table({"x": [1, 2]}), timeout=5)
+            with pytest.raises(WriteTimeout):
+                await pool.run("u", f"{T}:hang_in_python", timeout=0.5)
+            with pytest.raises(ExecutorDied):
+                await pool.run("u", f"{T}:crash", timeout=5)
+            return type(asyncio.get_running_loop()).__module__, got["rows"], pool.status().kills
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        loop_module, rows, kills = runner.run(scenario())
+    assert loop_module.startswith("uvloop") and rows == 2 and kills == 1
+
+
+def test_function_refs() -> None:
+    from daemon.executor import testing
+
+    assert function_ref(testing.whoami) == "daemon.executor.testing:whoami"
+    assert function_ref("a.b:c") == "a.b:c"
+    with pytest.raises(TypeError):
+        function_ref("a.b.c")
+    with pytest.raises(TypeError):
+        function_ref(lambda spark, batch: None)

@@ -1,0 +1,51 @@
+"""Pool settings: validation, Spark defaults, worker-config keys."""
+
+from __future__ import annotations
+
+import pytest
+
+from daemon.errors import ConfigError
+from daemon.executor import PoolSettings
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"size": 0},
+        {"spares": -1},
+        {"start_timeout": 0},
+        {"heartbeat_interval": 2.0, "heartbeat_timeout": 1.0},
+        {"spark_conf": {"driver.memory": "1g"}},
+    ],
+)
+def test_invalid_settings_are_refused(bad: dict[str, object]) -> None:
+    with pytest.raises(ConfigError):
+        PoolSettings(**bad)  # type: ignore[arg-type]
+
+
+def test_session_conf_defaults_then_operator_settings() -> None:
+    conf = PoolSettings(spark_conf={"spark.ui.enabled": "true", "spark.x": "y"}).session_conf()
+    assert conf["spark.ui.enabled"] == "true"
+    assert conf["spark.x"] == "y"
+    assert conf["spark.python.daemon.module"] == "daemon.executor.pyworker"
+    assert conf["spark.driver.bindAddress"] == "127.0.0.1"
+    remote = PoolSettings(spark_master="spark://h:7077").session_conf()
+    assert "spark.driver.bindAddress" not in remote
+    assert PoolSettings(size=2, spares=1).target == 3
+
+
+def test_from_properties_reads_executor_keys() -> None:
+    s = PoolSettings.from_properties(
+        {
+            "executor.pool.size": "2",
+            "executor.pool.spares": "0",
+            "executor.spark.master": "local[2]",
+            "executor.spark.conf.spark.driver.memory": "2g",
+            "name": "ignored",
+        },
+        nice=5,
+    )
+    assert (s.size, s.spares, s.spark_master, s.nice) == (2, 0, "local[2]", 5)
+    assert dict(s.spark_conf) == {"spark.driver.memory": "2g"}
+    with pytest.raises(ConfigError):
+        PoolSettings.from_properties({"executor.pool.size": "many"})
