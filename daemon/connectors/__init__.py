@@ -6,6 +6,9 @@ The public names are re-exported here; see ``api`` for the lifecycle and its gua
 
 from __future__ import annotations
 
+# Registers the built-in aliases (ParquetSink, HangSink, EchoSink): names only, their modules
+# are imported when an alias is first resolved.
+from daemon.connectors import builtin as _builtin  # noqa: F401
 from daemon.connectors.api import (
     REQUIRED,
     ConfigDef,

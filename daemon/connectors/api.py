@@ -404,6 +404,14 @@ class TaskContext:
 
     # ---- runtime side ----
 
+    def set_epoch(self, epoch: int) -> None:
+        """A newer epoch for this incarnation, drawn when it takes over partitions: whoever owns
+        a partition now holds a higher epoch than every earlier owner (the commit log fences on
+        it), also when a rebalance moves a partition to a task that started earlier."""
+        if epoch < self._epoch:
+            raise ValueError(f"task {self._task_id}: epoch {epoch} is older than {self._epoch}")
+        self._epoch = epoch
+
     def set_assignment(self, partitions: Collection[TopicPartition]) -> None:
         """The runtime's new assignment; pauses and pending seeks of lost partitions are dropped."""
         self._assignment = frozenset(partitions)

@@ -1,0 +1,213 @@
+"""ParquetSink's settings: one declaration each (type, default, validation, documentation)."""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from daemon.config.problems import Problem, error
+from daemon.connectors.api import REQUIRED, ConfigDef, ConfigType, Importance, in_range, one_of
+from daemon.connectors.parquet_write import COMPRESSION, FORMATS
+from daemon.errors import ConfigError, InvalidConfig
+
+WRITE_TIMEOUT_KEY = "task.write.timeout.ms"
+DEFAULT_WRITE_TIMEOUT_MS = 60_000
+
+
+def table_path(uri: str) -> Path:
+    """The local directory of a ``path`` setting: a plain absolute path or a ``file://`` URI.
+
+    Other schemes (``hdfs://``, ``s3a://``, ``abfs://`` ...) are refused with ``ValueError``:
+    the commit log that makes the sink exactly-once needs a local filesystem for now.
+    """
+    parsed = urllib.parse.urlsplit(uri.strip())
+    if parsed.scheme in ("", "file"):
+        if parsed.scheme == "file" and parsed.netloc not in ("", "localhost"):
+            raise ValueError(f"{uri!r} names host {parsed.netloc!r}; use file:///absolute/path")
+        text = urllib.parse.unquote(parsed.path) if parsed.scheme else uri.strip()
+        path = Path(text)
+        if not path.is_absolute():
+            raise ValueError(
+                f"{uri!r} is relative; give an absolute path (the daemon's working"
+                " directory is not a place for tables)"
+            )
+        return path
+    raise ValueError(
+        f"{parsed.scheme}:// paths are not supported yet: the sink's exactly-once commit log "
+        "works on a local filesystem only (atomic rename, hard links, flock); use a local "
+        "directory or a file:/// URI"
+    )
+
+
+def _check_path(value: Any) -> None:
+    table_path(str(value))
+
+
+def _check_partition_by(value: Any) -> None:
+    columns = list(value)
+    if len(set(columns)) != len(columns):
+        raise ValueError(f"{columns} names a column twice")
+    if "headers" in columns:
+        raise ValueError("headers is a list of structs and cannot be a partition column")
+
+
+class ParquetConfigDef(ConfigDef):
+    """ParquetSink's settings; ``validate`` also checks settings against each other (the
+    codec against the format), so ``check-config`` and REST validation see those problems."""
+
+    def validate(self, config: Mapping[str, str]) -> list[Problem]:
+        problems = super().validate(config)
+        if problems:
+            return problems
+        values = ConfigDef(keys=self.keys).parse(config)  # the plain checks passed
+        return _cross_problems(values, config)
+
+
+CONFIG_DEF = (
+    ParquetConfigDef()
+    .define(
+        "path",
+        ConfigType.STRING,
+        REQUIRED,
+        Importance.HIGH,
+        "The table's directory: an absolute local path or a file:/// URI.",
+        validator=_check_path,
+    )
+    .define(
+        "format",
+        ConfigType.STRING,
+        "parquet",
+        Importance.HIGH,
+        f"File format: {', '.join(FORMATS)}.",
+        validator=one_of(*FORMATS),
+    )
+    .define(
+        "partition.by",
+        ConfigType.LIST,
+        [],
+        Importance.MEDIUM,
+        "Columns to partition the table by (Hive-style col=value directories), e.g. "
+        "kafka_partition, or fields of the value with value.fields.",
+        validator=_check_partition_by,
+    )
+    .define(
+        "flush.max.records",
+        ConfigType.INT,
+        50_000,
+        Importance.MEDIUM,
+        "Write (and commit) once this many records are buffered.",
+        validator=in_range(1, 10_000_000),
+    )
+    .define(
+        "flush.interval.ms",
+        ConfigType.MS,
+        10_000,
+        Importance.MEDIUM,
+        "Write (and commit) once the oldest buffered record waited this long; 0 writes "
+        "every batch.",
+    )
+    .define(
+        "compression",
+        ConfigType.STRING,
+        "",
+        Importance.LOW,
+        "Codec of the data files; empty for the format's Spark default. Parquet: "
+        + ", ".join(COMPRESSION["parquet"])
+        + ". ORC: "
+        + ", ".join(COMPRESSION["orc"])
+        + ". JSON and CSV: "
+        + ", ".join(COMPRESSION["csv"])
+        + ".",
+    )
+    .define(
+        "value.fields",
+        ConfigType.LIST,
+        [],
+        Importance.MEDIUM,
+        "With the JSON value converter: the value's fields to store as columns (with "
+        "optional types, e.g. id:int64,name), instead of one value column. Short for "
+        "value.converter.fields.",
+    )
+)
+
+
+@dataclass(frozen=True)
+class ParquetSettings:
+    """A ParquetSink configuration, parsed and checked."""
+
+    path: Path
+    format: str
+    partition_by: tuple[str, ...]
+    flush_max_records: int
+    flush_interval: float  # seconds
+    compression: str
+    write_timeout: float  # seconds
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, str]) -> ParquetSettings:
+        """``InvalidConfig`` listing every problem if the configuration is not usable."""
+        problems = [p for p in check_config(config) if p.is_error]
+        if problems:
+            raise InvalidConfig(problems)
+        values = CONFIG_DEF.parse(config)
+        return cls(
+            path=table_path(values["path"]),
+            format=values["format"].lower(),
+            partition_by=tuple(values["partition.by"]),
+            flush_max_records=values["flush.max.records"],
+            flush_interval=values["flush.interval.ms"] / 1000.0,
+            compression=values["compression"].strip().lower(),
+            write_timeout=write_timeout(config),
+        )
+
+
+def _write_timeout(config: Mapping[str, str]) -> int:
+    text = config.get(WRITE_TIMEOUT_KEY, str(DEFAULT_WRITE_TIMEOUT_MS)).strip()
+    if not text.isdigit() or int(text) == 0:
+        raise ValueError(f"{text!r} is not a positive number of milliseconds")
+    return int(text)
+
+
+def write_timeout(config: Mapping[str, str]) -> float:
+    """Seconds one executor write may take: ``task.write.timeout.ms`` from the task config
+    (the runtime passes the worker's value; a connector config may set its own), default 60 s.
+    ``ConfigError`` if it is not a positive integer."""
+    try:
+        return _write_timeout(config) / 1000.0
+    except ValueError as e:
+        raise ConfigError(f"{WRITE_TIMEOUT_KEY}: {e}") from None
+
+
+def check_config(config: Mapping[str, str]) -> list[Problem]:
+    """Every problem of ``config``: each setting on its own, then across settings."""
+    return CONFIG_DEF.validate(config)
+
+
+def _cross_problems(values: Mapping[str, Any], config: Mapping[str, str]) -> list[Problem]:
+    problems = []
+    fmt, codec = values["format"].lower(), values["compression"].strip().lower()
+    if codec and codec not in COMPRESSION[fmt]:
+        problems.append(
+            error(
+                "compression",
+                f"{codec!r} is not available for format {fmt}",
+                ", ".join(COMPRESSION[fmt]),
+            )
+        )
+    own = config.get("value.converter.fields")
+    if values["value.fields"] and own is not None and own.strip() != config["value.fields"].strip():
+        problems.append(
+            error(
+                "value.fields",
+                "value.converter.fields says otherwise",
+                "only one of value.fields and value.converter.fields",
+            )
+        )
+    try:
+        _write_timeout(config)
+    except ValueError as e:
+        problems.append(error(WRITE_TIMEOUT_KEY, str(e), "milliseconds as an integer > 0"))
+    return problems

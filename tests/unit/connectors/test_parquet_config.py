@@ -1,0 +1,128 @@
+"""ParquetSink's settings: paths, formats, codecs, partition columns, value.fields, aliases."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from daemon.connectors import default_registry
+from daemon.connectors.parquet import (
+    ParquetSettings,
+    ParquetSinkConnector,
+    ParquetSinkTask,
+    table_path,
+    write_timeout,
+)
+from daemon.connectors.testing import EchoSinkConnector, HangSinkConnector
+from daemon.errors import ConfigError, InvalidConfig
+
+
+def problems(config: dict[str, str]) -> dict[str | None, str]:
+    return {p.key: str(p) for p in ParquetSinkConnector().validate(config) if p.is_error}
+
+
+def test_plain_paths_and_file_uris_name_local_directories() -> None:
+    assert table_path("/data/orders") == Path("/data/orders")
+    assert table_path("file:///data/orders") == Path("/data/orders")
+    assert table_path("file://localhost/data/my%20orders") == Path("/data/my orders")
+
+
+@pytest.mark.parametrize("uri", ["hdfs://nn:8020/t", "s3a://bucket/t", "abfs://c@a/t"])
+def test_other_filesystems_are_refused_naming_the_limitation(uri: str) -> None:
+    with pytest.raises(ValueError, match="local filesystem only") as info:
+        table_path(uri)
+    assert uri.split(":")[0] in str(info.value) and "commit log" in str(info.value)
+    assert "path" in problems({"path": uri})
+
+
+def test_relative_paths_and_remote_file_hosts_are_refused() -> None:
+    with pytest.raises(ValueError, match="relative"):
+        table_path("data/orders")
+    with pytest.raises(ValueError, match="host"):
+        table_path("file://otherhost/data")
+
+
+def test_defaults() -> None:
+    s = ParquetSettings.from_config({"path": "/t"})
+    assert (s.format, s.partition_by, s.compression) == ("parquet", (), "")
+    assert (s.flush_max_records, s.flush_interval, s.write_timeout) == (50_000, 10.0, 60.0)
+
+
+def test_every_setting_parsed() -> None:
+    s = ParquetSettings.from_config(
+        {
+            "path": "file:///t",
+            "format": "ORC",
+            "partition.by": "kafka_partition, region",
+            "flush.max.records": "500",
+            "flush.interval.ms": "250",
+            "compression": "ZSTD",
+            "task.write.timeout.ms": "1500",
+        }
+    )
+    assert s.path == Path("/t") and s.format == "orc" and s.compression == "zstd"
+    assert s.partition_by == ("kafka_partition", "region")
+    assert (s.flush_max_records, s.flush_interval, s.write_timeout) == (500, 0.25, 1.5)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "good", "bad"),
+    [
+        ("parquet", "snappy", "zlib"),
+        ("orc", "zlib", "gzip"),
+        ("json", "gzip", "zstd"),
+        ("csv", "bzip2", "snappy-ish"),
+    ],
+)
+def test_compression_is_checked_against_the_format(fmt: str, good: str, bad: str) -> None:
+    assert problems({"path": "/t", "format": fmt, "compression": good}) == {}
+    found = problems({"path": "/t", "format": fmt, "compression": bad})
+    assert set(found) == {"compression"} and fmt in found["compression"]
+    assert good in found["compression"]  # the allowed codecs are listed
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    found = problems(
+        {"format": "avro", "flush.max.records": "0", "partition.by": "headers", "path": "x"}
+    )
+    assert {"path", "format", "flush.max.records", "partition.by"} <= set(found)
+    with pytest.raises(InvalidConfig) as info:
+        ParquetSettings.from_config({"format": "avro"})
+    assert {p.key for p in info.value.problems} == {"path", "format"}
+
+
+def test_partition_columns_may_not_repeat() -> None:
+    assert "twice" in problems({"path": "/t", "partition.by": "a,b,a"})["partition.by"]
+
+
+def test_write_timeout_comes_from_the_task_config() -> None:
+    assert write_timeout({}) == 60.0
+    assert write_timeout({"task.write.timeout.ms": "2500"}) == 2.5
+    with pytest.raises(ConfigError, match=r"task\.write\.timeout\.ms"):
+        write_timeout({"task.write.timeout.ms": "0"})
+    assert "task.write.timeout.ms" in problems({"path": "/t", "task.write.timeout.ms": "-1"})
+
+
+def test_value_fields_is_handed_to_the_value_converter() -> None:
+    connector = ParquetSinkConnector()
+    connector.config = {"path": "/t", "value.fields": "id:int64,name"}
+    configs = connector.task_configs(2)
+    assert len(configs) == 2
+    assert all(c["value.converter.fields"] == "id:int64,name" for c in configs)
+    conflict = {"path": "/t", "value.fields": "id", "value.converter.fields": "name"}
+    assert "value.fields" in problems(conflict)
+    same = {"path": "/t", "value.fields": "id", "value.converter.fields": "id"}
+    assert problems(same) == {}
+
+
+def test_builtin_aliases_resolve() -> None:
+    assert default_registry.resolve("ParquetSink") is ParquetSinkConnector
+    assert default_registry.resolve("ParquetSinkConnector") is ParquetSinkConnector
+    assert default_registry.resolve("hangsink") is HangSinkConnector
+    assert default_registry.resolve("EchoSink") is EchoSinkConnector
+    assert ParquetSinkConnector().task_class() is ParquetSinkTask
+    names = {p.class_name for p in default_registry.list_plugins()}
+    assert "daemon.connectors.parquet.ParquetSinkConnector" in names
+    settings = default_registry.config_def("ParquetSink")
+    assert settings is not None and settings.settings["path"].required

@@ -1,0 +1,77 @@
+"""The executor-side write function without Spark (pyarrow writes): files, checks, formats."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from daemon.connectors.parquet_write import data_files, write_staged
+from daemon.connectors.testing import sample_batch
+from daemon.executor.handoff import Batch, write_table
+
+
+def handoff(tmp_path: Path, table: pa.Table) -> Batch:
+    return Batch(write_table(table, tmp_path / "batch.arrow"), None)
+
+
+def test_data_files_skips_what_readers_skip(tmp_path: Path) -> None:
+    for name in ("a.parquet", "_SUCCESS", ".a.parquet.crc", "x=1/b.parquet", "_temporary/0/c"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    assert data_files(tmp_path) == ["a.parquet", "x=1/b.parquet"]
+
+
+def test_returns_the_files_written_and_the_row_count(tmp_path: Path) -> None:
+    out = tmp_path / "stage"
+    out.mkdir()
+    batch = handoff(tmp_path, sample_batch("t", 2, 0, 5).table)
+    result = write_staged(None, batch, path=str(out), partition_by=["kafka_partition"])
+    assert result["files"] == ["kafka_partition=2/part-00000.parquet"] and result["rows"] == 5
+    assert write_staged(None, None, path=str(out))["rows"] == 0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"format": "avro"}, "format"),
+        ({"format": "orc", "compression": "gzip"}, "compression"),
+        ({"source": "csv"}, "source"),
+        ({"partition_by": ["region"]}, "region"),
+    ],
+)
+def test_refuses_what_it_cannot_write(
+    tmp_path: Path, kwargs: dict[str, object], message: str
+) -> None:
+    batch = handoff(tmp_path, sample_batch(count=2).table)
+    with pytest.raises(ValueError, match=message):
+        write_staged(None, batch, path=str(tmp_path / "o"), **kwargs)  # type: ignore[arg-type]
+
+
+def test_text_formats_flatten_headers_and_may_be_gzipped(tmp_path: Path) -> None:
+    batch = handoff(tmp_path, sample_batch(count=2).table)
+    out = tmp_path / "json"
+    result = write_staged(None, batch, path=str(out), format="json", compression="gzip")
+    assert result["files"] == ["part-00000.json.gz"]
+    first = json.loads(gzip.decompress((out / result["files"][0]).read_bytes()).splitlines()[0])
+    assert first["key"] == "key-0" and first["headers"] == [{"key": "source", "value": "c2FtcGxl"}]
+    csv_out = tmp_path / "csv"
+    write_staged(None, batch, path=str(csv_out), format="csv")
+    header, row = (csv_out / "part-00000.csv").read_text().splitlines()[:2]
+    assert "headers" in header and "c2FtcGxl" in row
+    with pytest.raises(ValueError, match="gzip"):
+        write_staged(None, batch, path=str(tmp_path / "x"), format="csv", compression="lz4")
+
+
+def test_the_module_imports_nothing_heavy() -> None:
+    code = (
+        "import sys, daemon.connectors.parquet_write as w; "
+        "print(sorted(m for m in ('pyspark', 'pyarrow.parquet', 'aiohttp') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
