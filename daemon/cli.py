@@ -58,6 +58,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="files to check; --worker F / --connector F / --mode M force how a file is read",
     )
+    passwd = sub.add_parser(
+        "passwd",
+        help="add or change a user in a REST basic-auth credentials file",
+        description="connectd passwd FILE USER: the password is read from the terminal or stdin.",
+    )
+    passwd.add_argument("args", nargs=argparse.REMAINDER, metavar="FILE USER")
     return parser
 
 
@@ -70,12 +76,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "check-config":
             from daemon.config.check import check_main
-
             from daemon.connectors.api import default_registry
 
             return check_main(
                 args.files, sys.stdout, sys.stderr, resolver=default_registry.config_def
             )
+        if args.command == "passwd":
+            from daemon.rest import passwd_main
+
+            return passwd_main(args.args)
         from daemon.launch import launch
 
         return launch(args)

@@ -20,6 +20,7 @@ from daemon.config.fields import setting
 from daemon.config.kafka import KafkaSettings
 from daemon.config.problems import Problem, error, warning
 from daemon.config.providers import provider_specs
+from daemon.config.rest import RestApiSettings
 from daemon.config.values import (
     Listener,
     Listeners,
@@ -52,7 +53,7 @@ _REST, _CONV, _TASK, _STORE, _GROUP, _PROV, _EXEC, _LOG = (
 _DISTRIBUTED_ONLY = "; distributed mode only, required there"
 
 
-class WorkerConfig(KafkaSettings):
+class WorkerConfig(KafkaSettings, RestApiSettings):
     """A worker's configuration. Frozen; durations are ``timedelta``; ``None`` means unset."""
 
     model_config = ConfigDict(frozen=True, populate_by_name=True, extra="forbid")

@@ -1,0 +1,94 @@
+"""Settings of the worker's REST API: limits, authentication, HTTPS and topic tracking."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from daemon.config import fields as f
+from daemon.config.fields import setting
+from daemon.config.values import PemType
+
+_REST = "REST API"
+
+
+class RestApiSettings(BaseModel):
+    """The REST part of ``WorkerConfig`` (connectd's limits and auth; Connect's HTTPS keys)."""
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True, extra="forbid")
+
+    rest_request_max_bytes: f.PositiveInt = setting(
+        1 << 20,
+        key="rest.request.max.bytes",
+        group=_REST,
+        description="Largest request body accepted (connectd); larger bodies get 413.",
+    )
+    rest_request_timeout: f.Millis = setting(
+        timedelta(milliseconds=90_000),
+        key="rest.request.timeout.ms",
+        group=_REST,
+        description="Deadline for one request's work in the worker (connectd); then 500.",
+    )
+    rest_auth_basic_credentials_file: f.FilePath | None = setting(
+        None,
+        key="rest.auth.basic.credentials.file",
+        example="/etc/connectd/rest.passwd",
+        group=_REST,
+        description=(
+            "HTTP basic authentication (connectd): a file of 'user:salted-hash' lines made with "
+            "`connectd passwd FILE USER`; /health stays open."
+        ),
+    )
+    topic_tracking_enable: f.Bool = setting(
+        True,
+        key="topic.tracking.enable",
+        group=_REST,
+        description="Track the topics each connector uses (GET /connectors/{name}/topics).",
+    )
+    topic_tracking_allow_reset: f.Bool = setting(
+        True,
+        key="topic.tracking.allow.reset",
+        group=_REST,
+        description="Allow PUT /connectors/{name}/topics/reset.",
+    )
+    listeners_https_ssl_keystore_type: PemType = setting(
+        "PEM",
+        key="listeners.https.ssl.keystore.type",
+        group=_REST,
+        description="Format of the HTTPS key store; only PEM is supported.",
+    )
+    listeners_https_ssl_keystore_location: f.FilePath | None = setting(
+        None,
+        key="listeners.https.ssl.keystore.location",
+        example="/etc/connectd/rest.pem",
+        group=_REST,
+        description="For https:// listeners: a PEM file with the key and certificate chain.",
+    )
+    listeners_https_ssl_key_password: f.Password | None = setting(
+        None,
+        key="listeners.https.ssl.key.password",
+        group=_REST,
+        description="Password of the HTTPS private key, if it is encrypted.",
+    )
+    listeners_https_ssl_truststore_type: PemType = setting(
+        "PEM",
+        key="listeners.https.ssl.truststore.type",
+        group=_REST,
+        description="Format of the HTTPS trust store; only PEM is supported.",
+    )
+    listeners_https_ssl_truststore_location: f.FilePath | None = setting(
+        None,
+        key="listeners.https.ssl.truststore.location",
+        example="/etc/connectd/clients-ca.pem",
+        group=_REST,
+        description="PEM bundle of the CAs that sign client certificates (with client.auth).",
+    )
+    listeners_https_ssl_client_auth: Literal["none", "requested", "required"] = setting(
+        "none",
+        key="listeners.https.ssl.client.auth",
+        expected="none, requested or required",
+        group=_REST,
+        description="Whether HTTPS clients must present a certificate: none, requested, required.",
+    )

@@ -1,0 +1,245 @@
+"""connectd's Prometheus metrics, served at ``GET /metrics``.
+
+One ``Metrics`` per daemon, with a ``CollectorRegistry`` of its own: nothing is registered in
+prometheus-client's global registry, so several daemons (or tests) in one process never clash.
+
+The runtime calls the recording methods as things happen (cheap: a dict lookup and an add, safe
+from the event loop). State that already lives elsewhere — connector and task states, the
+executor pool — is not copied into gauges: ``watch_worker`` and ``watch_pool`` add collectors
+that read it when Prometheus scrapes, so it can never go stale.
+
+Names (counters get ``_total`` on export):
+
+- ``connectd_records_consumed_total{connector,task}``, ``connectd_records_written_total{...}``
+- ``connectd_write_seconds{connector,task}`` (histogram of one write, hand-off to commit)
+- ``connectd_executor_kills_total{reason}``, ``connectd_task_restarts_total{connector,task,cause}``
+- ``connectd_event_loop_lag_seconds`` (histogram) and ``connectd_event_loop_lag_last_seconds``
+- ``connectd_consumer_lag_records{connector,task,topic,partition}``
+- on scrape: ``connectd_connector_state{connector,state}``, ``connectd_task_state{...,state}``,
+  ``connectd_task_incarnation``, ``connectd_task_auto_restarts``, ``connectd_executors{state}``,
+  ``connectd_executor_rss_bytes{executor}``, ``connectd_executor_deaths_total``,
+  ``connectd_executor_start_failures_total``, ``connectd_executor_writes_total``
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Iterator
+from typing import Protocol
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.registry import Collector
+
+from daemon.errors import ConnectdError
+from daemon.executor.info import ExecutorInfo, PoolStatus
+from daemon.runtime.model import State, WorkerAPI
+
+WRITE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+class PoolView(Protocol):
+    """What the pool collector reads (``daemon.executor.ExecutorPool`` has both)."""
+
+    def status(self) -> PoolStatus: ...
+
+    def snapshot(self) -> list[ExecutorInfo]: ...
+
+
+class Metrics:
+    """The daemon's metrics. Recording methods never raise and never block."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        task = ["connector", "task"]
+        self.records_consumed = Counter(
+            "connectd_records_consumed", "Records fetched from Kafka.", task, registry=r
+        )
+        self.records_written = Counter(
+            "connectd_records_written", "Records committed to the sink.", task, registry=r
+        )
+        self.write_seconds = Histogram(
+            "connectd_write_seconds",
+            "Duration of one write, from hand-off to the executor to the sink's commit.",
+            task,
+            buckets=WRITE_BUCKETS,
+            registry=r,
+        )
+        self.executor_kills = Counter(
+            "connectd_executor_kills",
+            "Executor process trees killed (write deadline, task stop, shutdown).",
+            ["reason"],
+            registry=r,
+        )
+        self.task_restarts = Counter(
+            "connectd_task_restarts",
+            "Task incarnations ended and replaced (REST, auto-restart, reconfiguration).",
+            [*task, "cause"],
+            registry=r,
+        )
+        self.event_loop_lag = Histogram(
+            "connectd_event_loop_lag_seconds",
+            "How late the event loop ran a timer: time it was blocked.",
+            buckets=LAG_BUCKETS,
+            registry=r,
+        )
+        self.event_loop_lag_last = Gauge(
+            "connectd_event_loop_lag_last_seconds", "The latest event-loop lag sample.", registry=r
+        )
+        self.consumer_lag = Gauge(
+            "connectd_consumer_lag_records",
+            "Records between a partition's end and the task's position.",
+            [*task, "topic", "partition"],
+            registry=r,
+        )
+        self._lag_labels: dict[tuple[str, str], set[tuple[str, str]]] = {}
+        self._watched: dict[int, Collector] = {}
+
+    # -- recording (called by the runtime) --------------------------------------------------
+
+    def record_consumed(self, connector: str, task: int, count: int) -> None:
+        self.records_consumed.labels(connector, str(task)).inc(count)
+
+    def record_written(self, connector: str, task: int, count: int, seconds: float) -> None:
+        """One committed write of ``count`` records that took ``seconds``."""
+        self.records_written.labels(connector, str(task)).inc(count)
+        self.write_seconds.labels(connector, str(task)).observe(seconds)
+
+    def executor_killed(self, reason: str) -> None:
+        self.executor_kills.labels(reason).inc()
+
+    def task_restarted(self, connector: str, task: int, cause: str) -> None:
+        self.task_restarts.labels(connector, str(task), cause).inc()
+
+    def set_consumer_lag(
+        self, connector: str, task: int, topic: str, partition: int, lag: int
+    ) -> None:
+        key = (connector, str(task))
+        self._lag_labels.setdefault(key, set()).add((topic, str(partition)))
+        self.consumer_lag.labels(connector, str(task), topic, str(partition)).set(lag)
+
+    def forget_task(self, connector: str, task: int) -> None:
+        """Drop a task's series (its connector was deleted or shrank): no stale lag."""
+        key = (connector, str(task))
+        for topic, partition in self._lag_labels.pop(key, set()):
+            with contextlib.suppress(KeyError):
+                self.consumer_lag.remove(*key, topic, partition)
+        for metric in (self.records_consumed, self.records_written, self.write_seconds):
+            with contextlib.suppress(KeyError):
+                metric.remove(*key)
+
+    def observe_loop_lag(self, seconds: float) -> None:
+        """One event-loop lag sample: ``LoopLag(on_sample=metrics.observe_loop_lag)``."""
+        lag = max(0.0, seconds)
+        self.event_loop_lag.observe(lag)
+        self.event_loop_lag_last.set(lag)
+
+    # -- state read on scrape ---------------------------------------------------------------
+
+    def watch_worker(self, worker: WorkerAPI) -> None:
+        """Export the worker's connector and task states on every scrape (idempotent)."""
+        self._watch(worker, _WorkerCollector(worker))
+
+    def watch_pool(self, pool: PoolView) -> None:
+        """Export the executor pool's state on every scrape (idempotent)."""
+        self._watch(pool, _PoolCollector(pool))
+
+    def _watch(self, source: object, collector: Collector) -> None:
+        if id(source) not in self._watched:
+            self._watched[id(source)] = collector
+            self.registry.register(collector)
+
+    def render(self, accept: str | None = None) -> tuple[bytes, str]:
+        """The exposition for a scrape, in the format ``accept`` asks for (text by default)."""
+        encoder, content_type = choose_encoder(accept or "")
+        return encoder(self.registry), content_type
+
+
+class _WorkerCollector(Collector):
+    def __init__(self, worker: WorkerAPI) -> None:
+        self._worker = worker
+
+    def describe(self) -> Iterable[Metric]:
+        return []  # contents depend on the connectors; no fixed description
+
+    def collect(self) -> Iterator[Metric]:
+        connector_state = GaugeMetricFamily(
+            "connectd_connector_state",
+            "1 for the connector's current state, 0 for the others.",
+            labels=["connector", "state"],
+        )
+        task_state = GaugeMetricFamily(
+            "connectd_task_state",
+            "1 for the task's current state, 0 for the others.",
+            labels=["connector", "task", "state"],
+        )
+        incarnation = GaugeMetricFamily(
+            "connectd_task_incarnation",
+            "The epoch of the task's live incarnation.",
+            labels=["connector", "task"],
+        )
+        restarts = GaugeMetricFamily(
+            "connectd_task_auto_restarts",
+            "Automatic restarts counted by the restart policy.",
+            labels=["connector", "task"],
+        )
+        for name in self._worker.connector_names():
+            try:
+                status = self._worker.connector_status(name)
+            except ConnectdError:  # deleted while we looked
+                continue
+            for state in State:
+                connector_state.add_metric([name, state.value], float(status.state is state))
+            for t in status.tasks:
+                labels = [name, str(t.id)]
+                for state in State:
+                    task_state.add_metric([*labels, state.value], float(t.state is state))
+                if t.incarnation is not None:
+                    incarnation.add_metric(labels, t.incarnation)
+                if t.auto_restart is not None:
+                    restarts.add_metric(labels, t.auto_restart.count)
+        yield from (connector_state, task_state, incarnation, restarts)
+
+
+class _PoolCollector(Collector):
+    def __init__(self, pool: PoolView) -> None:
+        self._pool = pool
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        status = self._pool.status()
+        executors = GaugeMetricFamily(
+            "connectd_executors", "Executor processes by state.", labels=["state"]
+        )
+        for state, count in (
+            ("starting", status.starting),
+            ("idle", status.idle),
+            ("busy", status.busy),
+            ("stopping", status.stopping),
+        ):
+            executors.add_metric([state], count)
+        yield executors
+        for name, help_text, value in (
+            ("connectd_executor_deaths", "Executors that died on their own.", status.deaths),
+            (
+                "connectd_executor_start_failures",
+                "Executors whose SparkSession never became ready.",
+                status.start_failures,
+            ),
+            ("connectd_executor_writes", "Writes the pool completed.", status.writes_done),
+        ):
+            yield CounterMetricFamily(name, help_text, value=value)
+        rss = GaugeMetricFamily(
+            "connectd_executor_rss_bytes",
+            "Resident memory of an executor's whole process tree (JVM included).",
+            labels=["executor"],
+        )
+        for info in self._pool.snapshot():
+            if info.rss_bytes is not None:
+                rss.add_metric([str(info.id)], info.rss_bytes)
+        yield rss

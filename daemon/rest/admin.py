@@ -1,0 +1,62 @@
+"""``/admin/loggers``: read and change Python log levels at run time, in Connect's terms."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from daemon.rest import models as m
+from daemon.rest.api import Query, Reply, Routes, body, query
+from daemon.rest.context import context
+from daemon.rest.errors import bad_request, json_reply, not_found
+from daemon.rest.loggers import parse_level
+
+routes = Routes("admin")
+
+
+@routes.op(
+    "GET",
+    "/admin/loggers",
+    "The root logger and every logger whose level is set explicitly",
+    Reply(200, "Levels by logger name", m.LoggerLevels),
+)
+async def list_loggers(request: web.Request) -> web.Response:
+    return json_reply(context(request).loggers.all_levels())
+
+
+@routes.op(
+    "GET",
+    "/admin/loggers/{logger}",
+    "One logger's (effective) level",
+    Reply(200, "The level", m.LoggerLevel),
+    Reply(404, "No such logger", m.ErrorMessage),
+)
+async def get_logger(request: web.Request) -> web.Response:
+    name = request.match_info["logger"]
+    level = context(request).loggers.level(name)
+    if level is None:
+        raise not_found(f"Logger {name} not found.")
+    return json_reply(level)
+
+
+@routes.op(
+    "PUT",
+    "/admin/loggers/{logger}",
+    "Set the level of a logger and of every logger below it (root: all of them)",
+    Reply(200, "The loggers changed (scope=worker)", m.LoggerNames),
+    Reply(204, "Changed (scope=cluster: in standalone mode, this worker is the cluster)"),
+    Reply(400, "No level given, or an invalid scope", m.ErrorMessage),
+    Reply(404, "Not a log level (Connect's status for this case)", m.ErrorMessage),
+    body=m.LoggerLevelBody,
+    query=(Query("scope", "choice", "worker", "worker or cluster", choices=("worker", "cluster")),),
+)
+async def set_logger(request: web.Request) -> web.Response:
+    text = body(request, m.LoggerLevelBody).level
+    if not text:
+        raise bad_request("Desired 'level' parameter was not specified in request.")
+    level = parse_level(text)
+    if level is None:
+        raise not_found(f"invalid log level '{text}'.")
+    changed = context(request).loggers.set_level(request.match_info["logger"], level)
+    if query(request, "scope") == "cluster":
+        return web.Response(status=204)
+    return json_reply(changed)

@@ -1,0 +1,67 @@
+"""``create_app``: Kafka Connect's REST API over a ``WorkerAPI``, as an aiohttp application.
+
+Middlewares, outermost first: the access log, Connect's error mapping, basic authentication
+(when a credentials file is configured). Each operation then checks its own request (see
+``daemon.rest.api``) before its handler calls the worker.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+from aiohttp.typedefs import Middleware
+
+from daemon.connectors.api import ConnectorRegistry, default_registry
+from daemon.metrics import Metrics
+from daemon.rest import admin, connectors, control, offsets, plugins, root
+from daemon.rest.access import access_log
+from daemon.rest.api import Operation, register
+from daemon.rest.auth import BasicAuth
+from daemon.rest.context import CONTEXT, RestContext
+from daemon.rest.errors import error_middleware
+from daemon.rest.openapi import build
+from daemon.rest.settings import RestSettings
+from daemon.runtime.model import WorkerAPI
+
+
+def operations() -> list[Operation]:
+    """Every endpoint, in the order the OpenAPI document lists them."""
+    return [
+        *root.routes.operations,
+        *connectors.routes.operations,
+        *control.routes.operations,
+        *offsets.routes.operations,
+        *plugins.routes.operations,
+        *admin.routes.operations,
+    ]
+
+
+def create_app(
+    worker: WorkerAPI,
+    *,
+    settings: RestSettings | None = None,
+    metrics: Metrics | None = None,
+    registry: ConnectorRegistry | None = None,
+) -> web.Application:
+    """The REST API of ``worker``.
+
+    ``metrics`` (a new ``Metrics`` if omitted) is served at ``/metrics`` and starts watching
+    the worker's states; ``registry`` (the process's ``default_registry`` if omitted) answers
+    ``/connector-plugins``. Raises ``ConfigError`` for unusable settings (an https listener
+    without a key store, an unreadable credentials file).
+    """
+    settings = settings or RestSettings()
+    settings.check()
+    metrics = metrics or Metrics()
+    metrics.watch_worker(worker)
+    ops = operations()
+    auth = BasicAuth(settings.credentials_file) if settings.credentials_file else None
+    middlewares: list[Middleware] = [access_log, error_middleware]
+    if auth is not None:
+        public = [path for op in ops if op.public for path in (op.path, op.path + "/")]
+        middlewares.append(auth.middleware(public))
+    app = web.Application(middlewares=middlewares, client_max_size=settings.max_body_bytes)
+    register(app.router, ops, settings.max_body_bytes)
+    ctx = RestContext(worker, settings, registry or default_registry, metrics)
+    ctx.openapi = build(ops, basic_auth=auth is not None)
+    app[CONTEXT] = ctx
+    return app
