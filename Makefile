@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 
 export KAFKA_VERSION
 
-.PHONY: help venv check-java kafka-up kafka-down lint fmt test test-unit test-integration soak bench demo demo-down clean
+.PHONY: help venv check-java kafka-up kafka-down lint fmt test test-unit test-integration soak bench bench-executor bench-e2e bench-rest demo demo-down clean
 
 help:
 	@echo "make demo        run connectd on the example configs against a local broker"
@@ -21,7 +21,7 @@ help:
 	@echo "make lint        ruff format --check, ruff check, mypy --strict on daemon/"
 	@echo "make kafka-up    start the development broker (KAFKA_PORT, default 9092)"
 	@echo "make kafka-down  stop it"
-	@echo "make bench       benchmarks (bench/); make soak: long runs"
+	@echo "make bench       benchmarks (bench/; QUICK=1 for a short run); make soak: long runs"
 
 # The venv is rebuilt when pyproject.toml changes.
 $(STAMP): pyproject.toml
@@ -64,8 +64,17 @@ test-integration: check-java
 soak: check-java
 	$(VENV)/bin/pytest -m soak --timeout 3600 $(PYTEST_ARGS)
 
-bench: check-java
-	$(PY) bench/run.py
+bench: bench-executor bench-e2e bench-rest
+
+bench-executor: check-java
+	$(PY) bench/executor_bench.py $(if $(QUICK),--quick,)
+
+bench-e2e: kafka-up
+	$(PY) bench/e2e_bench.py --bootstrap 127.0.0.1:$(KAFKA_PORT) $(if $(QUICK),--records 100000 --runs 1,)
+
+bench-rest: kafka-up
+	@command -v wrk >/dev/null || { echo "bench-rest needs wrk: apt-get install wrk" >&2; exit 69; }
+	$(PY) bench/rest_status_bench.py --bootstrap 127.0.0.1:$(KAFKA_PORT)
 
 demo: kafka-up
 	@$(PY) dev/demo.py --bootstrap 127.0.0.1:$(KAFKA_PORT)

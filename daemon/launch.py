@@ -1,7 +1,8 @@
 """From parsed command-line arguments to a configured daemon.
 
 Loads and validates every configuration file first (all problems at once, exit 78), checks that
-a Java runtime Spark can use is present (exit 69), and only then starts the runtime.
+a Java runtime Spark can use is present (exit 69), and only then runs the daemon until it is
+told to stop (``daemon.daemon.Daemon.run``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from daemon.config import (
     load_daemon_toml,
     load_worker,
 )
-from daemon.errors import ConnectdError
 from daemon.javacheck import find_java
 
 
@@ -73,8 +73,6 @@ def launch(args: argparse.Namespace) -> int:
     for problem in launch_plan.warnings:
         print(f"connectd: warning: {problem}", file=sys.stderr)
     find_java()
-    raise ConnectdError(
-        f"connectd {launch_plan.mode.value} mode: configuration is valid "
-        f"({len(launch_plan.connectors)} connector(s)), but this build has no task runtime yet; "
-        "use `connectd check-config` to validate files"
-    )
+    from daemon.daemon import Daemon
+
+    return Daemon(launch_plan).run()

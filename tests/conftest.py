@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from support import procs
 
-pytest_plugins = ["support.kafka_fixtures"]
+pytest_plugins = ["support.kafka_fixtures", "support.spark", "support.daemon"]
 
 
 def pytest_configure(config: pytest.Config) -> None:

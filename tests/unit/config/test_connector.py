@@ -55,7 +55,7 @@ def test_seed_demo_connector_loads() -> None:
 def test_parquet_example_keeps_its_own_keys() -> None:
     config, warnings = load_connector(EXAMPLES / "parquet-sink.properties")
     assert warnings == []
-    assert config.connector_settings == {"path": "./.demo/table"}
+    assert config.connector_settings == {"path": "/tmp/connectd-demo/table"}
     assert config.errors_restart_max == 7
 
 

@@ -1,0 +1,309 @@
+"""The daemon: executor pool, worker, REST API and event-loop lag monitor, with one lifecycle.
+
+``Daemon.run()`` is the CLI's entry (uvloop, signal handlers, logging); tests and embedders use
+``async with Daemon(plan, handle_signals=False) as d: ...`` or ``await d.serve()``. Nothing is
+global: several daemons can live in one process (tests run a few, sharing one warm pool).
+
+Lifecycle: ``start`` makes the process a child subreaper (orphans of killed executors come back
+to us), starts the executor pool in the background (executors need seconds: tasks wait for them,
+the daemon does not), binds the REST listeners, then starts the worker's connectors. ``shutdown``
+stops taking records and runs every task's stop sequence in parallel, closes the REST server,
+then closes the pool (its close kills what is left). When ``shutdown`` returns nothing the
+daemon started is alive.
+
+Signals are recorded, not handled, in the handler: SIGTERM/SIGINT set the stop event, SIGHUP
+the reload event (the connector files given on the command line are read again and applied).
+A second SIGTERM/SIGINT forces the exit at once, after killing every executor's process tree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from types import TracebackType
+from typing import Any, Protocol
+
+from daemon.config import Mode, WorkerConfig, load_connector
+from daemon.connectors.api import ConnectorRegistry, default_registry
+from daemon.errors import ConnectdError
+from daemon.launch import LaunchPlan
+from daemon.metrics import Metrics
+from daemon.runtime.executors import Executors
+from daemon.runtime.looplag import LoopLag
+from daemon.runtime.worker import Worker, validate_connector
+from daemon.storage.standalone import ConfigStore, StandaloneStore
+
+log = logging.getLogger("connectd.daemon")
+
+EX_FORCED = 1
+
+
+class RestServer(Protocol):
+    @property
+    def urls(self) -> list[str]: ...
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class Daemon:
+    """One connectd daemon (see the module docstring).
+
+    ``executors``: run on this pool instead of starting one (the daemon then neither starts nor
+    closes it). ``rest=False``: no REST server. ``store``: where connector configs are kept
+    (default: the standalone state file under ``state.dir``).
+    """
+
+    def __init__(
+        self,
+        plan: LaunchPlan,
+        *,
+        executors: Executors | None = None,
+        handle_signals: bool = True,
+        rest: bool = True,
+        store: ConfigStore | None = None,
+        registry: ConnectorRegistry = default_registry,
+        kill_timeout: float | None = None,
+    ) -> None:
+        if plan.mode is not Mode.STANDALONE:
+            raise ConnectdError(f"{plan.mode.value} mode is not implemented yet; use standalone")
+        self.plan = plan
+        self.config = plan.worker
+        self.handle_signals = handle_signals
+        self.registry = registry
+        self._pool: Any = None  # the ExecutorPool this daemon owns, if any
+        self.executors: Executors | None = executors
+        self._want_rest = rest
+        self.rest: RestServer | None = None
+        self._store = store
+        self._kill_timeout = kill_timeout
+        self.worker: Worker | None = None
+        self.metrics = Metrics()
+        self.lag = LoopLag(on_sample=self.metrics.observe_loop_lag)
+        self._stop = asyncio.Event()
+        self._reload = asyncio.Event()
+        self._signals = 0
+        self._started = False
+        self._closed = False
+
+    # ---- embedding ----
+
+    async def __aenter__(self) -> Daemon:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.shutdown()
+
+    @property
+    def rest_url(self) -> str | None:
+        return self.rest.urls[0] if self.rest is not None and self.rest.urls else None
+
+    def request_stop(self) -> None:
+        """Ask ``serve`` to shut down (thread-unsafe: call from the daemon's loop)."""
+        self._stop.set()
+
+    def request_reload(self) -> None:
+        self._reload.set()
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        from daemon.executor import become_subreaper
+
+        become_subreaper()
+        if importlib.util.find_spec("daemon.connectors.builtin") is not None:
+            importlib.import_module("daemon.connectors.builtin")  # registers the aliases
+        for c in self.plan.connectors:  # before any process starts: a bad file costs nothing
+            validate_connector(c.name, c.properties, self.registry)
+        self.lag.start()
+        try:
+            await self._start_pool()
+            store = self._store or StandaloneStore(self.config.state_dir)
+            kill = self._kill_timeout or _kill_timeout(self.executors)
+            self.worker = Worker(
+                self.config,
+                self._require_executors(),
+                store=store,
+                registry=self.registry,
+                kill_timeout=kill,
+                metrics=self.metrics,
+            )
+            self.metrics.watch_worker(self.worker)
+            self.metrics.watch_pool(self._require_executors())
+            if self._want_rest:
+                self.rest = _rest_server(self.worker, self.config, self.metrics, self.registry)
+                await self.rest.start()
+                if self.rest.urls:
+                    self.worker.set_worker_id(self.rest.urls[0].split("://", 1)[1])
+            await self.worker.start([c.properties for c in self.plan.connectors])
+        except BaseException:
+            await self.shutdown()
+            raise
+        log.info(
+            "connectd %s worker %s started with %d connector(s)",
+            self.plan.mode.value,
+            self.worker.worker_id,
+            len(self.worker.connector_names()),
+        )
+
+    def _require_executors(self) -> Executors:
+        assert self.executors is not None
+        return self.executors
+
+    async def _start_pool(self) -> None:
+        if self.executors is not None:
+            return
+        from daemon.executor import ExecutorPool, PoolSettings
+
+        c = self.config
+        pool = ExecutorPool(
+            PoolSettings(
+                size=c.executor_pool_size,
+                spares=c.executor_pool_spares,
+                spark_master=c.executor_spark_master,
+                spark_conf=dict(c.executor_spark_conf),
+                start_timeout=c.executor_start_timeout.total_seconds(),
+            )
+        )
+        self._pool = pool
+        await pool.start()  # returns at once: the executors start in the background
+        self.executors = pool
+
+    async def serve(self) -> None:
+        """Start (if needed), run until asked to stop, shut down."""
+        with self._signal_handlers():
+            try:
+                await self.start()
+                while not self._stop.is_set():
+                    waiters = [
+                        asyncio.ensure_future(self._stop.wait()),
+                        asyncio.ensure_future(self._reload.wait()),
+                    ]
+                    try:
+                        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+                    finally:
+                        for w in waiters:
+                            w.cancel()
+                    if self._reload.is_set() and not self._stop.is_set():
+                        self._reload.clear()
+                        await self.reload()
+            finally:
+                await self.shutdown()
+
+    async def reload(self) -> None:
+        """Read the command line's connector files again and apply changed configs."""
+        assert self.worker is not None
+        for path in self.plan.connector_files:
+            try:
+                loaded = await asyncio.to_thread(load_connector, path)
+                config = loaded.config.properties
+                await self.worker.put_connector_config(config["name"], config)
+            except Exception as exc:
+                log.error("Reloading %s failed: %s", path, exc)
+        log.info("Reloaded %d connector file(s)", len(self.plan.connector_files))
+
+    async def shutdown(self) -> None:
+        """Stop every task (stop sequence, in parallel), the REST server, the pool."""
+        if self._closed:
+            return
+        self._closed = True
+        started = time.monotonic()
+        log.info("connectd is shutting down")
+        if self.worker is not None:
+            await self.worker.stop()
+        if self.rest is not None:
+            with contextlib.suppress(Exception):
+                await self.rest.close()
+        if self._pool is not None:
+            await self._pool.close(graceful_timeout=1.0)
+        await self.lag.stop()
+        log.info("connectd stopped in %.2f s", time.monotonic() - started)
+
+    # ---- signals ----
+
+    @contextlib.contextmanager
+    def _signal_handlers(self) -> Iterator[None]:
+        if not self.handle_signals:
+            yield
+            return
+        loop = asyncio.get_running_loop()
+        sigs = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+        old = {s: signal.getsignal(s) for s in sigs}
+        for s in sigs:
+            loop.add_signal_handler(s, self._on_signal, s)
+        try:
+            yield
+        finally:
+            for s in sigs:
+                loop.remove_signal_handler(s)
+                signal.signal(s, old[s])
+
+    def _on_signal(self, sig: int) -> None:
+        if sig == signal.SIGHUP:
+            self._reload.set()
+            return
+        self._signals += 1
+        if self._signals == 1:
+            log.info("%s received: shutting down (again to force)", signal.Signals(sig).name)
+            self._stop.set()
+            return
+        log.error(
+            "%s received again: killing every executor and exiting now", signal.Signals(sig).name
+        )
+        self.force_kill()
+        os._exit(EX_FORCED)
+
+    def force_kill(self) -> None:
+        """Kill every executor's process tree now (blocking; only on the way out)."""
+        from daemon.executor.process import kill_tree
+
+        pool = self._pool
+        for pid in list(pool.pids()) if pool is not None else []:
+            with contextlib.suppress(Exception):
+                kill_tree(pid, reap_leader=True, session=pid, timeout=2.0)
+
+    # ---- the CLI ----
+
+    def run(self) -> int:
+        """Run until SIGTERM/SIGINT on uvloop (asyncio if uvloop cannot load); the exit code."""
+        from daemon.logs import setup_logging
+
+        setup_logging(self.config.log_level.value, self.config.log_format.value)
+        factory: Callable[[], asyncio.AbstractEventLoop] | None = None
+        try:
+            import uvloop
+
+            factory = uvloop.new_event_loop
+        except ImportError as exc:
+            log.warning("uvloop cannot be loaded (%s); running on plain asyncio", exc)
+        with asyncio.Runner(loop_factory=factory) as runner:
+            runner.run(self.serve())
+        return 0
+
+
+def _kill_timeout(executors: Executors | None) -> float:
+    settings = getattr(executors, "settings", None)
+    kill = getattr(settings, "kill_timeout", 5.0)
+    return float(kill) + 10.0
+
+
+def _rest_server(
+    worker: Worker, config: WorkerConfig, metrics: Metrics, registry: ConnectorRegistry
+) -> RestServer:
+    from daemon.rest import RestServer as Server
+    from daemon.rest import RestSettings, create_app
+
+    settings = RestSettings.from_worker_config(config)
+    app = create_app(worker, settings=settings, metrics=metrics, registry=registry)
+    return Server(app, settings)

@@ -1,0 +1,1 @@
+"""The runtime: connectors and tasks, the task coroutine, the stop sequence, states, restarts."""

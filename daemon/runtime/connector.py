@@ -1,0 +1,284 @@
+"""One connector on this worker: its configuration, target state, connector instance and tasks.
+
+Transitions follow Connect: RUNNING ⇄ PAUSED (tasks keep their partitions, fetch nothing);
+STOPPED (tasks shut down through the stop sequence, task configurations dropped, the connector
+instance stopped); a reconfiguration or restart stops every affected task through the stop
+sequence before a new incarnation (with a new epoch) starts. The connector's own callbacks
+(``start``, ``task_configs``, ``stop``) run under deadlines; their failure makes the connector
+FAILED with the trace kept, never the worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from daemon.config import Providers, WorkerConfig, parse_connector, resolve
+from daemon.connectors.api import ConnectorRegistry, SinkConnector, TaskId
+from daemon.errors import InvalidConfig, StopFailed
+from daemon.runtime.executors import Executors
+from daemon.runtime.model import ConnectorStatus, State, TargetState, TaskStatus
+from daemon.runtime.restart import RestartPolicy
+from daemon.runtime.slot import TaskSlot
+from daemon.runtime.steps import TaskMetrics, TaskSettings
+from daemon.runtime.task import Incarnation
+from daemon.storage.epochs import EpochStore
+
+log = logging.getLogger("connectd.worker")
+
+CONNECTOR_CALL_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True)
+class RuntimeEnv:
+    """What every connector of a worker shares."""
+
+    worker: WorkerConfig
+    executors: Executors
+    epochs: EpochStore
+    providers: Providers
+    registry: ConnectorRegistry
+    settings: TaskSettings
+    graceful_timeout: float
+    kill_timeout: float
+    metrics: TaskMetrics | None = None
+
+
+def unresolve(
+    task: Mapping[str, str], raw: Mapping[str, str], resolved: Mapping[str, str]
+) -> dict[str, str]:
+    """A task configuration with resolved secrets put back as their ``${...}`` references, so
+    what is shown and stored never holds a secret (tasks resolve again when they start)."""
+    out = dict(task)
+    for key, value in task.items():
+        if key in raw and raw[key] != resolved.get(key) and resolved.get(key) == value:
+            out[key] = raw[key]
+    return out
+
+
+class ConnectorRuntime:
+    def __init__(
+        self, name: str, config: Mapping[str, str], target: TargetState, env: RuntimeEnv
+    ) -> None:
+        self.name = name
+        self.config = dict(config)
+        self.target = target
+        self.env = env
+        self.instance: SinkConnector | None = None
+        self.task_configs: list[dict[str, str]] = []
+        self.slots: dict[int, TaskSlot] = {}
+        self.trace: str | None = None
+        self.topics: set[str] = set()
+        self._restarting = False
+        self._started = False
+        self.lock = asyncio.Lock()  # one operation on this connector at a time
+
+    # ---- lifecycle (callers hold self.lock) ----
+
+    async def start(self) -> None:
+        """Bring the connector to its target state (from nothing running)."""
+        self._started = True
+        if self.target is TargetState.STOPPED:
+            log.info("Connector %s is STOPPED: no tasks", self.name)
+            return
+        if await self._start_instance():
+            await self._start_tasks()
+
+    async def _start_instance(self) -> bool:
+        self.trace = None
+        try:
+            async with asyncio.timeout(CONNECTOR_CALL_TIMEOUT):
+                resolved = await asyncio.to_thread(resolve, self.config, self.env.providers)
+                cls = self.env.registry.resolve(self.config["connector.class"])
+                instance = cls()
+                await instance.start(resolved)
+                tasks_max = int(resolved.get("tasks.max", "1"))
+                configs = instance.task_configs(tasks_max)[:tasks_max]
+        except Exception:
+            self.trace = traceback.format_exc()
+            log.error("Connector %s failed to start:\n%s", self.name, self.trace.rstrip())
+            return False
+        self.instance = instance
+        self.task_configs = [unresolve(c, self.config, resolved) for c in configs]
+        log.info("Connector %s started with %d task(s)", self.name, len(configs))
+        return True
+
+    def _make(self, index: int) -> TaskSlot:
+        task_id = TaskId(self.name, index)
+        env = self.env
+        cls = type(self.instance) if self.instance is not None else None
+
+        def make(epoch: int) -> Incarnation:
+            if cls is None:
+                raise RuntimeError(f"connector {self.name} has no running instance")
+            return Incarnation(
+                task_id,
+                epoch,
+                worker=env.worker,
+                connector_config=self.config,
+                task_config=self.task_configs[index],
+                task_class=cls().task_class(),
+                executors=env.executors,
+                providers=env.providers,
+                settings=env.settings,
+                paused=self.target is TargetState.PAUSED,
+                metrics=env.metrics,
+                draw_epoch=lambda: env.epochs.next_epoch_async(task_id.connector),
+            )
+
+        return TaskSlot(
+            task_id,
+            make=make,
+            epochs=env.epochs,
+            executors=env.executors,
+            graceful_timeout=env.graceful_timeout,
+            kill_timeout=env.kill_timeout,
+            policy=self._policy(),
+            metrics=env.metrics,
+        )
+
+    def _policy(self) -> RestartPolicy:
+        try:
+            return RestartPolicy.from_connector(parse_connector(self.config).config)
+        except InvalidConfig:  # a reference in errors.restart.*: the defaults until resolved
+            return RestartPolicy()
+
+    async def _start_tasks(self) -> None:
+        for i in range(len(self.task_configs)):
+            if i not in self.slots:
+                self.slots[i] = self._make(i)
+        await asyncio.gather(
+            *(slot.start() for slot in self.slots.values() if not slot.live),
+            return_exceptions=True,
+        )
+
+    async def stop_tasks(self, reason: str) -> None:
+        """Every task through the stop sequence, in parallel. Tasks whose reap could not be
+        confirmed stay (as suspected zombies) and ``StopFailed`` is raised."""
+        slots = list(self.slots.items())
+        results = await asyncio.gather(
+            *(slot.stop(reason) for _, slot in slots), return_exceptions=True
+        )
+        failed: list[StopFailed] = []
+        for (index, slot), result in zip(slots, results, strict=True):
+            self._collect_topics(slot)
+            if isinstance(result, StopFailed):
+                failed.append(result)
+            elif isinstance(result, BaseException):
+                log.error("Stopping task %s failed: %r", slot.id, result)
+                failed.append(StopFailed(f"stopping task {slot.id} failed: {result!r}"))
+            else:
+                del self.slots[index]
+        if failed:
+            raise failed[0]
+
+    async def _stop_instance(self) -> None:
+        instance, self.instance = self.instance, None
+        if instance is None:
+            return
+        try:
+            async with asyncio.timeout(CONNECTOR_CALL_TIMEOUT):
+                await instance.stop()
+        except Exception as exc:
+            log.error("Connector %s: stop() failed: %r", self.name, exc)
+
+    async def shutdown(self, reason: str) -> None:
+        """Tasks through the stop sequence, then the connector instance."""
+        try:
+            await self.stop_tasks(reason)
+        finally:
+            await self._stop_instance()
+
+    async def reconfigure(self, config: Mapping[str, str]) -> None:
+        await self.shutdown("its configuration changed")
+        self.config = dict(config)
+        self.task_configs = []
+        await self.start()
+
+    async def pause(self) -> None:
+        self.target = TargetState.PAUSED
+        for slot in self.slots.values():
+            slot.set_paused(True)
+
+    async def resume(self) -> None:
+        was = self.target
+        self.target = TargetState.RUNNING
+        if was is TargetState.STOPPED or self.instance is None:
+            await self.start()
+            return
+        for slot in self.slots.values():
+            slot.set_paused(False)
+
+    async def stop(self) -> None:
+        self.target = TargetState.STOPPED
+        await self.shutdown("the connector was stopped")
+        self.task_configs = []
+
+    async def restart(self, *, include_tasks: bool, only_failed: bool) -> None:
+        """Connect's restart (KIP-745): the connector instance unless ``only_failed`` and it is
+        not FAILED; with ``include_tasks``, its tasks too (only FAILED ones if ``only_failed``)."""
+        if self.target is TargetState.STOPPED:
+            return
+        self._restarting = True
+        try:
+            if not only_failed or self.instance is None:
+                old = list(self.task_configs)
+                await self._stop_instance()
+                if not await self._start_instance():
+                    return
+                if self.task_configs != old:
+                    await self.stop_tasks("its task configurations changed")
+                    await self._start_tasks()
+                    return
+            if include_tasks:
+                picked = [s for s in self.slots.values() if s.failed or not only_failed]
+                await asyncio.gather(*(s.restart("restart requested") for s in picked))
+            await self._start_tasks()  # tasks that never started (a failed connector's)
+        finally:
+            self._restarting = False
+
+    async def restart_task(self, index: int) -> None:
+        slot = self.slots[index]
+        await slot.restart("restart requested")
+        self._collect_topics(slot)
+
+    # ---- observing ----
+
+    def _collect_topics(self, slot: TaskSlot) -> None:
+        if slot.inc is not None:
+            self.topics.update(slot.inc.topics)
+
+    def all_topics(self) -> set[str]:
+        for slot in self.slots.values():
+            self._collect_topics(slot)
+        return set(self.topics)
+
+    @property
+    def state(self) -> State:
+        if self._restarting:
+            return State.RESTARTING
+        if self.target is TargetState.STOPPED:
+            return State.STOPPED
+        if self.trace is not None:
+            return State.FAILED
+        if self.instance is None:
+            return State.UNASSIGNED
+        return State.PAUSED if self.target is TargetState.PAUSED else State.RUNNING
+
+    def status(self, worker_id: str) -> ConnectorStatus:
+        tasks: tuple[TaskStatus, ...] = ()
+        if self.target is not TargetState.STOPPED or self.slots:
+            tasks = tuple(self.slots[i].status(worker_id) for i in sorted(self.slots))
+        return ConnectorStatus(
+            name=self.name,
+            state=self.state,
+            worker_id=worker_id,
+            tasks=tasks,
+            trace=self.trace if self.state is State.FAILED else None,
+        )
+
+    def task_ids(self) -> tuple[int, ...]:
+        return tuple(range(len(self.task_configs)))

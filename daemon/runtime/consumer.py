@@ -1,0 +1,286 @@
+"""A task's Kafka consumer: aiokafka in the connector's group ``connect-<name>``, as Connect does.
+
+Settings, lowest precedence first: connectd's defaults (``enable_auto_commit=False`` — progress
+is the sink's business; ``auto_offset_reset="earliest"`` — Connect's sink default), the worker's
+Kafka client settings (brokers, security), the worker's ``consumer.*`` keys, the connector's
+``consumer.override.*`` keys. Connect consumer keys that mean the same in aiokafka are mapped;
+the others are ignored with a warning.
+
+Why ``max.poll.interval.ms`` is raised: aiokafka sends heartbeats from a background task, so a
+long write never starves the group session; what it does enforce is the time between two
+``getmany`` calls (``max.poll.interval.ms``), and a task does not poll while its ``put`` runs.
+So that bound is kept above the longest a ``put`` may take (its deadline, which covers
+``task.write.timeout.ms``), plus a margin: a slow write never causes a rebalance by itself. The
+same bound is the group's rebalance timeout, i.e. how long a rebalance waits for a task to
+finish the write it is in.
+
+Rebalances: the listener hands revoked and assigned partitions to the task (``Partitions``).
+Newly assigned partitions are paused at once, before any of their records can be returned, and
+resumed only after the task has opened them and applied the seeks it asked for.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import Any, Protocol
+
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
+from aiokafka import TopicPartition as KafkaTP
+from aiokafka.structs import ConsumerRecord, OffsetAndMetadata
+
+from daemon.config import ConnectorConfig, WorkerConfig
+from daemon.connectors.records import TopicPartition
+
+log = logging.getLogger("connectd.consumer")
+
+_INT = int
+
+
+def _bool(text: str) -> bool:
+    if text.strip().lower() not in ("true", "false"):
+        raise ValueError(f"{text!r} is not true or false")
+    return text.strip().lower() == "true"
+
+
+def _str(text: str) -> str:
+    return text.strip()
+
+
+#: Connect consumer key → (aiokafka argument, parser).
+MAPPED: Mapping[str, tuple[str, Callable[[str], Any]]] = {
+    "max.poll.records": ("max_poll_records", _INT),
+    "fetch.min.bytes": ("fetch_min_bytes", _INT),
+    "fetch.max.bytes": ("fetch_max_bytes", _INT),
+    "fetch.max.wait.ms": ("fetch_max_wait_ms", _INT),
+    "max.partition.fetch.bytes": ("max_partition_fetch_bytes", _INT),
+    "session.timeout.ms": ("session_timeout_ms", _INT),
+    "heartbeat.interval.ms": ("heartbeat_interval_ms", _INT),
+    "max.poll.interval.ms": ("max_poll_interval_ms", _INT),
+    "auto.offset.reset": ("auto_offset_reset", _str),
+    "isolation.level": ("isolation_level", _str),
+    "request.timeout.ms": ("request_timeout_ms", _INT),
+    "retry.backoff.ms": ("retry_backoff_ms", _INT),
+    "metadata.max.age.ms": ("metadata_max_age_ms", _INT),
+    "connections.max.idle.ms": ("connections_max_idle_ms", _INT),
+    "check.crcs": ("check_crcs", _bool),
+    "client.id": ("client_id", _str),
+    "client.rack": ("client_rack", _str),
+    "group.instance.id": ("group_instance_id", _str),
+}
+#: Keys the runtime decides; an override is ignored with a warning saying why.
+FIXED = {
+    "group.id": "tasks always use the group connect-<connector name>",
+    "enable.auto.commit": "the runtime commits offsets after the sink made them durable",
+    "key.deserializer": "records are read as bytes and converted by the connector's converters",
+    "value.deserializer": "records are read as bytes and converted by the connector's converters",
+}
+
+
+def group_id(connector: str) -> str:
+    """The consumer group of a connector's tasks, as in Connect."""
+    return f"connect-{connector}"
+
+
+def poll_bound_ms(put_timeout: float) -> int:
+    """The smallest ``max.poll.interval.ms`` a task consumer gets (see the module docstring)."""
+    return int((put_timeout + 60.0) * 1000)
+
+
+def consumer_settings(
+    worker: WorkerConfig,
+    connector: ConnectorConfig,
+    *,
+    task: int,
+    put_timeout: float,
+    warn: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """The ``AIOKafkaConsumer`` keyword arguments of one task of ``connector``."""
+    warn = warn or log.warning
+    kwargs: dict[str, Any] = {
+        "bootstrap_servers": list(worker.bootstrap_servers),
+        "client_id": f"{worker.client_id or 'connectd'}-{connector.name}-{task}",
+        "group_id": group_id(connector.name),
+        "enable_auto_commit": False,
+        "auto_offset_reset": "earliest",
+        "max_poll_interval_ms": poll_bound_ms(put_timeout),
+        "session_timeout_ms": int(worker.session_timeout.total_seconds() * 1000),
+        "heartbeat_interval_ms": int(worker.heartbeat_interval.total_seconds() * 1000),
+        "max_poll_records": 500,
+    }
+    kwargs.update(security_settings(worker))
+    for source, overrides in (
+        ("consumer.", worker.consumer),
+        ("consumer.override.", connector.consumer_override),
+    ):
+        for key, value in overrides.items():
+            if key in FIXED:
+                warn(f"{source}{key} is ignored: {FIXED[key]}")
+            elif key in MAPPED:
+                name, parse = MAPPED[key]
+                try:
+                    kwargs[name] = parse(value)
+                except ValueError as e:
+                    warn(f"{source}{key}={value!r} is ignored: {e}")
+            else:
+                warn(f"{source}{key} is ignored: the Python Kafka client has no such setting")
+    least = poll_bound_ms(put_timeout)
+    if kwargs["max_poll_interval_ms"] < least:
+        warn(
+            f"max.poll.interval.ms={kwargs['max_poll_interval_ms']} raised to {least}: it must"
+            " exceed the put deadline, or a slow write would cause a rebalance"
+        )
+        kwargs["max_poll_interval_ms"] = least
+    kwargs["rebalance_timeout_ms"] = kwargs["max_poll_interval_ms"]
+    return kwargs
+
+
+def security_settings(worker: WorkerConfig) -> dict[str, Any]:
+    """aiokafka's security arguments from the worker's settings (shared by every client)."""
+    out: dict[str, Any] = {"security_protocol": worker.security_protocol.value}
+    if worker.security_protocol.value in ("SASL_PLAINTEXT", "SASL_SSL"):
+        out["sasl_mechanism"] = worker.sasl_mechanism.value
+        credentials = worker.sasl_credentials()
+        if credentials is not None:
+            out["sasl_plain_username"], out["sasl_plain_password"] = credentials
+    if worker.security_protocol.value in ("SSL", "SASL_SSL"):
+        from aiokafka.helpers import create_ssl_context
+
+        password = worker.ssl_key_password
+        context = create_ssl_context(
+            cafile=worker.ssl_truststore_location,
+            certfile=worker.ssl_keystore_location,
+            password=password.get_secret_value() if password is not None else None,
+        )
+        context.check_hostname = worker.ssl_endpoint_identification_algorithm != ""
+        out["ssl_context"] = context
+    return out
+
+
+class Partitions(Protocol):
+    """Who hears about rebalances: the task incarnation. Both run in aiokafka's coordinator
+    task; the incarnation serialises them with its own callbacks."""
+
+    async def partitions_revoked(self, partitions: frozenset[TopicPartition]) -> None: ...
+
+    async def partitions_assigned(self, partitions: frozenset[TopicPartition]) -> None: ...
+
+
+def to_kafka(tp: TopicPartition) -> KafkaTP:
+    return KafkaTP(tp.topic, tp.partition)
+
+
+def from_kafka(tp: KafkaTP) -> TopicPartition:
+    return TopicPartition(tp.topic, tp.partition)
+
+
+class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, consumer: TaskConsumer) -> None:
+        self._consumer = consumer
+
+    async def on_partitions_revoked(self, revoked: Iterable[KafkaTP]) -> None:
+        tps = frozenset(from_kafka(tp) for tp in revoked)
+        if tps:
+            await self._consumer.target.partitions_revoked(tps)
+
+    async def on_partitions_assigned(self, assigned: Iterable[KafkaTP]) -> None:
+        tps = frozenset(from_kafka(tp) for tp in assigned)
+        # Before anything can be returned for them: hold them until the task opened them.
+        self._consumer.hold(tps)
+        await self._consumer.target.partitions_assigned(tps)
+
+
+class TaskConsumer:
+    """One task's consumer: subscribe, poll, seek, pause/resume, commit, close."""
+
+    def __init__(
+        self,
+        settings: Mapping[str, Any],
+        *,
+        topics: Collection[str] = (),
+        pattern: str | None = None,
+        target: Partitions,
+    ) -> None:
+        if bool(topics) == bool(pattern):
+            raise ValueError("subscribe to topics or to a pattern, not both or neither")
+        self.settings = dict(settings)
+        self.topics = tuple(topics)
+        self.pattern = pattern
+        self.target = target
+        self._consumer: AIOKafkaConsumer | None = None
+        self._held: set[TopicPartition] = set()
+        self._closing = False
+
+    @property
+    def group_id(self) -> str:
+        return str(self.settings["group_id"])
+
+    async def start(self) -> None:
+        """Connect and subscribe. Partitions arrive later, through the listener."""
+        consumer = AIOKafkaConsumer(**self.settings)
+        self._consumer = consumer
+        await consumer.start()
+        listener = _Listener(self)
+        if self.pattern is not None:
+            consumer.subscribe(pattern=f"^(?:{self.pattern})$", listener=listener)
+        else:
+            consumer.subscribe(topics=list(self.topics), listener=listener)
+
+    def _c(self) -> AIOKafkaConsumer:
+        if self._consumer is None:
+            raise RuntimeError("the consumer was not started")
+        return self._consumer
+
+    async def poll(
+        self, timeout_ms: int, max_records: int | None = None
+    ) -> dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]:
+        """Records fetched since the last poll, by partition (waits up to ``timeout_ms``)."""
+        got = await self._c().getmany(timeout_ms=timeout_ms, max_records=max_records)
+        return {from_kafka(tp): records for tp, records in got.items() if records}
+
+    def assignment(self) -> frozenset[TopicPartition]:
+        return frozenset(from_kafka(tp) for tp in self._c().assignment())
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self._c().seek(to_kafka(tp), offset)
+
+    def hold(self, tps: Collection[TopicPartition]) -> None:
+        """Pause partitions until ``release`` (newly assigned, not opened yet)."""
+        self._held.update(tps)
+        if self._consumer is not None:
+            self._consumer.pause(*map(to_kafka, tps))
+
+    def release(self, tps: Collection[TopicPartition]) -> None:
+        self._held.difference_update(tps)
+
+    def set_paused(self, wanted: Collection[TopicPartition]) -> None:
+        """Make exactly ``wanted`` (plus held partitions) paused among the assigned ones."""
+        consumer = self._c()
+        assigned = consumer.assignment()
+        target = {to_kafka(tp) for tp in (set(wanted) | self._held)} & assigned
+        now = set(consumer.paused())
+        if target - now:
+            consumer.pause(*(target - now))
+        if (now & assigned) - target:
+            consumer.resume(*((now & assigned) - target))
+
+    async def position(self, tp: TopicPartition) -> int:
+        return int(await self._c().position(to_kafka(tp)))
+
+    async def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Commit ``offsets`` (next offsets to consume) of assigned partitions to the group."""
+        consumer = self._c()
+        assigned = consumer.assignment()
+        wanted = {
+            to_kafka(tp): OffsetAndMetadata(offset, "")
+            for tp, offset in offsets.items()
+            if to_kafka(tp) in assigned
+        }
+        if wanted:
+            await consumer.commit(wanted)
+
+    async def close(self) -> None:
+        """Leave the group and close the connections."""
+        if self._consumer is not None and not self._closing:
+            self._closing = True
+            await self._consumer.stop()

@@ -1,0 +1,83 @@
+"""Event-loop lag: how late the loop runs a coroutine that asked to sleep 0.1 s.
+
+A connector that blocks the loop (a Spark call, a large file read, a CPU-heavy loop over
+records) shows here first: every task, heartbeat and REST request of the daemon waits behind it.
+The monitor keeps the last ``window`` samples; ``stats()`` gives p50, p99 and the maximum.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class LagStats:
+    samples: int
+    last: float
+    p50: float
+    p99: float
+    max: float
+    total_max: float  # since start, not only the window
+
+
+class LoopLag:
+    """Samples the running loop's lag every ``interval`` seconds (start it on that loop)."""
+
+    def __init__(
+        self,
+        interval: float = 0.1,
+        window: int = 3000,
+        on_sample: Callable[[float], None] | None = None,
+    ) -> None:
+        self.interval = interval
+        self.on_sample = on_sample
+        self._samples: deque[float] = deque(maxlen=window)
+        self._task: asyncio.Task[None] | None = None
+        self._total_max = 0.0
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="loop lag")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            before = time.monotonic()
+            await asyncio.sleep(self.interval)
+            lag = max(0.0, time.monotonic() - before - self.interval)
+            self._samples.append(lag)
+            self._total_max = max(self._total_max, lag)
+            if self.on_sample is not None:
+                self.on_sample(lag)
+
+    def reset(self) -> None:
+        self._samples.clear()
+        self._total_max = 0.0
+
+    def stats(self) -> LagStats:
+        ordered = sorted(self._samples)
+        if not ordered:
+            return LagStats(0, 0.0, 0.0, 0.0, 0.0, 0.0)
+
+        def pct(p: float) -> float:
+            return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
+
+        return LagStats(
+            samples=len(ordered),
+            last=self._samples[-1],
+            p50=pct(0.50),
+            p99=pct(0.99),
+            max=ordered[-1],
+            total_max=self._total_max,
+        )

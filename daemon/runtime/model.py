@@ -1,0 +1,209 @@
+"""The worker's public shape: states, status records, and the API the REST layer calls.
+
+These are the contract between the runtime (``daemon.runtime.worker``) and its callers (the
+REST API, the systemd status line, tests). Field names follow Kafka Connect's REST JSON, so the
+REST layer serialises them without renaming; connectd's additions (``incarnation``,
+``executor_pid``, ``auto_restart``) are extra fields no Connect client trips over.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+class State(enum.StrEnum):
+    """Connect's connector and task states."""
+
+    UNASSIGNED = "UNASSIGNED"
+    RUNNING = "RUNNING"
+    PAUSED = "PAUSED"
+    STOPPED = "STOPPED"
+    FAILED = "FAILED"
+    RESTARTING = "RESTARTING"
+
+
+class TargetState(enum.StrEnum):
+    """What an operator asked a connector to be (Connect's target state)."""
+
+    RUNNING = "RUNNING"
+    PAUSED = "PAUSED"
+    STOPPED = "STOPPED"
+
+
+@dataclass(frozen=True)
+class AutoRestart:
+    """The auto-restart policy's counters for one connector or task."""
+
+    count: int = 0
+    last_restart: str | None = None  # ISO 8601, UTC
+    next_restart: str | None = None  # ISO 8601, UTC; None when none is scheduled
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "count": self.count,
+            "last_restart": self.last_restart,
+            "next_restart": self.next_restart,
+        }
+
+
+@dataclass(frozen=True)
+class TaskStatus:
+    id: int
+    state: State
+    worker_id: str
+    trace: str | None = None
+    incarnation: int | None = None  # the epoch of the live (or last) incarnation
+    executor_pid: int | None = None  # the executor process writing for the task now
+    auto_restart: AutoRestart | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": self.id,
+            "state": self.state.value,
+            "worker_id": self.worker_id,
+        }
+        if self.trace is not None:
+            out["trace"] = self.trace
+        out["incarnation"] = self.incarnation
+        out["executor_pid"] = self.executor_pid
+        if self.auto_restart is not None:
+            out["auto_restart"] = self.auto_restart.to_json()
+        return out
+
+
+@dataclass(frozen=True)
+class ConnectorStatus:
+    name: str
+    state: State
+    worker_id: str
+    tasks: tuple[TaskStatus, ...]
+    trace: str | None = None
+    type: str = "sink"
+    auto_restart: AutoRestart | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        connector: dict[str, Any] = {"state": self.state.value, "worker_id": self.worker_id}
+        if self.trace is not None:
+            connector["trace"] = self.trace
+        if self.auto_restart is not None:
+            connector["auto_restart"] = self.auto_restart.to_json()
+        return {
+            "name": self.name,
+            "connector": connector,
+            "tasks": [t.to_json() for t in self.tasks],
+            "type": self.type,
+        }
+
+
+@dataclass(frozen=True)
+class ConnectorInfo:
+    """``GET /connectors/{name}``: the stored config (``${...}`` references unresolved)."""
+
+    name: str
+    config: Mapping[str, str]
+    tasks: tuple[int, ...]
+    type: str = "sink"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "config": dict(self.config),
+            "tasks": [{"connector": self.name, "task": t} for t in self.tasks],
+            "type": self.type,
+        }
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """``GET /connectors/{name}/tasks``: one task's id and its (unresolved) configuration."""
+
+    connector: str
+    task: int
+    config: Mapping[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": {"connector": self.connector, "task": self.task}, "config": dict(self.config)}
+
+
+@dataclass(frozen=True)
+class SinkOffset:
+    """One partition's committed position, as Connect's sink offsets API shows it."""
+
+    topic: str
+    partition: int
+    offset: int  # the next offset to consume
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "partition": {"kafka_topic": self.topic, "kafka_partition": self.partition},
+            "offset": {"kafka_offset": self.offset},
+        }
+
+
+class WorkerAPI(Protocol):
+    """What the REST API (and tests, and the systemd status line) may ask of a worker.
+
+    Errors are ``daemon.errors`` types: ``ConnectorNotFound``/``TaskNotFound`` (404),
+    ``ConnectorExists`` (409), ``InvalidConfig``/``ConfigError`` (400), ``Conflict`` (its
+    ``status``), ``StopFailed`` (500). Methods that change state return once the change is
+    done: ``restart_task`` returns after the old incarnation is reaped and the new one started.
+    """
+
+    @property
+    def worker_id(self) -> str: ...
+
+    def connector_names(self) -> list[str]: ...
+
+    def connector_info(self, name: str) -> ConnectorInfo: ...
+
+    def connector_config(self, name: str) -> dict[str, str]: ...
+
+    def connector_status(self, name: str) -> ConnectorStatus: ...
+
+    def task_status(self, name: str, task: int) -> TaskStatus: ...
+
+    def task_infos(self, name: str) -> list[TaskInfo]: ...
+
+    def topics(self, name: str) -> list[str]:
+        """Topics the connector's tasks have consumed from since the last reset."""
+        ...
+
+    async def create_connector(
+        self, name: str, config: Mapping[str, str], initial_state: TargetState = ...
+    ) -> ConnectorInfo: ...
+
+    async def put_connector_config(
+        self, name: str, config: Mapping[str, str]
+    ) -> tuple[bool, ConnectorInfo]:
+        """Create (True) or reconfigure (False) a connector; a reconfiguration restarts its
+        tasks through the stop sequence."""
+        ...
+
+    async def delete_connector(self, name: str) -> None: ...
+
+    async def pause_connector(self, name: str) -> None: ...
+
+    async def resume_connector(self, name: str) -> None: ...
+
+    async def stop_connector(self, name: str) -> None: ...
+
+    async def restart_connector(
+        self, name: str, *, include_tasks: bool = False, only_failed: bool = False
+    ) -> ConnectorStatus: ...
+
+    async def restart_task(self, name: str, task: int) -> None: ...
+
+    async def reset_topics(self, name: str) -> None: ...
+
+    async def get_offsets(self, name: str) -> list[SinkOffset]: ...
+
+    async def alter_offsets(self, name: str, offsets: Sequence[SinkOffset]) -> None:
+        """Only when the connector is STOPPED (else ``Conflict`` with status 400)."""
+        ...
+
+    async def reset_offsets(self, name: str) -> None:
+        """Only when the connector is STOPPED (else ``Conflict`` with status 400)."""
+        ...

@@ -1,0 +1,139 @@
+"""Connect's sink offsets API (KIP-875): read, alter and reset a connector's committed offsets.
+
+The truth for an exactly-once sink is the sink itself (its commit log): a connector class that
+keeps its own offsets implements the optional hooks below and is asked first. For the others the
+consumer group ``connect-<name>`` holds the offsets, read and changed with Kafka's group APIs.
+Altering and resetting also update the group, so lag tools agree with the sink.
+
+Optional hooks on a ``SinkConnector`` subclass, called on a fresh instance from the event loop
+with the resolved connector configuration (do file I/O in a thread); ``ParquetSink`` has all
+three:
+
+- ``async read_offsets(config)``: the sink's committed next offsets by ``TopicPartition``
+  (``None``: ask the consumer group);
+- ``async alter_offsets(config, offsets)``: set (an int) or forget (``None``) partitions' offsets;
+- ``async reset_offsets(config)``: forget every partition's offset.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import for_code
+from aiokafka.protocol.admin import DeleteGroupsRequest
+from aiokafka.structs import OffsetAndMetadata
+
+from daemon.config import WorkerConfig
+from daemon.connectors.api import SinkConnector
+from daemon.connectors.records import TopicPartition
+from daemon.runtime.consumer import group_id, security_settings, to_kafka
+from daemon.runtime.model import SinkOffset
+
+log = logging.getLogger("connectd.offsets")
+
+TIMEOUT = 30.0
+_GROUP_ID_NOT_FOUND = 69
+
+
+def _client_kwargs(worker: WorkerConfig, name: str) -> dict[str, Any]:
+    return {
+        "bootstrap_servers": list(worker.bootstrap_servers),
+        "client_id": f"{worker.client_id or 'connectd'}-{name}-offsets",
+        **security_settings(worker),
+    }
+
+
+def as_rest(offsets: Mapping[TopicPartition, int]) -> list[SinkOffset]:
+    return [SinkOffset(tp.topic, tp.partition, o) for tp, o in sorted(offsets.items())]
+
+
+async def read_offsets(
+    worker: WorkerConfig, name: str, connector: SinkConnector, config: Mapping[str, str]
+) -> list[SinkOffset]:
+    """The connector's committed offsets: from the sink's hook if it has one, else the group."""
+    hook = getattr(connector, "read_offsets", None)
+    async with asyncio.timeout(TIMEOUT):
+        if callable(hook):
+            own = await hook(config)
+            if own is not None:
+                return as_rest(own)
+        return as_rest(await group_offsets(worker, name))
+
+
+async def group_offsets(worker: WorkerConfig, name: str) -> dict[TopicPartition, int]:
+    admin = AIOKafkaAdminClient(**_client_kwargs(worker, name))
+    await admin.start()
+    try:
+        found = await admin.list_consumer_group_offsets(group_id(name))
+    finally:
+        await admin.close()
+    return {
+        TopicPartition(tp.topic, tp.partition): meta.offset
+        for tp, meta in found.items()
+        if meta.offset >= 0
+    }
+
+
+async def alter_offsets(
+    worker: WorkerConfig,
+    name: str,
+    connector: SinkConnector,
+    config: Mapping[str, str],
+    offsets: Sequence[SinkOffset],
+) -> None:
+    """Set partitions' next offsets in the sink (if it keeps them) and in the group. The caller
+    checked that the connector is STOPPED (no task may commit meanwhile)."""
+    wanted = {TopicPartition(o.topic, o.partition): o.offset for o in offsets}
+    async with asyncio.timeout(TIMEOUT):
+        hook = getattr(connector, "alter_offsets", None)
+        if callable(hook):
+            await hook(config, dict(wanted))
+        await commit_group_offsets(worker, name, wanted)
+
+
+async def reset_offsets(
+    worker: WorkerConfig, name: str, connector: SinkConnector, config: Mapping[str, str]
+) -> None:
+    """Forget every committed offset: in the sink (if it keeps them) and in the group (which
+    is deleted, as Connect does)."""
+    async with asyncio.timeout(TIMEOUT):
+        hook = getattr(connector, "reset_offsets", None)
+        if callable(hook):
+            await hook(config)
+        await delete_group(worker, name)
+
+
+async def commit_group_offsets(
+    worker: WorkerConfig, name: str, offsets: Mapping[TopicPartition, int]
+) -> None:
+    if not offsets:
+        return
+    consumer = AIOKafkaConsumer(
+        group_id=group_id(name), enable_auto_commit=False, **_client_kwargs(worker, name)
+    )
+    await consumer.start()
+    try:
+        consumer.assign([to_kafka(tp) for tp in offsets])
+        await consumer.commit({to_kafka(tp): OffsetAndMetadata(o, "") for tp, o in offsets.items()})
+    finally:
+        await consumer.stop()
+
+
+async def delete_group(worker: WorkerConfig, name: str) -> None:
+    """Delete the connector's consumer group (its members must be gone: the connector is
+    STOPPED). aiokafka's admin client has no call for it, so the request is sent directly."""
+    admin = AIOKafkaAdminClient(**_client_kwargs(worker, name))
+    await admin.start()
+    try:
+        node = await admin.find_coordinator(group_id(name))
+        response = await admin._send_request_to_node(node, DeleteGroupsRequest([group_id(name)]))
+        for _, code in response.results:
+            if code and code != _GROUP_ID_NOT_FOUND:
+                raise for_code(code)(f"could not delete consumer group {group_id(name)}")
+    finally:
+        await admin.close()

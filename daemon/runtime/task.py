@@ -1,0 +1,385 @@
+"""One incarnation of a sink task: the coroutine that polls, converts, puts and commits.
+
+An ``Incarnation`` is created with an epoch (from the connector's ``EpochStore`` counter) and
+runs ``run()`` as one asyncio task. Every sink callback runs under a deadline, one at a time
+(a lock serialises the coroutine's own calls with the rebalance listener's ``open``/``close``,
+which aiokafka runs in its coordinator task); every await that crosses a boundary has a bound.
+
+Stopping is the stop sequence's business (``daemon.runtime.stop``): ``ask()`` marks the
+incarnation closing and interrupts a poll or a backoff, but lets a callback in progress run; the
+coroutine then runs the close path — ``pre_commit`` with ``context.is_closing``, ``close`` of
+the open partitions, ``stop``. ``kill()`` cancels whatever is left: an executor write in progress
+is cancelled, which kills and reaps its executor's process tree before the cancellation returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import traceback
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
+
+from daemon.config import (
+    ConnectorConfig,
+    Providers,
+    WorkerConfig,
+    effective_converter,
+    parse_connector,
+    resolve,
+)
+from daemon.connectors.api import SinkTask, TaskContext, TaskId
+from daemon.connectors.converters import BatchConverter, make_converter
+from daemon.connectors.records import RawBatch, RecordBatch, TopicPartition
+from daemon.errors import ConnectdError, TaskTimeout
+from daemon.logs import set_task_context
+from daemon.runtime.consumer import TaskConsumer, consumer_settings
+from daemon.runtime.executors import ExecutorBinding, Executors
+from daemon.runtime.rebalance import Rebalancing
+from daemon.runtime.steps import (
+    TaskMetrics,
+    TaskSettings,
+    check_bad_records,
+    offset_ranges,
+    with_deadline,
+)
+
+log = logging.getLogger("connectd.task")
+WRITE_TIMEOUT_KEY = "task.write.timeout.ms"
+T = TypeVar("T")
+
+
+class Incarnation(Rebalancing):
+    """One incarnation of one task id. Create, then ``start()``; see the module docstring."""
+
+    def __init__(
+        self,
+        task_id: TaskId,
+        epoch: int,
+        *,
+        worker: WorkerConfig,
+        connector_config: Mapping[str, str],
+        task_config: Mapping[str, str],
+        task_class: type[SinkTask],
+        executors: Executors,
+        providers: Providers,
+        settings: TaskSettings,
+        paused: bool = False,
+        metrics: TaskMetrics | None = None,
+        draw_epoch: Callable[[], Awaitable[int]] | None = None,
+    ) -> None:
+        self.id = task_id
+        self.draw_epoch = draw_epoch
+        self.epoch = epoch
+        self.worker = worker
+        self.settings = settings
+        self._raw_connector = dict(connector_config)
+        self._raw_task = dict(task_config)
+        self._task_class = task_class
+        self._providers = providers
+        self.binding = ExecutorBinding(executors, str(task_id), settings.write_timeout)
+        self.task: SinkTask | None = None
+        self.context: TaskContext | None = None
+        self.consumer: TaskConsumer | None = None
+        self.running = False  # started and polling
+        self.running_since: float | None = None
+        self.failure: BaseException | None = None
+        self.trace: str | None = None
+        self.killed = False
+        self.topics: set[str] = set()
+        self._paused = paused
+        self._metrics = metrics
+        self._stopping = False
+        self._stop_event = asyncio.Event()
+        self._lock = asyncio.Lock()
+        self._generation = 0
+        self._next: dict[TopicPartition, int] = {}
+        self._converter: BatchConverter | None = None
+        self._config: ConnectorConfig | None = None
+        self._runner: asyncio.Task[None] | None = None
+        self._side: set[asyncio.Task[None]] = set()
+        self._side_failure: BaseException | None = None
+
+    # ---- control (the stop sequence and the worker call these) ----
+
+    def start(self) -> asyncio.Task[None]:
+        self._runner = asyncio.get_running_loop().create_task(self.run(), name=f"task {self.id}")
+        return self._runner
+
+    @property
+    def done(self) -> bool:
+        return self._runner is None or self._runner.done()
+
+    async def wait(self) -> None:
+        """Until the coroutine is over (never raises; shielded from the caller's cancel)."""
+        if self._runner is not None and not self._runner.done():
+            await asyncio.wait([self._runner])
+
+    def ask(self) -> None:
+        """Step 1 of the stop sequence: stop taking records, close after the current callback."""
+        self._stopping = True
+        self._stop_event.set()
+
+    def kill(self, reason: str) -> None:
+        """Step 3: cancel the coroutine and the listener's callbacks; no new writes."""
+        self.killed = True
+        self.ask()
+        self.binding.close(reason)
+        for task in (self._runner, *self._side):
+            if task is not None and not task.done():
+                task.cancel()
+
+    def set_paused(self, paused: bool) -> None:
+        """Connector pause: fetch nothing, deliver nothing, keep the partitions."""
+        self._paused = paused
+        if self.consumer is not None and self.context is not None and self.running:
+            self._apply_pause()
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    @property
+    def asked(self) -> bool:
+        """The stop sequence has asked it to stop (its end is not a failure to act on)."""
+        return self._stopping
+
+    # ---- the coroutine ----
+
+    async def run(self) -> None:
+        set_task_context(self.id.connector, self.id.task)
+        try:
+            await self._startup()
+            if not self._stopping:
+                self.running = True
+                self.running_since = time.monotonic()
+                log.info("Task %s (epoch %d) is running", self.id, self.epoch)
+                await self._main_loop()
+            if self._side_failure is not None:
+                raise self._side_failure
+            await self._close_path()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.failure = exc
+            self.trace = traceback.format_exc()
+            log.error(
+                "Task %s (epoch %d) failed:\n%s",
+                self.id,
+                self.epoch,
+                self.trace.rstrip(),
+            )
+            await self._close_after_failure()
+        finally:
+            self.running = False
+            self.binding.close("the incarnation is over")
+            await self._close_consumer()
+
+    async def _startup(self) -> None:
+        conn = await self._resolve(self._raw_connector)
+        task_config = await self._resolve(self._raw_task)
+        self._config = parse_connector(conn).config
+        cfg = self._config
+        key, key_opts = effective_converter(self.worker, cfg, "key")
+        value, value_opts = effective_converter(self.worker, cfg, "value")
+        self._converter = BatchConverter(
+            make_converter(key.value, key_opts, is_key=True),
+            make_converter(value.value, value_opts, is_key=False),
+        )
+        # The worker's write deadline, for sinks that read it from their configuration.
+        task_config.setdefault(WRITE_TIMEOUT_KEY, str(int(self.settings.write_timeout * 1000)))
+        self.task = self._task_class()
+        self.context = TaskContext(self.id, self.epoch, task_config, self.binding)
+        log.info("Starting task %s (epoch %d)", self.id, self.epoch)
+        await self._call("start", self.task.start(task_config, self.context))
+        if self._stopping:
+            return
+        settings = consumer_settings(
+            self.worker, cfg, task=self.id.task, put_timeout=self.settings.callback_timeout
+        )
+        self.consumer = TaskConsumer(
+            settings,
+            topics=cfg.topics,
+            pattern=cfg.topics_regex.pattern if cfg.topics_regex is not None else None,
+            target=self,
+        )
+        async with asyncio.timeout(60.0):
+            await self.consumer.start()
+
+    async def _resolve(self, config: Mapping[str, str]) -> dict[str, str]:
+        # Providers may read files: off the loop, under a deadline.
+        async with asyncio.timeout(30.0):
+            return await asyncio.to_thread(resolve, config, self._providers)
+
+    async def _main_loop(self) -> None:
+        next_flush = time.monotonic() + self.settings.flush_interval
+        while not self._stopping:
+            self._apply_pause()
+            generation, polled = await self._poll()
+            if self._stopping:
+                return
+            async with self._lock:
+                if self._stopping:
+                    return
+                if self._side_failure is not None:
+                    raise self._side_failure
+                # Records handed out before a rebalance callback ran are not delivered: the
+                # callback's commit did not cover them, and the new assignment fetches them again.
+                if generation == self._generation and not self._paused:
+                    assert self.context is not None
+                    owned = self.context.assignment()
+                    await self._deliver({tp: rs for tp, rs in polled.items() if tp in owned})
+                assert self.context is not None
+                if time.monotonic() >= next_flush or self.context.take_commit_request():
+                    await self._commit(closing=False)
+                    next_flush = time.monotonic() + self.settings.flush_interval
+
+    async def _fetch(self) -> tuple[int, dict[TopicPartition, list[Any]]]:
+        assert self.consumer is not None
+        records = await self.consumer.poll(int(self.settings.poll_timeout * 1000))
+        # Read in the same step as the records were handed out: no callback ran in between.
+        return self._generation, records
+
+    async def _poll(self) -> tuple[int, dict[TopicPartition, list[Any]]]:
+        """One fetch and the rebalance generation it belongs to; returns early (empty) when
+        the stop sequence asks."""
+        fetch = asyncio.ensure_future(self._fetch())
+        stop = asyncio.ensure_future(self._stop_event.wait())
+        try:
+            # getmany waits for a rebalance to finish: bound that too.
+            done, _ = await asyncio.wait(
+                {fetch, stop},
+                timeout=self.settings.callback_timeout + 60.0,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        finally:
+            for fut in (fetch, stop):
+                if not fut.done():
+                    fut.cancel()
+        if fetch in done:
+            return fetch.result()
+        if stop in done:
+            return self._generation, {}
+        raise TaskTimeout(f"task {self.id}: a poll did not return (a rebalance never ended?)")
+
+    async def _deliver(self, polled: Mapping[TopicPartition, list[Any]]) -> None:
+        assert self._converter is not None and self.task is not None
+        records = [r for tp in sorted(polled) for r in polled[tp]]
+        raw = RawBatch.from_records(records)
+        if records:
+            async with asyncio.timeout(self.settings.callback_timeout):
+                result = await asyncio.to_thread(self._converter.convert, raw)
+        else:
+            result = self._converter.convert(raw)
+        assert self._config is not None
+        check_bad_records(self._config, result.bad)
+        ranges = offset_ranges(polled, self._next)
+        self.topics.update(tp.topic for tp in polled)
+        batch = result.batch.with_ranges(ranges)
+        await self._put(batch)
+        for r in ranges:
+            self._next[r.tp] = r.end
+        if self._metrics is not None and records:
+            self._metrics.record_consumed(self.id.connector, self.id.task, len(records))
+        self._apply_seeks()
+
+    async def _put(self, batch: RecordBatch) -> None:
+        """``put``. A failure fails the incarnation: the slot's restart policy decides what
+        next (a new incarnation resumes from what the sink committed; see ``restart.py``)."""
+        assert self.task is not None
+        await self._call("put", self.task.put(batch))
+
+    async def _commit(
+        self, *, closing: bool, partitions: frozenset[TopicPartition] | None = None
+    ) -> None:
+        """``pre_commit`` (under ``is_closing`` if ``closing``), then the group commit."""
+        assert self.task is not None and self.context is not None
+        scope = partitions if partitions is not None else self.context.assignment()
+        current = {tp: o for tp, o in self._next.items() if tp in scope}
+        if closing:
+            with self.context.closing():
+                durable = await self._call("pre_commit", self.task.pre_commit(current))
+        else:
+            durable = await self._call("pre_commit", self.task.pre_commit(current))
+        self._apply_seeks()
+        offsets = {tp: o for tp, o in durable.items() if tp in scope}
+        if offsets and self.consumer is not None:
+            try:
+                async with asyncio.timeout(30.0):
+                    await self.consumer.commit(offsets)
+            except Exception as exc:  # the group's offsets are for lag tools only
+                log.warning("Could not commit offsets to the consumer group: %s", exc)
+
+    # ---- helpers ----
+
+    async def _call(self, name: str, coro: Awaitable[T]) -> T:
+        """A sink callback under its deadline; ``TaskTimeout`` past it."""
+        return await with_deadline(
+            f"task {self.id}: {name}()", coro, self.settings.callback_timeout
+        )
+
+    def _apply_seeks(self) -> None:
+        if self.context is None or self.consumer is None:
+            return
+        for tp, offset in self.context.take_seeks().items():
+            self.consumer.seek(tp, offset)
+            self._next[tp] = offset
+            log.info("Seeking %s to offset %d", tp, offset)
+
+    def _apply_pause(self) -> None:
+        if self.context is None or self.consumer is None:
+            return
+        wanted = self.context.assignment() if self._paused else self.context.paused()
+        self.consumer.set_paused(wanted)
+
+    async def _close_path(self) -> None:
+        """The graceful end: closing ``pre_commit``, ``close``, ``stop`` (errors are logged)."""
+        if self.task is None:
+            return
+        async with self._lock:
+            await self._try("closing pre_commit and close", self._close_partitions())
+            await self._try("stop", self._call("stop", self.task.stop()))
+        log.info("Task %s (epoch %d) stopped", self.id, self.epoch)
+
+    async def _close_partitions(self) -> None:
+        if self.context is None or self.task is None:
+            return
+        owned = self.context.assignment()
+        if owned:
+            await self._commit(closing=True, partitions=owned)
+            await self._call("close", self.task.close(owned))
+        self.context.set_assignment(frozenset())
+
+    async def _close_after_failure(self) -> None:
+        # As Connect: the partitions are closed and the task stopped, without a last commit.
+        if self.task is None or self.killed:
+            return
+        if self.context is not None and self.context.assignment():
+            await self._try(
+                "close", self._call("close", self.task.close(self.context.assignment()))
+            )
+        await self._try("stop", self._call("stop", self.task.stop()))
+
+    async def _try(self, what: str, coro: Awaitable[Any]) -> None:
+        try:
+            await coro
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.error(
+                "Task %s: %s failed: %s",
+                self.id,
+                what,
+                exc,
+                exc_info=not isinstance(exc, ConnectdError),
+            )
+
+    async def _close_consumer(self) -> None:
+        if self.consumer is None:
+            return
+        try:
+            async with asyncio.timeout(10.0):
+                await self.consumer.close()
+        except Exception as exc:
+            log.warning("Task %s: the consumer did not close cleanly: %s", self.id, exc)

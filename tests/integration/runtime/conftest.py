@@ -1,0 +1,48 @@
+"""Fixtures of the runtime's integration tests: daemons (tests/support/daemon.py) and pools.
+
+``runtime_pool`` is the session's warm Spark pool (``spark_pool``, tests/support/spark.py) when
+that plugin is loaded, else a pool of the same shape owned by this directory. ``plain_pool`` is a
+pool without Spark (executors start in a fraction of a second) for tests about the runtime's
+bookkeeping, not about Spark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from support import procs
+from support.spark import ThreadedPool, spark_settings
+
+
+@pytest.fixture(scope="session")
+def runtime_pool(request: pytest.FixtureRequest) -> Iterator[ThreadedPool]:
+    try:
+        shared: ThreadedPool = request.getfixturevalue("spark_pool")
+    except pytest.FixtureLookupError:
+        pass
+    else:
+        yield shared
+        return
+    own = ThreadedPool(spark_settings(cds_build=True))
+    unregister = procs.register_session_owner(own.pids)
+    try:
+        own.start()
+        own.wait_ready(1)
+        yield own
+    finally:
+        own.close()
+        unregister()
+
+
+@pytest.fixture(scope="session")
+def plain_pool() -> Iterator[ThreadedPool]:
+    pool = ThreadedPool(spark_settings(with_spark=False, cds=False, start_timeout=30.0))
+    unregister = procs.register_session_owner(pool.pids)
+    try:
+        pool.start()
+        pool.wait_ready(2, timeout=30.0)
+        yield pool
+    finally:
+        pool.close()
+        unregister()

@@ -1,0 +1,149 @@
+"""Exactly once under faults: 20,000 records in 3 partitions into a Parquet table through Spark,
+while the daemon is SIGKILLed three times (and restarted) and two executor JVMs are SIGKILLed
+from outside. Once it has caught up, the table — read with pyarrow, which skips the
+underscore-prefixed staging and log directories as every reader does — holds exactly 20,000
+rows and 20,000 distinct (kafka_partition, kafka_offset) pairs.
+
+Faults are triggered at random points of the run's progress (seeded; the seed is printed), read
+from the table's commit log by this test, never from the daemon.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+from pathlib import Path
+
+import psutil
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pytest
+from support.daemon import DaemonProcess, ProcessFactory, wait_until, worker_properties
+from support.kafka import produce
+from support.kafka_fixtures import TopicFactory
+
+from daemon.executor.process import read_stat
+from daemon.storage.commitlog import META, CommitRecord
+
+pytestmark = pytest.mark.integration
+
+RECORDS = 20_000
+PARTITIONS = 3
+
+
+def committed(table: Path) -> int:
+    """Offsets committed so far, summed over partitions (each starts at 0)."""
+    ends: dict[tuple[str, int], int] = {}
+    log = table / META / "log"
+    if not log.is_dir():
+        return 0
+    for name in sorted(os.listdir(log)):
+        if not name.endswith(".json"):
+            continue
+        try:
+            record = CommitRecord.from_json((log / name).read_bytes(), source=name)
+        except Exception:  # a record being published: read it next time
+            break
+        for r in record.ranges:
+            ends[(r.topic, r.partition)] = r.end
+        for tp, offset in record.offsets:
+            if offset is not None and record.kind == "offsets":
+                ends[(tp.topic, tp.partition)] = offset
+    return sum(ends.values())
+
+
+def _gone(pid: int) -> bool:
+    stat = read_stat(pid)
+    return stat is None or not stat.running
+
+
+def kill_a_jvm(p: DaemonProcess) -> int | None:
+    """SIGKILL one executor JVM of the daemon (the one writing, if a write runs)."""
+    writing = set()
+    for name in ("eos",):
+        code, body = p.rest("GET", f"/connectors/{name}/status", timeout=10.0)
+        if code == 200:
+            writing |= {t["executor_pid"] for t in body["tasks"] if t["executor_pid"]}
+    jvms = []
+    for pid in p.descendants():
+        try:
+            proc = psutil.Process(pid)
+            if proc.name() == "java":
+                jvms.append((proc.ppid() not in writing, pid))
+        except psutil.Error:
+            continue
+    if not jvms:
+        return None
+    _, victim = sorted(jvms)[0]
+    os.kill(victim, signal.SIGKILL)
+    return victim
+
+
+async def test_twenty_thousand_records_exactly_once_through_kills(
+    daemon_process: ProcessFactory,
+    kafka_bootstrap: str,
+    kafka_topic: TopicFactory,
+    tmp_path: Path,
+) -> None:
+    seed = int(os.environ.get("CONNECTD_TEST_SEED", time.time_ns() % 10_000))
+    rng = random.Random(seed)
+    print(f"\nfault seed {seed} (CONNECTD_TEST_SEED={seed} to replay)")
+    topic = await kafka_topic(partitions=PARTITIONS)
+    pad = b"x" * 180
+    await produce(kafka_bootstrap, topic, [(None, b"%08d" % i + pad) for i in range(RECORDS)])
+    table = tmp_path / "table"
+    worker = worker_properties(
+        kafka_bootstrap, tmp_path / "state", **{"task.shutdown.graceful.timeout.ms": "2000"}
+    )
+    sink = {
+        "name": "eos",
+        "connector.class": "ParquetSink",
+        "topics": topic,
+        "tasks.max": str(PARTITIONS),
+        "path": str(table),
+        "flush.max.records": "1500",
+        "flush.interval.ms": "2000",
+    }
+    # Progress points (offsets committed) at which a fault strikes, in order.
+    windows = [
+        ("daemon", 1_000, 4_000),
+        ("jvm", 4_500, 6_500),
+        ("daemon", 7_000, 10_000),
+        ("jvm", 10_500, 12_000),
+        ("daemon", 12_500, 15_500),
+    ]
+    faults = [(kind, rng.randint(low, high)) for kind, low, high in windows]
+    began = time.monotonic()
+    p = daemon_process(worker, [sink])
+    done: list[str] = []
+    for kind, at in faults:
+        await wait_until(lambda a=at: committed(table) >= a, 300, f"{at} offsets committed")
+        if kind == "daemon":
+            below = p.descendants()
+            p.signal(signal.SIGKILL)  # no shutdown at all
+            p.wait(10)
+            done.append(f"daemon SIGKILL at {committed(table)}")
+            # Its executors (and their JVMs) die with it: parent-death signal, end of pipe.
+            await wait_until(lambda b=below: all(map(_gone, b)), 15, "its executors gone")
+            p = daemon_process(worker, [sink])
+        else:
+            victim = kill_a_jvm(p)
+            done.append(f"JVM {victim} SIGKILL at {committed(table)}")
+            assert victim is not None, "no executor JVM to kill"
+    assert committed(table) < RECORDS, f"the faults came too late: {done}"
+    await wait_until(lambda: committed(table) >= RECORDS, 300, "caught up", interval=0.2)
+    print(f"faults: {done}; caught up in {time.monotonic() - began:.0f} s")
+    p.signal(signal.SIGTERM)
+    assert p.wait(60) == 0
+
+    data = ds.dataset(table, format="parquet").to_table(
+        columns=["kafka_partition", "kafka_offset", "value"]
+    )
+    assert data.num_rows == RECORDS
+    pairs = data.group_by(["kafka_partition", "kafka_offset"]).aggregate([])
+    assert pairs.num_rows == RECORDS
+    values = pc.utf8_slice_codeunits(data.column("value"), 0, 8)
+    assert pc.count_distinct(values).as_py() == RECORDS  # every record, none twice
+    assert committed(table) == RECORDS

@@ -1,0 +1,386 @@
+"""Daemons for tests: in-process (``Daemon`` with ``handle_signals=False``) and as a real
+subprocess (``python -m daemon standalone ...``), each cleaned up at teardown, whatever happened.
+
+- ``worker_properties(bootstrap, state_dir, **overrides)``: a small worker (1 executor + 1 spare,
+  ``local[2]``, no Spark UI, 512 MB driver, REST on a free port) as a ``{key: value}`` map.
+- ``make_plan(properties, connectors=())``: a standalone ``LaunchPlan`` from maps.
+- ``run_daemon`` (fixture, async factory): ``d = await run_daemon(props, connectors=[...],
+  executors=pool)`` starts an in-process ``Daemon`` (shut down at teardown).
+- ``daemon_process`` (fixture, factory): ``p = daemon_process(props, connectors=[...])`` starts
+  ``python -m daemon standalone`` with files written under ``tmp_path``; tracked by PID, its
+  whole process tree killed at teardown. ``p.rest(...)`` calls its REST API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Collection,
+    Iterator,
+    Mapping,
+    Sequence,
+)
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from daemon.config import Mode, parse_connector, parse_worker
+from daemon.connectors.api import SinkConnector, SinkTask, SinkTaskContext
+from daemon.connectors.records import OffsetRange, RecordBatch, TopicPartition
+from daemon.daemon import Daemon
+from daemon.launch import LaunchPlan
+from daemon.runtime.executors import Executors
+from daemon.storage.commitlog import CommitLog
+from daemon.storage.standalone import ConfigStore
+from support.kafka import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def worker_properties(bootstrap: str, state_dir: Path, **overrides: str) -> dict[str, str]:
+    """Worker settings for tests; ``overrides`` use ``_`` for ``.`` in keys, or pass a dict."""
+    props = {
+        "bootstrap.servers": bootstrap,
+        "listeners": f"http://127.0.0.1:{free_port()}",
+        "state.dir": str(state_dir),
+        "key.converter": "string",
+        "value.converter": "string",
+        "offset.flush.interval.ms": "1000",
+        "task.shutdown.graceful.timeout.ms": "2000",
+        "task.write.timeout.ms": "60000",
+        "executor.pool.size": "1",
+        "executor.pool.spares": "1",
+        "executor.spark.master": "local[2]",
+        "executor.spark.conf.spark.ui.enabled": "false",
+        "executor.spark.conf.spark.driver.memory": "512m",
+        "log.level": "INFO",
+    }
+    props.update({k.replace("_", "."): v for k, v in overrides.items()})
+    return props
+
+
+def make_plan(
+    properties: Mapping[str, str], connectors: Sequence[Mapping[str, str]] = ()
+) -> LaunchPlan:
+    worker = parse_worker(properties, mode=Mode.STANDALONE).config
+    return LaunchPlan(
+        mode=Mode.STANDALONE,
+        worker=worker,
+        connectors=tuple(parse_connector(c).config for c in connectors),
+    )
+
+
+async def wait_until(
+    check: Callable[[], Any], timeout: float, what: str = "the condition", interval: float = 0.05
+) -> Any:
+    """Poll ``check()`` (sync or async) until it returns a truthy value; that value. Raises
+    ``AssertionError`` naming ``what`` (and the last value) after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached within {timeout} s (last: {value!r})")
+        await asyncio.sleep(interval)
+
+
+DaemonFactory = Callable[..., Awaitable[Daemon]]
+
+
+@pytest.fixture
+async def run_daemon() -> AsyncIterator[DaemonFactory]:
+    """Factory for in-process daemons; each is shut down at teardown."""
+    daemons: list[Daemon] = []
+
+    async def start(
+        properties: Mapping[str, str],
+        *,
+        connectors: Sequence[Mapping[str, str]] = (),
+        executors: Executors | None = None,
+        store: ConfigStore | None = None,
+        rest: bool = True,
+    ) -> Daemon:
+        daemon = Daemon(
+            make_plan(properties, connectors),
+            executors=executors,
+            handle_signals=False,
+            store=store,
+            rest=rest,
+        )
+        daemons.append(daemon)
+        await daemon.start()
+        return daemon
+
+    yield start
+    for daemon in reversed(daemons):
+        await daemon.shutdown()
+
+
+def write_properties(path: Path, values: Mapping[str, str]) -> Path:
+    path.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
+    return path
+
+
+class DaemonProcess:
+    """``python -m daemon standalone`` as a child process, tracked by PID."""
+
+    def __init__(
+        self,
+        worker: Mapping[str, str],
+        connectors: Sequence[Mapping[str, str]],
+        workdir: Path,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.worker_file = write_properties(workdir / "worker.properties", worker)
+        self.connector_files = [
+            write_properties(workdir / f"connector-{i}.properties", c)
+            for i, c in enumerate(connectors)
+        ]
+        listener = worker["listeners"].split(",")[0].strip()
+        self.url = listener.rstrip("/")
+        self.log_path = workdir / "daemon.log"
+        self.env = dict(os.environ) | dict(env or {})
+        self.env["PYTHONPATH"] = os.pathsep.join(
+            [str(ROOT), str(ROOT / "tests"), self.env.get("PYTHONPATH", "")]
+        ).rstrip(os.pathsep)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def start(self) -> DaemonProcess:
+        args = [sys.executable, "-m", "daemon", "standalone", str(self.worker_file)]
+        args += [str(f) for f in self.connector_files]
+        log = open(self.log_path, "ab")  # noqa: SIM115 (the child keeps it open)
+        try:
+            self.proc = subprocess.Popen(
+                args, cwd=self.workdir, env=self.env, stdout=log, stderr=subprocess.STDOUT
+            )
+        finally:
+            log.close()
+        self.starts += 1
+        return self
+
+    def wait_rest(self, timeout: float = 60.0) -> None:
+        """Until ``GET /connectors`` answers (the worker has started its connectors)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise AssertionError(f"the daemon exited ({self.proc.returncode}):\n{self.log()}")
+            try:
+                self.rest("GET", "/connectors", timeout=2.0)
+                return
+            except (OSError, urllib.error.URLError):
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"REST not up after {timeout} s:\n{self.log()}") from None
+                time.sleep(0.1)
+
+    def rest(
+        self, method: str, path: str, body: Any = None, *, timeout: float = 60.0
+    ) -> tuple[int, Any]:
+        """One REST call: (status, parsed JSON or None). HTTP errors are returned, not raised."""
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(
+            self.url + path, data=data, method=method, headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                raw = response.read()
+                return response.status, json.loads(raw) if raw else None
+        except urllib.error.HTTPError as e:
+            raw = e.read()
+            return e.code, json.loads(raw) if raw else None
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-6000:]
+        except OSError:
+            return ""
+
+    def descendants(self) -> list[int]:
+        try:
+            return [p.pid for p in psutil.Process(self.pid).children(recursive=True)]
+        except psutil.Error:
+            return []
+
+    def signal(self, sig: int) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.pid, sig)
+
+    def wait(self, timeout: float) -> int:
+        assert self.proc is not None
+        return self.proc.wait(timeout)
+
+    def kill_all(self) -> None:
+        """SIGKILL the daemon and everything below it (teardown; safe to call twice)."""
+        if self.proc is None:
+            return
+        below = self.descendants()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(10)
+        for pid in below:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+
+ProcessFactory = Callable[..., DaemonProcess]
+
+
+@pytest.fixture
+def daemon_process(tmp_path: Path) -> Iterator[ProcessFactory]:
+    """Factory for subprocess daemons (started, REST up); all killed at teardown."""
+    made: list[DaemonProcess] = []
+
+    def start(
+        worker: Mapping[str, str],
+        connectors: Sequence[Mapping[str, str]] = (),
+        *,
+        wait: bool = True,
+        env: Mapping[str, str] | None = None,
+    ) -> DaemonProcess:
+        p = DaemonProcess(worker, connectors, tmp_path / f"daemon-{len(made)}", env)
+        made.append(p)
+        p.start()
+        if wait:
+            p.wait_rest()
+        return p
+
+    yield start
+    for p in made:
+        p.signal(signal.SIGTERM)
+    for p in made:
+        with contextlib.suppress(subprocess.TimeoutExpired, AssertionError):
+            p.wait(30)
+        p.kill_all()
+
+
+# -- sinks for runtime tests (importable by path: connector.class=support.daemon:RecordingSink) --
+
+RECORDED: dict[str, list[tuple[str, Any]]] = {}
+"""In-process RecordingSink tasks log their calls here, by ``record.key``: (callback, detail)."""
+
+
+class RecordingTask(SinkTask):
+    """Logs every callback into ``RECORDED[record.key]``; ``put.fn`` (optional) runs that write
+    function in an executor for each non-empty batch."""
+
+    async def start(self, config: Mapping[str, str], context: SinkTaskContext) -> None:
+        self.context = context
+        self.key = config.get("record.key", "default")
+        self.fn = config.get("put.fn")
+        self._log("start", context.epoch)
+
+    def _log(self, what: str, detail: Any = None) -> None:
+        RECORDED.setdefault(self.key, []).append((what, detail))
+
+    async def open(self, partitions: Collection[TopicPartition]) -> None:
+        self._log("open", sorted(partitions))
+
+    async def put(self, batch: RecordBatch) -> None:
+        if len(batch):
+            self._log("put", [(r.topic, r.partition, r.start, r.end) for r in batch.ranges])
+            if self.fn:
+                await self.context.run_in_executor(self.fn, batch.table, timeout=0)
+
+    async def pre_commit(
+        self, offsets: Mapping[TopicPartition, int]
+    ) -> Mapping[TopicPartition, int]:
+        if self.context.is_closing:
+            self._log("closing_pre_commit", dict(offsets))
+        return offsets
+
+    async def close(self, partitions: Collection[TopicPartition]) -> None:
+        self._log("close", sorted(partitions))
+
+    async def stop(self) -> None:
+        self._log("stop", self.context.epoch)
+
+
+class RecordingSink(SinkConnector):
+    def task_class(self) -> type[SinkTask]:
+        return RecordingTask
+
+
+def recorded(key: str, what: str) -> list[Any]:
+    return [detail for name, detail in RECORDED.get(key, []) if name == what]
+
+
+def put_offsets(key: str) -> list[tuple[str, int, int]]:
+    """Every (topic, partition, offset) a RecordingSink with ``record.key`` was given."""
+    out = []
+    for ranges in recorded(key, "put"):
+        for topic, partition, start, end in ranges:
+            out.extend((topic, partition, o) for o in range(start, end))
+    return out
+
+
+class LedgerTask(SinkTask):
+    """Exactly-once without Spark: a commit log under ``path`` records offset ranges (no data
+    files) with the incarnation's epoch. ``open`` fences and seeks to the committed offsets.
+    ``ledger.fail.task=N``: task N fails at its first ``put`` that carries records."""
+
+    async def start(self, config: Mapping[str, str], context: SinkTaskContext) -> None:
+        self.context = context
+        fail = config.get("ledger.fail.task")
+        self.fail_on_put = fail is not None and int(fail) == context.task_id.task
+        self.log = CommitLog(config["path"])
+        await asyncio.to_thread(self.log.open)
+
+    async def open(self, partitions: Collection[TopicPartition]) -> None:
+        ctx = self.context
+        await asyncio.to_thread(
+            self.log.fence, ctx.task_id.connector, ctx.task_id.task, ctx.epoch, partitions
+        )
+        committed = await asyncio.to_thread(self.log.committed_offsets, partitions)
+        if committed:
+            ctx.offset(committed)
+
+    async def put(self, batch: RecordBatch) -> None:
+        if batch.ranges and self.fail_on_put:
+            raise RuntimeError(f"task {self.context.task_id} fails on purpose (ledger.fail.task)")
+        if batch.ranges:
+            await self.commit(batch.ranges)
+
+    async def commit(self, ranges: Collection[OffsetRange]) -> None:
+        ctx = self.context
+        await asyncio.to_thread(
+            self.log.commit,
+            ctx.task_id.connector,
+            ctx.task_id.task,
+            ctx.epoch,
+            ranges,
+            [],
+            commit_id=self.log.new_commit_id(),
+        )
+
+    async def stop(self) -> None:
+        self.log.close()
+
+
+class LedgerSink(SinkConnector):
+    def task_class(self) -> type[SinkTask]:
+        return LedgerTask

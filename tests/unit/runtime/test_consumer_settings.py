@@ -1,0 +1,79 @@
+"""A task consumer's aiokafka settings from the worker's and the connector's keys."""
+
+from __future__ import annotations
+
+from daemon.config import parse_connector, parse_worker
+from daemon.runtime.consumer import consumer_settings, group_id, poll_bound_ms
+
+
+def _worker(**extra: str):  # type: ignore[no-untyped-def]
+    return parse_worker({"bootstrap.servers": "127.0.0.1:9999", **extra}).config
+
+
+def _connector(**extra: str):  # type: ignore[no-untyped-def]
+    return parse_connector(
+        {"name": "sink", "connector.class": "x:Y", "topics": "t", **extra}
+    ).config
+
+
+def test_defaults_are_connects_for_sinks() -> None:
+    s = consumer_settings(_worker(), _connector(), task=2, put_timeout=150.0, warn=print)
+    assert s["group_id"] == group_id("sink") == "connect-sink"
+    assert s["enable_auto_commit"] is False
+    assert s["auto_offset_reset"] == "earliest"
+    assert s["bootstrap_servers"] == ["127.0.0.1:9999"]
+    assert s["client_id"] == "connectd-sink-2"
+    assert s["max_poll_interval_ms"] == poll_bound_ms(150.0) == 210_000
+    assert s["rebalance_timeout_ms"] == s["max_poll_interval_ms"]
+    assert s["security_protocol"] == "PLAINTEXT"
+
+
+def test_overrides_map_and_the_connectors_win() -> None:
+    warnings: list[str] = []
+    worker = _worker(**{"consumer.max.poll.records": "100", "consumer.fetch.max.wait.ms": "50"})
+    connector = _connector(
+        **{
+            "consumer.override.max.poll.records": "7",
+            "consumer.override.isolation.level": "read_committed",
+            "consumer.override.max.poll.interval.ms": "900000",
+        }
+    )
+    s = consumer_settings(worker, connector, task=0, put_timeout=150.0, warn=warnings.append)
+    assert s["max_poll_records"] == 7
+    assert s["fetch_max_wait_ms"] == 50
+    assert s["isolation_level"] == "read_committed"
+    assert s["max_poll_interval_ms"] == 900_000
+    assert warnings == []
+
+
+def test_fixed_unknown_and_too_small_settings_are_ignored_with_a_warning() -> None:
+    warnings: list[str] = []
+    connector = _connector(
+        **{
+            "consumer.override.group.id": "mine",
+            "consumer.override.enable.auto.commit": "true",
+            "consumer.override.send.buffer.bytes": "1",
+            "consumer.override.max.poll.interval.ms": "1000",
+            "consumer.override.max.poll.records": "lots",
+        }
+    )
+    s = consumer_settings(_worker(), connector, task=0, put_timeout=10.0, warn=warnings.append)
+    assert s["group_id"] == "connect-sink" and s["enable_auto_commit"] is False
+    assert s["max_poll_interval_ms"] == poll_bound_ms(10.0)
+    text = "\n".join(warnings)
+    for key in ("group.id", "enable.auto.commit", "send.buffer.bytes", "max.poll.interval.ms"):
+        assert key in text
+    assert "'lots'" in text
+
+
+def test_sasl_credentials_come_from_the_jaas_line() -> None:
+    worker = _worker(
+        **{
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-256",
+            "sasl.jaas.config": 'x required username="u" password="p";',
+        }
+    )
+    s = consumer_settings(worker, _connector(), task=0, put_timeout=1.0, warn=print)
+    assert s["sasl_mechanism"] == "SCRAM-SHA-256"
+    assert (s["sasl_plain_username"], s["sasl_plain_password"]) == ("u", "p")
