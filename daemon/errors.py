@@ -127,3 +127,27 @@ class ExecutorUnavailable(ExecutorError):
     pool is backing off after repeated start failures; the message says which)."""
 
     retriable = True
+
+
+class ConnectorExists(ConnectdError):
+    """A connector with that name exists already (REST answers 409)."""
+
+    retriable = False
+
+
+class Conflict(ConnectdError):
+    """The request conflicts with the connector's current state, e.g. altering offsets of a
+    connector that is not STOPPED (REST answers 400 or 409, as Connect does for the case)."""
+
+    retriable = False
+
+    def __init__(self, message: str, *, status: int = 409) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class StopFailed(ConnectdError):
+    """A task's old incarnation could not be reaped (its executor tree would not die within
+    the kill deadline), so no new incarnation was started: never two at once."""
+
+    retriable = True
