@@ -30,7 +30,7 @@ from daemon.config import (
     resolve,
 )
 from daemon.connectors.api import SinkTask, TaskContext, TaskId
-from daemon.connectors.converters import BatchConverter, make_converter
+from daemon.connectors.converters import BatchConverter, ConversionResult, make_converter
 from daemon.connectors.records import RawBatch, RecordBatch, TopicPartition
 from daemon.errors import ConnectdError, TaskTimeout
 from daemon.logs import set_task_context
@@ -265,13 +265,18 @@ class Incarnation(Rebalancing):
 
     async def _deliver(self, polled: Mapping[TopicPartition, list[Any]]) -> None:
         assert self._converter is not None and self.task is not None
-        records = [r for tp in sorted(polled) for r in polled[tp]]
-        raw = RawBatch.from_records(records)
-        if records:
+        converter = self._converter
+
+        def convert() -> tuple[int, ConversionResult]:
+            # A loop over every record: never on the event loop (DESIGN.md), so in a thread.
+            records = [r for tp in sorted(polled) for r in polled[tp]]
+            return len(records), converter.convert(RawBatch.from_records(records))
+
+        if any(polled.values()):
             async with asyncio.timeout(self.settings.callback_timeout):
-                result = await asyncio.to_thread(self._converter.convert, raw)
+                count, result = await asyncio.to_thread(convert)
         else:
-            result = self._converter.convert(raw)
+            count, result = convert()
         assert self._config is not None
         check_bad_records(self._config, result.bad)
         ranges = offset_ranges(polled, self._next)
@@ -280,8 +285,8 @@ class Incarnation(Rebalancing):
         await self._put(batch)
         for r in ranges:
             self._next[r.tp] = r.end
-        if self._metrics is not None and records:
-            self._metrics.record_consumed(self.id.connector, self.id.task, len(records))
+        if self._metrics is not None and count:
+            self._metrics.record_consumed(self.id.connector, self.id.task, count)
         self._apply_seeks()
 
     async def _put(self, batch: RecordBatch) -> None:
