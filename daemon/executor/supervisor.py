@@ -70,6 +70,14 @@ class Supervisor:
         """Start the executors in the background and return at once (they need seconds)."""
         if self._started:
             return
+        if "CONNECTD_PARENT_PID" in os.environ:
+            # A write function's module that starts a pool when imported would otherwise make
+            # every executor spawn executors of its own, without end.
+            raise ExecutorStartFailed(
+                "an executor pool cannot start inside an executor process: a module imported "
+                "for a write function starts a pool at import time; guard that code with "
+                "`if __name__ == '__main__':`"
+            )
         self._loop = asyncio.get_running_loop()
         self._changed = asyncio.Event()
         if not process.is_subreaper():

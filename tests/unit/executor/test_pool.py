@@ -17,6 +17,7 @@ import uvloop
 
 from daemon.errors import (
     ExecutorDied,
+    ExecutorStartFailed,
     ExecutorUnavailable,
     PoolClosed,
     WriteFailed,
@@ -239,3 +240,15 @@ def test_function_refs() -> None:
         function_ref("a.b.c")
     with pytest.raises(TypeError):
         function_ref(lambda spark, batch: None)
+
+
+async def test_a_pool_refuses_to_start_inside_an_executor(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A write function's module that starts a pool at import would make executors spawn
+    executors without end; inside an executor (CONNECTD_PARENT_PID set) start() refuses."""
+    monkeypatch.setenv("CONNECTD_PARENT_PID", str(os.getppid()))
+    pool = ExecutorPool(PoolSettings(with_spark=False, work_dir=tmp_path, handoff_dir=tmp_path))
+    with pytest.raises(ExecutorStartFailed, match="cannot start inside an executor process"):
+        await pool.start()
+    assert pool.snapshot() == []
