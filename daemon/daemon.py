@@ -38,6 +38,7 @@ from daemon.runtime.executors import Executors
 from daemon.runtime.looplag import LoopLag
 from daemon.runtime.worker import Worker, validate_connector
 from daemon.storage.standalone import ConfigStore, StandaloneStore
+from daemon.systemd import Notifier, status_line
 
 log = logging.getLogger("connectd.daemon")
 
@@ -87,6 +88,8 @@ class Daemon:
         self.worker: Worker | None = None
         self.metrics = Metrics()
         self.lag = LoopLag(on_sample=self.metrics.observe_loop_lag)
+        # Disabled unless run() (the CLI) reads $NOTIFY_SOCKET, or an embedder sets one.
+        self.notifier = Notifier()
         self._stop = asyncio.Event()
         self._reload = asyncio.Event()
         self._signals = 0
@@ -127,6 +130,7 @@ class Daemon:
         for c in self.plan.connectors:  # before any process starts: a bad file costs nothing
             validate_connector(c.name, c.properties, self.registry)
         self.lag.start()
+        self.notifier.start(lambda: status_line(self.worker))
         try:
             await self._start_pool()
             store = self._store or StandaloneStore(self.config.state_dir)
@@ -156,6 +160,7 @@ class Daemon:
             self.worker.worker_id,
             len(self.worker.connector_names()),
         )
+        self.notifier.ready(status_line(self.worker))  # REST listens, connectors started
 
     def _require_executors(self) -> Executors:
         assert self.executors is not None
@@ -204,6 +209,14 @@ class Daemon:
     async def reload(self) -> None:
         """Read the command line's connector files again and apply changed configs."""
         assert self.worker is not None
+        self.notifier.reloading()
+        try:
+            await self._reload_files()
+        finally:
+            self.notifier.ready(status_line(self.worker))
+
+    async def _reload_files(self) -> None:
+        assert self.worker is not None
         for path in self.plan.connector_files:
             try:
                 loaded = await asyncio.to_thread(load_connector, path)
@@ -220,6 +233,7 @@ class Daemon:
         self._closed = True
         started = time.monotonic()
         log.info("connectd is shutting down")
+        self.notifier.stopping()
         if self.worker is not None:
             await self.worker.stop()
         if self.rest is not None:
@@ -228,6 +242,7 @@ class Daemon:
         if self._pool is not None:
             await self._pool.close(graceful_timeout=1.0)
         await self.lag.stop()
+        await self.notifier.stop()  # the watchdog pings until the end of the shutdown
         log.info("connectd stopped in %.2f s", time.monotonic() - started)
 
     # ---- signals ----
@@ -280,6 +295,7 @@ class Daemon:
         from daemon.logs import setup_logging
 
         setup_logging(self.config.log_level.value, self.config.log_format.value)
+        self.notifier = Notifier.from_env(os.environ)
         factory: Callable[[], asyncio.AbstractEventLoop] | None = None
         try:
             import uvloop
