@@ -164,6 +164,8 @@ def test_concurrent_processes_one_table(kit: Kit, tmp_path: Path) -> None:
         for i in range(rounds):
             tp = TopicPartition("t", p)
             start = log.committed_offsets().get(tp, 0)
+            if start // 2 >= len(payload[p]):
+                return  # the partition is complete (the zombie may have done some of it)
             commit_id = log.new_commit_id()
             kit.write_files(log.stage_dir(commit_id), {"d.parquet": payload[p][start // 2]})
             try:
