@@ -124,3 +124,16 @@ def check_bad_records(config: ConnectorConfig, bad: Sequence[BadRecord]) -> None
 
 def names(tps: Iterable[TopicPartition]) -> str:
     return ", ".join(str(tp) for tp in sorted(tps))
+
+
+def task_converter_options(
+    base: Mapping[str, str], task_config: Mapping[str, str], side: str
+) -> dict[str, str]:
+    """The converter options for one side, with the task configuration's ``<side>.converter.*``
+    keys over the connector's: a connector may set them per task (ParquetSink maps its
+    ``value.fields`` to ``value.converter.fields`` in ``task_configs``)."""
+    prefix = f"{side}.converter."
+    return {
+        **base,
+        **{k.removeprefix(prefix): v for k, v in task_config.items() if k.startswith(prefix)},
+    }

@@ -42,6 +42,7 @@ from daemon.runtime.steps import (
     TaskSettings,
     check_bad_records,
     offset_ranges,
+    task_converter_options,
     with_deadline,
 )
 
@@ -184,8 +185,12 @@ class Incarnation(Rebalancing):
         key, key_opts = effective_converter(self.worker, cfg, "key")
         value, value_opts = effective_converter(self.worker, cfg, "value")
         self._converter = BatchConverter(
-            make_converter(key.value, key_opts, is_key=True),
-            make_converter(value.value, value_opts, is_key=False),
+            make_converter(
+                key.value, task_converter_options(key_opts, task_config, "key"), is_key=True
+            ),
+            make_converter(
+                value.value, task_converter_options(value_opts, task_config, "value"), is_key=False
+            ),
         )
         # The worker's write deadline, for sinks that read it from their configuration.
         task_config.setdefault(WRITE_TIMEOUT_KEY, str(int(self.settings.write_timeout * 1000)))
