@@ -1,20 +1,18 @@
 """Fixtures for the connectors' integration tests: a warm Spark pool and tasks driven directly.
 
-``sink_pool`` is the session's ``spark_pool`` (tests/support/spark.py) when that plugin is
-loaded, else a pool of the same shape owned by this directory. ``sink_task`` starts a task
-with a ``TaskContext`` whose runner is that pool, the way the runtime will, and stops every
+``sink_pool`` is the session's ``spark_pool`` (tests/support/spark.py). ``sink_task`` starts
+a task with a ``TaskContext`` whose runner is that pool, the way the runtime will, and stops every
 task it started at teardown.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pyarrow as pa
 import pytest
-from support import procs
-from support.spark import ThreadedPool, spark_settings
+from support.spark import ThreadedPool
 
 from daemon.connectors.api import SinkTask, TaskContext, TaskId
 from daemon.connectors.records import TopicPartition
@@ -34,23 +32,9 @@ class PoolRunner:
 
 
 @pytest.fixture(scope="session")
-def sink_pool(request: pytest.FixtureRequest) -> Iterator[ThreadedPool]:
-    try:
-        pool: ThreadedPool = request.getfixturevalue("spark_pool")
-    except pytest.FixtureLookupError:
-        pass
-    else:
-        yield pool
-        return
-    own = ThreadedPool(spark_settings(cds_build=True))
-    unregister = procs.register_session_owner(own.pids)
-    try:
-        own.start()
-        own.wait_ready(1)
-        yield own
-    finally:
-        own.close()
-        unregister()
+def sink_pool(spark_pool: ThreadedPool) -> ThreadedPool:
+    """The session's warm Spark pool (tests/support/spark.py, loaded by tests/conftest.py)."""
+    return spark_pool
 
 
 StartTask = Callable[..., Awaitable[tuple[Any, TaskContext]]]

@@ -1,7 +1,7 @@
 """Fixtures of the runtime's integration tests: daemons (tests/support/daemon.py) and pools.
 
-``runtime_pool`` is the session's warm Spark pool (``spark_pool``, tests/support/spark.py) when
-that plugin is loaded, else a pool of the same shape owned by this directory. ``plain_pool`` is a
+``runtime_pool`` is the session's warm Spark pool (``spark_pool``, tests/support/spark.py).
+``plain_pool`` is a
 pool without Spark (executors start in a fraction of a second) for tests about the runtime's
 bookkeeping, not about Spark.
 """
@@ -16,23 +16,9 @@ from support.spark import ThreadedPool, spark_settings
 
 
 @pytest.fixture(scope="session")
-def runtime_pool(request: pytest.FixtureRequest) -> Iterator[ThreadedPool]:
-    try:
-        shared: ThreadedPool = request.getfixturevalue("spark_pool")
-    except pytest.FixtureLookupError:
-        pass
-    else:
-        yield shared
-        return
-    own = ThreadedPool(spark_settings(cds_build=True))
-    unregister = procs.register_session_owner(own.pids)
-    try:
-        own.start()
-        own.wait_ready(1)
-        yield own
-    finally:
-        own.close()
-        unregister()
+def runtime_pool(spark_pool: ThreadedPool) -> ThreadedPool:
+    """The session's warm Spark pool (tests/support/spark.py, loaded by tests/conftest.py)."""
+    return spark_pool
 
 
 @pytest.fixture(scope="session")
