@@ -47,7 +47,18 @@ async def test_partitions_moving_to_an_older_task_are_not_refused_as_zombies(
         "errors.restart.enabled": "false",
     }
     await worker.create_connector("moves", config)
-    sent = await produce(kafka_bootstrap, topic, 400)
+    sent = 0
+
+    async def task_1_failed() -> bool:
+        # Keep records coming until task 1 has been given partitions with records and failed:
+        # task 0 may have joined the group first and drained an early batch on its own.
+        nonlocal sent
+        if worker.connector_status("moves").tasks[1].state is State.FAILED:
+            return True
+        sent += await produce(kafka_bootstrap, topic, 100)
+        return False
+
+    await wait_until(task_1_failed, 120, "task 1 failed on purpose", interval=0.5)
 
     def committed() -> int:
         with CommitLog(table) as log:

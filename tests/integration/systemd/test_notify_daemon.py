@@ -124,6 +124,8 @@ async def test_notify_protocol_of_a_start_reload_stop_cycle(
         return bool(listener.stamps("READY=1"))
 
     await wait_until(ready_seen, timeout=90.0, what="READY=1", interval=0.02)
+    # The listener's thread stamps READY first, then asks /health: wait for that answer.
+    await wait_until(lambda: health_at_ready, timeout=15.0, what="/health asked at READY")
     ready_at = listener.stamps("READY=1")[0]
     first_200 = min((t for t, code in polls if code == 200), default=None)
     print(
