@@ -293,6 +293,7 @@ class RecordingTask(SinkTask):
         self.key = config.get("record.key", "default")
         self.fn = config.get("put.fn")
         self._log("start", context.epoch)
+        self._log("started", context.task_id.task)
 
     def _log(self, what: str, detail: Any = None) -> None:
         RECORDED.setdefault(self.key, []).append((what, detail))
@@ -318,6 +319,7 @@ class RecordingTask(SinkTask):
 
     async def stop(self) -> None:
         self._log("stop", self.context.epoch)
+        self._log("stopped", self.context.task_id.task)
 
 
 class RecordingSink(SinkConnector):
