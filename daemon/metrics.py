@@ -97,16 +97,25 @@ class Metrics:
         )
         self._lag_labels: dict[tuple[str, str], set[tuple[str, str]]] = {}
         self._watched: dict[int, Collector] = {}
+        self._consumed_total = 0
+        self._written_total = 0
 
     # -- recording (called by the runtime) --------------------------------------------------
 
     def record_consumed(self, connector: str, task: int, count: int) -> None:
         self.records_consumed.labels(connector, str(task)).inc(count)
+        self._consumed_total += count
 
     def record_written(self, connector: str, task: int, count: int, seconds: float) -> None:
         """One committed write of ``count`` records that took ``seconds``."""
         self.records_written.labels(connector, str(task)).inc(count)
+        self._written_total += count
         self.write_seconds.labels(connector, str(task)).observe(seconds)
+
+    def totals(self) -> tuple[int, int]:
+        """Records consumed and written since start, over every task (deleted ones too): a
+        rate is the difference of two readings over their interval (systemd STATUS=)."""
+        return self._consumed_total, self._written_total
 
     def executor_killed(self, reason: str) -> None:
         self.executor_kills.labels(reason).inc()
