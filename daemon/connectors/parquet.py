@@ -20,6 +20,11 @@ How a task keeps exactly-once (DESIGN.md, "Exactly-once into the sink"):
   interval has passed, and returns the offsets durable in the table; the runtime commits those
   to the consumer group for lag tools only.
 
+Where the commit log runs (``parquet_table``): for a local table (a path or ``file:`` URI) in
+the daemon, in threads; for a table on a Hadoop filesystem (``hdfs://``, ``viewfs://``,
+``abfs://``, ``s3a://`` …) inside executor jobs, through the executor's JVM: one job per flush
+writes, commits and moves the files, so a hung filesystem call is killed at the write deadline.
+
 The connector also answers Connect's offsets API from the table's commit log
 (``read_offsets``, ``alter_offsets``, ``reset_offsets``; see docs/connectors.md).
 """
@@ -28,9 +33,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -42,12 +46,17 @@ from daemon.connectors.parquet_config import (
     CONFIG_DEF,
     ParquetSettings,
     check_config,
+    is_hadoop_uri,
+    table_location,
     table_path,
     write_timeout,
 )
+from daemon.connectors.parquet_jobs import raise_for
+from daemon.connectors.parquet_table import JOBS, LOG_JOB_TIMEOUT, TableLog, table_log
+from daemon.connectors.parquet_write import tidy
 from daemon.connectors.records import OffsetRange, RecordBatch, TopicPartition
 from daemon.errors import ConfigError
-from daemon.storage.commitlog import META, CommitLog, DataFile
+from daemon.storage.commitlog import META, CommitLog
 
 __all__ = [
     "CONFIG_DEF",
@@ -56,7 +65,9 @@ __all__ = [
     "ParquetSinkTask",
     "__version__",
     "check_config",
+    "table_location",
     "table_path",
+    "tidy",
     "write_timeout",
 ]
 
@@ -83,21 +94,33 @@ class ParquetSinkConnector(SinkConnector):
         return [dict(config) for _ in range(max_tasks)]
 
     # ---- Connect's offsets API, answered from the table's commit log ----
+    #
+    # The runtime passes ``run_in_executor`` (``daemon.runtime.offsets``): a table on a Hadoop
+    # filesystem is reached only from an executor's JVM. Local tables are read in a thread.
 
-    async def read_offsets(self, config: Mapping[str, str]) -> dict[TopicPartition, int]:
+    async def read_offsets(
+        self, config: Mapping[str, str], *, run_in_executor: ExecutorCall | None = None
+    ) -> dict[TopicPartition, int]:
         """Next offset per partition, as committed with the table's data ({} if none)."""
+        location = _table(config)
+        if is_hadoop_uri(location):
+            result = await _hadoop_job(config, run_in_executor, "read_offsets")
+            return {TopicPartition(t, p): o for t, p, o in result["offsets"]}
 
         def read() -> dict[TopicPartition, int]:
-            path = _existing_table(config)
-            if path is None:
+            if not (Path(location) / META).is_dir():
                 return {}
-            with CommitLog(path) as commit_log:
+            with CommitLog(location) as commit_log:
                 return commit_log.committed_offsets()
 
         return await asyncio.to_thread(read)
 
     async def alter_offsets(
-        self, config: Mapping[str, str], offsets: Mapping[TopicPartition, int | None]
+        self,
+        config: Mapping[str, str],
+        offsets: Mapping[TopicPartition, int | None],
+        *,
+        run_in_executor: ExecutorCall | None = None,
     ) -> None:
         """Set partitions' next offsets in the commit log (``None``: forget the partition; its
         consumer-group offset, or ``auto.offset.reset``, decides where it starts). The
@@ -105,38 +128,68 @@ class ParquetSinkConnector(SinkConnector):
         bad = {tp: o for tp, o in offsets.items() if o is not None and o < 0}
         if bad:
             raise ConfigError(f"offsets must be ≥ 0 (or null to reset): {bad}")
-        path = _table(config)
+        location, name = _table(config), config.get("name", "")
+        if is_hadoop_uri(location):
+            items = [[tp.topic, tp.partition, o] for tp, o in sorted(offsets.items())]
+            await _hadoop_job(
+                config, run_in_executor, "alter_offsets", connector=name, offsets=items
+            )
+            return
 
         def alter() -> None:
-            with CommitLog(path) as commit_log:
-                commit_log.alter_offsets(offsets, connector=config.get("name", ""))
+            with CommitLog(location) as commit_log:
+                commit_log.alter_offsets(offsets, connector=name)
 
         await asyncio.to_thread(alter)
 
-    async def reset_offsets(self, config: Mapping[str, str]) -> None:
+    async def reset_offsets(
+        self, config: Mapping[str, str], *, run_in_executor: ExecutorCall | None = None
+    ) -> None:
         """Forget every partition's committed offset (the data stays in the table)."""
+        location, name = _table(config), config.get("name", "")
+        if is_hadoop_uri(location):
+            await _hadoop_job(config, run_in_executor, "reset_offsets", connector=name)
+            return
 
         def reset() -> None:
-            path = _existing_table(config)
-            if path is not None:
-                with CommitLog(path) as commit_log:
-                    commit_log.reset_offsets(connector=config.get("name", ""))
+            if (Path(location) / META).is_dir():
+                with CommitLog(location) as commit_log:
+                    commit_log.reset_offsets(connector=name)
 
         await asyncio.to_thread(reset)
 
 
-def _table(config: Mapping[str, str]) -> Path:
+#: ``run_in_executor(fn, batch, *, timeout, **kwargs)``, as ``SinkTaskContext`` has it.
+ExecutorCall = Callable[..., Awaitable[Any]]
+
+
+def _table(config: Mapping[str, str]) -> str:
     if "path" not in config:
         raise ConfigError("path: required setting is missing")
     try:
-        return table_path(config["path"])
+        return table_location(config["path"])
     except ValueError as e:
         raise ConfigError(f"path: {e}") from None
 
 
-def _existing_table(config: Mapping[str, str]) -> Path | None:
-    path = _table(config)
-    return path if (path / META).is_dir() else None
+async def _hadoop_job(
+    config: Mapping[str, str], run: ExecutorCall | None, fn: str, **kwargs: Any
+) -> Mapping[str, Any]:
+    if run is None:
+        raise ConfigError(
+            f"path: {config['path']} is on a Hadoop filesystem, reached only through an "
+            "executor; this runtime passed none to the offsets call"
+        )
+    settings = ParquetSettings.from_config(config)
+    result = await run(
+        f"{JOBS}:{fn}",
+        None,
+        timeout=LOG_JOB_TIMEOUT,
+        path=settings.path,
+        stale_after=settings.staging_lease,
+        **kwargs,
+    )
+    return raise_for(result)
 
 
 class ParquetSinkTask(SinkTask):
@@ -145,12 +198,18 @@ class ParquetSinkTask(SinkTask):
 
     write_function: ClassVar[str] = "daemon.connectors.parquet_write:write_staged"
 
+    def crash_after(self) -> str | None:
+        """Fault injection for tests (Hadoop tables): a point of the next flush job at which
+        its executor SIGKILLs itself (``parquet_jobs.CRASH_POINTS``); ``None`` in production."""
+        return None
+
     async def start(self, config: Mapping[str, str], context: SinkTaskContext) -> None:
         self.settings = ParquetSettings.from_config(config)
         self.context = context
         self._buffer = RecordBuffer()
         self._committed: dict[TopicPartition, int] = {}
-        self._log = await asyncio.to_thread(CommitLog(self.settings.path).open)
+        self._log: TableLog = table_log(self.settings, context, self.write_function)
+        await self._log.open()
         self.commits = 0
         self.rows_written = 0
 
@@ -161,10 +220,7 @@ class ParquetSinkTask(SinkTask):
         ctx = self.context
         # Claim first, then read: whatever was committed before the claim is seen, and no
         # older incarnation can commit after it.
-        await asyncio.to_thread(
-            self._log.fence, ctx.task_id.connector, ctx.task_id.task, ctx.epoch, tps
-        )
-        committed = await asyncio.to_thread(self._log.committed_offsets, tps)
+        committed = await self._log.claim(tps)
         self._committed.update(committed)
         if committed:
             ctx.offset(committed)
@@ -199,7 +255,7 @@ class ParquetSinkTask(SinkTask):
     async def stop(self) -> None:
         commit_log = getattr(self, "_log", None)  # None if start failed
         if commit_log is not None:
-            await asyncio.to_thread(commit_log.close)
+            await commit_log.close()
 
     @property
     def committed(self) -> dict[TopicPartition, int]:
@@ -227,37 +283,14 @@ class ParquetSinkTask(SinkTask):
         table, ranges = self._buffer.take()
         if not ranges:
             return
-        ctx, settings, commit_log = self.context, self.settings, self._log
-        commit_id = commit_log.new_commit_id()
+        ctx, commit_log = self.context, self._log
+        commit_id = CommitLog.new_commit_id()
         began = time.monotonic()
         try:
-            files: list[DataFile] = []
-            written: dict[str, Any] = {}
-            if table.num_rows:
-                stage = await asyncio.to_thread(commit_log.stage_dir, commit_id)
-                written = await ctx.run_in_executor(
-                    self.write_function,
-                    table,
-                    timeout=settings.write_timeout,
-                    path=str(stage),
-                    format=settings.format,
-                    partition_by=list(settings.partition_by),
-                    compression=settings.compression,
-                )
-                staged = await asyncio.to_thread(commit_log.staged_files, commit_id)
-                files = [DataFile(f.staged, _tidy(f.final)) for f in staged]
-            await asyncio.to_thread(
-                commit_log.commit,
-                ctx.task_id.connector,
-                ctx.task_id.task,
-                ctx.epoch,
-                ranges,
-                files,
-                commit_id=commit_id,
-            )
+            written = await commit_log.write(table, ranges, commit_id, self.crash_after())
         except BaseException as exc:
             # The executor (if any) is gone by now: the pool reaps it before raising.
-            abort = asyncio.ensure_future(asyncio.to_thread(commit_log.abort, commit_id))
+            abort = asyncio.ensure_future(commit_log.abort(commit_id))
             landed = await asyncio.shield(abort)
             if landed:  # the record was created after all: the commit stands
                 self._landed(ranges)
@@ -279,9 +312,9 @@ class ParquetSinkTask(SinkTask):
             ctx.task_id,
             table.num_rows,
             _describe(ranges),
-            len(files),
+            written.files,
             time.monotonic() - began,
-            written.get("seconds", 0.0),
+            written.write_seconds,
         )
 
     def _landed(self, ranges: Collection[OffsetRange]) -> None:
@@ -295,15 +328,6 @@ class ParquetSinkTask(SinkTask):
         seeks = {tp: o for tp, o in self._committed.items() if tp in self.context.assignment()}
         if seeks:
             self.context.offset(seeks)
-
-
-def _tidy(final: str) -> str:
-    """``part-<commit>-00000.c000.csv`` → ``part-<commit>-00000.csv``: Spark's per-task file
-    counter means nothing once the file has its commit's name."""
-    return _SPARK_COUNTER.sub(r"\1.", final)
-
-
-_SPARK_COUNTER = re.compile(r"(-\d{5})\.c\d{3}\.")
 
 
 def _describe(ranges: Collection[OffsetRange]) -> str:

@@ -17,11 +17,15 @@ WRITE_TIMEOUT_KEY = "task.write.timeout.ms"
 DEFAULT_WRITE_TIMEOUT_MS = 60_000
 
 
+#: Minimum lease of an unfinished staging dir on a Hadoop filesystem (see
+#: ``daemon.storage.hadoopfs``); at least twice the write deadline.
+STAGING_LEASE = 600.0
+
+
 def table_path(uri: str) -> Path:
     """The local directory of a ``path`` setting: a plain absolute path or a ``file://`` URI.
 
-    Other schemes (``hdfs://``, ``s3a://``, ``abfs://`` ...) are refused with ``ValueError``:
-    the commit log that makes the sink exactly-once needs a local filesystem for now.
+    ``ValueError`` for other schemes (see ``table_location``) or a relative path.
     """
     parsed = urllib.parse.urlsplit(uri.strip())
     if parsed.scheme in ("", "file"):
@@ -35,15 +39,34 @@ def table_path(uri: str) -> Path:
                 " directory is not a place for tables)"
             )
         return path
-    raise ValueError(
-        f"{parsed.scheme}:// paths are not supported yet: the sink's exactly-once commit log "
-        "works on a local filesystem only (atomic rename, hard links, flock); use a local "
-        "directory or a file:/// URI"
-    )
+    raise ValueError(f"{uri!r} is not a local path")
+
+
+def is_hadoop_uri(uri: str) -> bool:
+    """``True`` for a URI with a scheme other than ``file`` (``hdfs://``, ``viewfs://`` …)."""
+    scheme = urllib.parse.urlsplit(uri.strip()).scheme
+    return scheme not in ("", "file") and len(scheme) > 1  # "C:" is no scheme
+
+
+def table_location(uri: str) -> str:
+    """A ``path`` setting as the commit log takes it: a local directory for a plain path or
+    ``file:`` URI (the daemon's own filesystem calls), else the Hadoop URI as given (its
+    commit log runs in the executors' JVMs; ``daemon.storage.hadoopfs`` says which
+    filesystems are accepted there). ``ValueError`` if it is malformed."""
+    if not is_hadoop_uri(uri):
+        return str(table_path(uri))
+    parsed = urllib.parse.urlsplit(uri.strip())
+    if not parsed.path.startswith("/") or parsed.path.rstrip("/") == "":
+        raise ValueError(
+            f"{uri!r}: give the table's directory, e.g. {parsed.scheme}://authority/dir/table"
+        )
+    if parsed.query or parsed.fragment:
+        raise ValueError(f"{uri!r}: a table URI has no query or fragment")
+    return uri.strip().rstrip("/")
 
 
 def _check_path(value: Any) -> None:
-    table_path(str(value))
+    table_location(str(value))
 
 
 def _check_partition_by(value: Any) -> None:
@@ -73,7 +96,9 @@ CONFIG_DEF = (
         ConfigType.STRING,
         REQUIRED,
         Importance.HIGH,
-        "The table's directory: an absolute local path or a file:/// URI.",
+        "The table's directory: an absolute local path, a file:/// URI, or a Hadoop filesystem "
+        "URI (hdfs://, viewfs://, abfs://, s3a:// with conditional writes; see "
+        "docs/connectors.md for the guarantees per filesystem).",
         validator=_check_path,
     )
     .define(
@@ -138,13 +163,19 @@ CONFIG_DEF = (
 class ParquetSettings:
     """A ParquetSink configuration, parsed and checked."""
 
-    path: Path
+    path: str  # a local directory, or a Hadoop URI when ``hadoop``
     format: str
     partition_by: tuple[str, ...]
     flush_max_records: int
     flush_interval: float  # seconds
     compression: str
     write_timeout: float  # seconds
+    hadoop: bool = False
+
+    @property
+    def staging_lease(self) -> float:
+        """Seconds before a Hadoop table's unfinished staging dir may be deleted."""
+        return max(STAGING_LEASE, 2 * self.write_timeout + 60.0)
 
     @classmethod
     def from_config(cls, config: Mapping[str, str]) -> ParquetSettings:
@@ -154,13 +185,14 @@ class ParquetSettings:
             raise InvalidConfig(problems)
         values = CONFIG_DEF.parse(config)
         return cls(
-            path=table_path(values["path"]),
+            path=table_location(values["path"]),
             format=values["format"].lower(),
             partition_by=tuple(values["partition.by"]),
             flush_max_records=values["flush.max.records"],
             flush_interval=values["flush.interval.ms"] / 1000.0,
             compression=values["compression"].strip().lower(),
             write_timeout=write_timeout(config),
+            hadoop=is_hadoop_uri(values["path"]),
         )
 
 

@@ -16,6 +16,7 @@ in-process test runner) pyarrow writes the files itself.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import time
 from collections.abc import Sequence
@@ -35,6 +36,15 @@ COMPRESSION: dict[str, tuple[str, ...]] = {
 }
 
 SOURCES = ("parquet", "arrow")
+
+
+def tidy(final: str) -> str:
+    """``part-<commit>-00000.c000.csv`` → ``part-<commit>-00000.csv``: Spark's per-task file
+    counter means nothing once the file has its commit's name."""
+    return _SPARK_COUNTER.sub(r"\1.", final)
+
+
+_SPARK_COUNTER = re.compile(r"(-\d{5})\.c\d{3}\.")
 
 
 def data_files(root: str | os.PathLike[str]) -> list[str]:

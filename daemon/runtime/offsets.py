@@ -6,20 +6,29 @@ consumer group ``connect-<name>`` holds the offsets, read and changed with Kafka
 Altering and resetting also update the group, so lag tools agree with the sink.
 
 Optional hooks on a ``SinkConnector`` subclass, called on a fresh instance from the event loop
-with the resolved connector configuration (do file I/O in a thread); ``ParquetSink`` has all
-three:
+with the resolved connector configuration (do file I/O in a thread), under a deadline of
+``HOOK_TIMEOUT`` seconds; ``ParquetSink`` has all three:
 
-- ``async read_offsets(config)``: the sink's committed next offsets by ``TopicPartition``
-  (``None``: ask the consumer group);
-- ``async alter_offsets(config, offsets)``: set (an int) or forget (``None``) partitions' offsets;
-- ``async reset_offsets(config)``: forget every partition's offset.
+- ``async read_offsets(config, *, run_in_executor=None)``: the sink's committed next offsets by
+  ``TopicPartition`` (``None``: ask the consumer group);
+- ``async alter_offsets(config, offsets, *, run_in_executor=None)``: set (an int) or forget
+  (``None``) partitions' offsets;
+- ``async reset_offsets(config, *, run_in_executor=None)``: forget every partition's offset.
+
+``run_in_executor`` is passed only to hooks that declare that keyword (older hooks keep
+working). It is ``SinkTaskContext.run_in_executor``'s signature —
+``await run_in_executor("module:function", batch_or_None, timeout=seconds, **kwargs)`` — bound
+to the worker's executor pool under the task id ``<connector>-offsets``: for sinks whose state
+is reachable only from an executor (a table on a Hadoop filesystem, through the executor's
+JVM). A job past its deadline is killed like any write. ``None`` when the runtime has no pool.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer
@@ -32,12 +41,36 @@ from daemon.config import WorkerConfig
 from daemon.connectors.api import SinkConnector
 from daemon.connectors.records import TopicPartition
 from daemon.runtime.consumer import group_id, security_settings, to_kafka
+from daemon.runtime.executors import ExecutorBinding, Executors
 from daemon.runtime.model import SinkOffset
 
 log = logging.getLogger("connectd.offsets")
 
 TIMEOUT = 30.0
+#: Deadline of a connector's offsets hook (it may wait for an executor, then run a job in it).
+HOOK_TIMEOUT = 150.0
 _GROUP_ID_NOT_FOUND = 69
+
+ExecutorCall = Callable[..., Awaitable[Any]]
+
+
+def executor_call(executors: Executors | None, name: str, timeout: float) -> ExecutorCall | None:
+    """``run_in_executor`` for connector ``name``'s offsets hooks (``None`` without a pool);
+    ``timeout`` applies when a job passes none."""
+    if executors is None:
+        return None
+    return ExecutorBinding(executors, f"{name}-offsets", timeout).run_in_executor
+
+
+async def _call_hook(hook: Callable[..., Any], *args: Any, run: ExecutorCall | None) -> Any:
+    try:
+        takes_run = "run_in_executor" in inspect.signature(hook).parameters
+    except (TypeError, ValueError):
+        takes_run = False
+    async with asyncio.timeout(HOOK_TIMEOUT):
+        if takes_run:
+            return await hook(*args, run_in_executor=run)
+        return await hook(*args)
 
 
 def _client_kwargs(worker: WorkerConfig, name: str) -> dict[str, Any]:
@@ -53,16 +86,24 @@ def as_rest(offsets: Mapping[TopicPartition, int]) -> list[SinkOffset]:
 
 
 async def read_offsets(
-    worker: WorkerConfig, name: str, connector: SinkConnector, config: Mapping[str, str]
+    worker: WorkerConfig,
+    name: str,
+    connector: SinkConnector,
+    config: Mapping[str, str],
+    executors: Executors | None = None,
 ) -> list[SinkOffset]:
     """The connector's committed offsets: from the sink's hook if it has one, else the group."""
     hook = getattr(connector, "read_offsets", None)
+    if callable(hook):
+        own = await _call_hook(hook, config, run=_run(worker, executors, name))
+        if own is not None:
+            return as_rest(own)
     async with asyncio.timeout(TIMEOUT):
-        if callable(hook):
-            own = await hook(config)
-            if own is not None:
-                return as_rest(own)
         return as_rest(await group_offsets(worker, name))
+
+
+def _run(worker: WorkerConfig, executors: Executors | None, name: str) -> ExecutorCall | None:
+    return executor_call(executors, name, worker.task_write_timeout.total_seconds())
 
 
 async def group_offsets(worker: WorkerConfig, name: str) -> dict[TopicPartition, int]:
@@ -85,26 +126,31 @@ async def alter_offsets(
     connector: SinkConnector,
     config: Mapping[str, str],
     offsets: Sequence[SinkOffset],
+    executors: Executors | None = None,
 ) -> None:
     """Set partitions' next offsets in the sink (if it keeps them) and in the group. The caller
     checked that the connector is STOPPED (no task may commit meanwhile)."""
     wanted = {TopicPartition(o.topic, o.partition): o.offset for o in offsets}
+    hook = getattr(connector, "alter_offsets", None)
+    if callable(hook):
+        await _call_hook(hook, config, dict(wanted), run=_run(worker, executors, name))
     async with asyncio.timeout(TIMEOUT):
-        hook = getattr(connector, "alter_offsets", None)
-        if callable(hook):
-            await hook(config, dict(wanted))
         await commit_group_offsets(worker, name, wanted)
 
 
 async def reset_offsets(
-    worker: WorkerConfig, name: str, connector: SinkConnector, config: Mapping[str, str]
+    worker: WorkerConfig,
+    name: str,
+    connector: SinkConnector,
+    config: Mapping[str, str],
+    executors: Executors | None = None,
 ) -> None:
     """Forget every committed offset: in the sink (if it keeps them) and in the group (which
     is deleted, as Connect does)."""
+    hook = getattr(connector, "reset_offsets", None)
+    if callable(hook):
+        await _call_hook(hook, config, run=_run(worker, executors, name))
     async with asyncio.timeout(TIMEOUT):
-        hook = getattr(connector, "reset_offsets", None)
-        if callable(hook):
-            await hook(config)
         await delete_group(worker, name)
 
 

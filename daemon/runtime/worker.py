@@ -303,21 +303,23 @@ class Worker:
 
     async def get_offsets(self, name: str) -> list[SinkOffset]:
         connector, config = await self._offsets_target(name)
-        return await offsets_api.read_offsets(self.config, name, connector, config)
+        return await offsets_api.read_offsets(self.config, name, connector, config, self.executors)
 
     async def alter_offsets(self, name: str, offsets: Sequence[SinkOffset]) -> None:
         c = self._require_stopped(name)
         async with c.lock:
             self._require_stopped(name)
             connector, config = await self._offsets_target(name)
-            await offsets_api.alter_offsets(self.config, name, connector, config, offsets)
+            await offsets_api.alter_offsets(
+                self.config, name, connector, config, offsets, self.executors
+            )
 
     async def reset_offsets(self, name: str) -> None:
         c = self._require_stopped(name)
         async with c.lock:
             self._require_stopped(name)
             connector, config = await self._offsets_target(name)
-            await offsets_api.reset_offsets(self.config, name, connector, config)
+            await offsets_api.reset_offsets(self.config, name, connector, config, self.executors)
 
 
 __all__ = ["StopFailed", "Worker"]

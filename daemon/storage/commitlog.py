@@ -4,181 +4,108 @@ Layout under the table directory ``<path>/`` (underscore-prefixed names are igno
 pyarrow and Hive readers, so readers only ever see data files moved into place)::
 
     _connectd/staging/<commit-id>/...   a write's data files; the Spark write goes here only
-    _connectd/locks/<commit-id>.lock    flock held by the live writer of that staging dir
+    _connectd/locks/<commit-id>.lock    flock held by the live writer of that staging dir (local)
     _connectd/log/<seq:020d>.json       commit records, created exclusively, never changed
     _connectd/done/<seq:020d>           the record is fully applied (its files are in place)
     part-<commit-id>-NNNNN.<ext>        data files in place (also under ``col=value/`` dirs)
 
-A commit: (1) the data is written into ``stage_dir(commit_id)`` (by a killable executor);
-(2) ``commit`` checks the offset ranges continue exactly where the last commit of each partition
-ended and that the epoch is not older than the partition's last one, then publishes record
-``seq = last + 1`` atomically and exclusively (written and fsynced under a temporary name, then
-hard-linked: ``EEXIST`` means another committer won that number, so re-read and re-check);
-the record is the commit point; (3) files are renamed into place and their directories fsynced;
-(4) the ``done`` marker is written and the staging dir removed. ``open`` rolls every commit
-without its ``done`` marker forward, and deletes staging dirs that no record names and no live
-writer holds (killed writes). A kill at any instant therefore leaves readers seeing each Kafka
+A commit: (1) the data is written into the staging dir of ``commit_id`` (by a killable
+executor); (2) ``commit`` checks the offset ranges continue exactly where the last commit of
+each partition ended and that the epoch is not older than the partition's last one, then
+publishes record ``seq = last + 1`` atomically and exclusively (``TableFs.publish_exclusive``:
+losing that race means another committer took the number, so re-read and re-check); the record
+is the commit point; (3) files are renamed into place and their directories synced; (4) the
+``done`` marker is written and the staging dir removed. ``open`` rolls every commit without its
+``done`` marker forward, and deletes staging dirs that no record names and no live writer can
+still commit (killed writes). A kill at any instant therefore leaves readers seeing each Kafka
 offset exactly once after ``open``.
 
-Concurrency: one ``CommitLog`` is thread-safe; several instances and processes on one host may
-commit to one table (different partitions, e.g. several tasks of a connector) — the exclusive
-creation of the next record is the serialisation point.
+Concurrency: one ``CommitLog`` is thread-safe; several instances and processes (and hosts, on a
+shared filesystem) may commit to one table (different partitions, e.g. several tasks of a
+connector) — the exclusive creation of the next record is the serialisation point.
 
-Local filesystem only for now (atomic ``rename``/``link``, ``fsync``, ``flock``); all
-filesystem access is in this module and ``atomic.py`` so a Hadoop filesystem backend (rename
-without overwrite as the exclusive create, a lease instead of ``flock``) can be added later.
-Every method blocks on disk I/O: call them off the event loop (``asyncio.to_thread``).
+The filesystem is a ``TableFs`` (``daemon.storage.fs``): ``LocalFs`` for plain paths and
+``file:`` URIs (the default: ``CommitLog(path)``), ``HadoopFs`` for any Hadoop filesystem URI,
+used inside an executor process, where the JVM is (``daemon.storage.hadoopfs``). Every method
+blocks on I/O: call them off the event loop (``asyncio.to_thread``, or an executor job).
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import hashlib
-import json
 import os
 import re
-import shutil
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal
+from pathlib import Path, PurePosixPath
+from typing import Any
 
 from daemon.connectors.records import OffsetRange, TopicPartition
 from daemon.errors import CommitRejected, StorageCorrupt
-from daemon.storage.atomic import create_marker, fsync_dir, publish_exclusive, remove_stale_temps
+from daemon.storage.fs import LocalFs, TableFs, join, parent
+from daemon.storage.records import FORMAT, CommitRecord, DataFile, Kind
+
+__all__ = ["FORMAT", "META", "CommitLog", "CommitRecord", "DataFile", "Kind"]
 
 META = "_connectd"
-FORMAT = 1
+LOG, STAGING, DONE = f"{META}/log", f"{META}/staging", f"{META}/done"
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _SEQ = re.compile(r"^(\d{20})\.json$")
-Kind = Literal["commit", "fence", "offsets"]
-
-
-@dataclass(frozen=True, order=True)
-class DataFile:
-    """A data file of a commit: ``staged`` relative to its staging dir, ``final`` relative to the
-    table directory."""
-
-    staged: str
-    final: str
-
-
-@dataclass(frozen=True)
-class CommitRecord:
-    """One record of the log. ``kind``: ``commit`` (data + ranges), ``fence`` (an incarnation
-    claims partitions: older epochs are refused from then on) or ``offsets`` (an operator set
-    or reset partitions' next offsets; ``None`` forgets a partition)."""
-
-    seq: int
-    kind: Kind
-    connector: str
-    task: int | None = None
-    epoch: int | None = None
-    commit_id: str | None = None
-    ranges: tuple[OffsetRange, ...] = ()
-    files: tuple[DataFile, ...] = ()
-    offsets: tuple[tuple[TopicPartition, int | None], ...] = ()
-    created_ms: int = field(default_factory=lambda: int(time.time() * 1000))
-
-    def to_json(self) -> bytes:
-        body = self._body()
-        body["checksum"] = _checksum(body)
-        return json.dumps(body, sort_keys=True, indent=1).encode()
-
-    def _body(self) -> dict[str, Any]:
-        return {
-            "format": FORMAT,
-            "seq": self.seq,
-            "kind": self.kind,
-            "connector": self.connector,
-            "task": self.task,
-            "epoch": self.epoch,
-            "commit_id": self.commit_id,
-            "created_ms": self.created_ms,
-            "ranges": [
-                {"topic": r.topic, "partition": r.partition, "start": r.start, "end": r.end}
-                for r in self.ranges
-            ],
-            "files": [{"staged": f.staged, "final": f.final} for f in self.files],
-            "offsets": [
-                {"topic": tp.topic, "partition": tp.partition, "offset": o}
-                for tp, o in self.offsets
-            ],
-        }
-
-    @classmethod
-    def from_json(cls, data: bytes, *, source: str) -> CommitRecord:
-        """Parse and verify a record; ``StorageCorrupt`` naming ``source`` if it is damaged."""
-        try:
-            body = json.loads(data)
-            checksum = body.pop("checksum")
-            if checksum != _checksum(body):
-                raise ValueError("checksum mismatch")
-            if body["format"] != FORMAT:
-                raise ValueError(f"format {body['format']} is not {FORMAT}")
-            return cls(
-                seq=body["seq"],
-                kind=body["kind"],
-                connector=body["connector"],
-                task=body["task"],
-                epoch=body["epoch"],
-                commit_id=body["commit_id"],
-                created_ms=body["created_ms"],
-                ranges=tuple(OffsetRange(**r) for r in body["ranges"]),
-                files=tuple(DataFile(**f) for f in body["files"]),
-                offsets=tuple(
-                    (TopicPartition(o["topic"], o["partition"]), o["offset"])
-                    for o in body["offsets"]
-                ),
-            )
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
-            raise StorageCorrupt(
-                f"commit record {source} is damaged ({type(e).__name__}: {e}); the table's "
-                "progress cannot be trusted: restore the file from a backup, or stop the "
-                "connector and move the table's _connectd directory aside to start over"
-            ) from e
-
-
-def _checksum(body: Mapping[str, Any]) -> str:
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
-    return "sha256:" + hashlib.sha256(canonical).hexdigest()
 
 
 class CommitLog:
-    """The commit log of the table at ``path`` (created if missing). Call ``open()`` first."""
+    """The commit log of the table at ``path`` (created if missing). Call ``open()`` first.
 
-    def __init__(self, path: str | os.PathLike[str], *, stale_after: float = 600.0) -> None:
-        self.path = Path(path)
-        self.meta = self.path / META
+    ``fs``: the table's filesystem; default ``LocalFs(path)``. ``stale_after``: seconds after
+    which a temporary file of a killed publisher is deleted (and, on Hadoop filesystems, the
+    lease of an unfinished staging dir ends; see ``daemon.storage.hadoopfs``).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        stale_after: float = 600.0,
+        fs: TableFs | None = None,
+    ) -> None:
+        self.fs: TableFs = fs if fs is not None else LocalFs(path)
+        self.location = self.fs.location
         self._stale_after = stale_after
         self._lock = threading.RLock()
         self._seq = 0
         self._records: list[CommitRecord] = []
         self._ends: dict[TopicPartition, int] = {}
         self._epochs: dict[tuple[str, TopicPartition], int] = {}
-        self._held: dict[str, int] = {}  # commit id -> fd of the staging lock we hold
+        self._held: set[str] = set()  # commit ids whose staging dir this instance writes
         self._opened = False
+
+    @property
+    def path(self) -> Path:
+        """The table's local directory (``LocalFs`` only)."""
+        if not isinstance(self.fs, LocalFs):
+            raise TypeError(f"{self.location} is not a local table")
+        return self.fs.root
+
+    @property
+    def meta(self) -> Path:
+        return self.path / META
 
     # ---- opening and recovery ----
 
     def open(self) -> CommitLog:
         """Read the log, roll incomplete commits forward, delete killed writes' staging dirs."""
         with self._lock:
-            if not self.path.is_dir():
-                self.path.mkdir(parents=True)
-                fsync_dir(self.path.parent)
+            fs = self.fs
+            fs.ensure_root()
             for sub in ("log", "staging", "locks", "done"):
-                _mkdirs(self.meta / sub, self.path)
-            names = sorted(n for n in os.listdir(self.meta / "log") if _SEQ.match(n))
+                fs.mkdirs(join(META, sub))
+            names = sorted(n for n in fs.listdir(LOG) if _SEQ.match(n))
             expected = [_name(s) for s in range(1, len(names) + 1)]
             if names != expected:
                 missing = sorted(set(expected) - set(names))[:3]
                 raise StorageCorrupt(
-                    f"commit log {self.meta / 'log'} has gaps (missing {missing}); records are "
+                    f"commit log {fs.uri(LOG)} has gaps (missing {missing}); records are "
                     "never deleted, so files were removed by hand: restore them"
                 )
             self._refresh()
@@ -188,41 +115,29 @@ class CommitLog:
 
     def recover(self) -> None:
         """Finish commits without ``done`` markers; remove orphaned staging dirs, stale
-        temporary files and leftover locks. Safe to run at any time, concurrently too."""
+        temporary files and leftover guards. Safe to run at any time, concurrently too."""
+        fs = self.fs
         with self._lock:
             self._refresh()
-            done = set(os.listdir(self.meta / "done"))
+            done = set(fs.listdir(DONE))
             pending = [r for r in self._records if _done(r.seq) not in done]
             finished = {r.commit_id for r in self._records if _done(r.seq) in done}
         for record in pending:
             self._apply(record)
-        remove_stale_temps(self.meta / "log", self._stale_after)
-        for entry in sorted(os.listdir(self.meta / "staging")):
+        fs.remove_stale_temps(LOG, self._stale_after)
+        staging = set(fs.listdir(STAGING))
+        for entry in sorted(staging):
             if entry in finished:
-                shutil.rmtree(self.meta / "staging" / entry, ignore_errors=True)
+                fs.remove_tree(join(STAGING, entry))
             elif entry not in self._held:
                 self._remove_if_orphan(entry)
-        for entry in os.listdir(self.meta / "locks"):
-            commit_id = entry.removesuffix(".lock")
-            if commit_id not in self._held and not (self.meta / "staging" / commit_id).exists():
-                # Left by a writer killed before it made its staging dir, or after its commit.
-                fd = _try_lock(self.meta / "locks" / entry)
-                if fd is not None:
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(self.meta / "locks" / entry)
-                    os.close(fd)
+        fs.sweep_guards(set(fs.listdir(STAGING)), set(self._held))
 
     def _remove_if_orphan(self, commit_id: str) -> None:
-        fd = _try_lock(self.meta / "locks" / f"{commit_id}.lock")
-        if fd is None:
-            return  # a live writer holds it
-        try:
-            # The writer publishes its record while holding the lock: re-read under the lock.
-            if not self._finish_if_named(commit_id):
-                shutil.rmtree(self.meta / "staging" / commit_id, ignore_errors=True)
-                os.unlink(self.meta / "locks" / f"{commit_id}.lock")
-        finally:
-            os.close(fd)
+        with self.fs.orphan(commit_id) as orphan:
+            # The writer publishes its record while it holds the guard: re-read under it.
+            if orphan and not self._finish_if_named(commit_id):
+                self.fs.remove_tree(join(STAGING, commit_id))
 
     def _finish_if_named(self, commit_id: str) -> bool:
         """Roll forward the commit record naming ``commit_id`` if there is one; ``False`` if
@@ -237,14 +152,13 @@ class CommitLog:
     def _refresh(self) -> None:
         """Read the records created since the last read (by anyone)."""
         while True:
-            path = self.meta / "log" / _name(self._seq + 1)
-            try:
-                data = path.read_bytes()
-            except FileNotFoundError:
+            name = join(LOG, _name(self._seq + 1))
+            data = self.fs.read(name)
+            if data is None:
                 return
-            record = CommitRecord.from_json(data, source=str(path))
+            record = CommitRecord.from_json(data, source=self.fs.uri(name))
             if record.seq != self._seq + 1:
-                raise StorageCorrupt(f"commit record {path} says seq {record.seq}")
+                raise StorageCorrupt(f"commit record {self.fs.uri(name)} says seq {record.seq}")
             self._account(record)
 
     def _account(self, record: CommitRecord) -> None:
@@ -299,47 +213,48 @@ class CommitLog:
 
     @staticmethod
     def new_commit_id() -> str:
-        """A fresh, unique commit id (sortable by creation time)."""
+        """A fresh, unique commit id (sortable by creation time: it starts with the creation
+        time in ms, which the Hadoop backend's staging lease reads)."""
         return f"{time.time_ns() // 1_000_000:013d}-{uuid.uuid4().hex[:16]}"
 
-    def stage_dir(self, commit_id: str) -> Path:
-        """Create and lock the staging dir for ``commit_id``; the write puts its files there.
-        The lock (held until ``commit`` or ``abort``) keeps ``recover`` from deleting it."""
+    def stage(self, commit_id: str) -> str:
+        """Create and guard the staging dir for ``commit_id``; where the write puts its files
+        (a path or URI). The guard (held until ``commit`` or ``abort``) keeps ``recover`` from
+        deleting it."""
         if not _ID.match(commit_id):
             raise ValueError(f"commit id {commit_id!r}: use letters, digits, '.', '_', '-'")
+        name = join(STAGING, commit_id)
         with self._lock:
             self._check_open()
-            if commit_id in self._held:
-                return self.meta / "staging" / commit_id
-            fd = _lock(self.meta / "locks" / f"{commit_id}.lock")
-            try:
-                (self.meta / "staging" / commit_id).mkdir()
-                fsync_dir(self.meta / "staging")
-            except BaseException:
-                os.close(fd)
-                raise
-            self._held[commit_id] = fd
-        return self.meta / "staging" / commit_id
+            if commit_id not in self._held:
+                self.fs.hold(commit_id)
+                try:
+                    self.fs.mkdirs(name)
+                    self.fs.sync_dirs([STAGING])
+                except BaseException:
+                    self.fs.release(commit_id)
+                    raise
+                self._held.add(commit_id)
+        return self.fs.uri(name)
+
+    def stage_dir(self, commit_id: str) -> Path:
+        """``stage`` as a local ``Path`` (``LocalFs`` only)."""
+        self.path  # noqa: B018 - raises TypeError for a non-local table
+        return Path(self.stage(commit_id))
 
     def staged_files(self, commit_id: str) -> list[DataFile]:
         """The data files written into ``commit_id``'s staging dir, each with its final name
         ``<same subdirs>/part-<commit-id>-NNNNN<extensions>``. Names starting with ``_`` or
         ``.`` (``_SUCCESS``, ``_temporary/``, ``.crc`` files) are not data and are skipped."""
-        root = self.meta / "staging" / commit_id
-        found: list[str] = []
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith(("_", ".")))
-            rel = Path(dirpath).relative_to(root)
-            found += [str(rel / n) for n in sorted(filenames) if not n.startswith(("_", "."))]
         files = []
-        for i, staged in enumerate(sorted(found)):
-            p = Path(staged)
+        for i, staged in enumerate(self.fs.walk_files(join(STAGING, commit_id))):
+            p = PurePosixPath(staged)
             ext = p.name[p.name.index(".") :] if "." in p.name else ""
             files.append(DataFile(staged, str(p.parent / f"part-{commit_id}-{i:05d}{ext}")))
         return files
 
     def abort(self, commit_id: str) -> bool:
-        """Give up a staged write (its executor must be gone): delete its files, drop the lock.
+        """Give up a staged write (its executor must be gone): delete its files, drop the guard.
 
         If a record names ``commit_id`` after all (``commit`` raised after its record was
         created, e.g. an I/O error in a later step), the commit is finished instead and
@@ -349,16 +264,14 @@ class CommitLog:
             self._check_open()
             finished = self._finish_if_named(commit_id)
             if not finished:
-                shutil.rmtree(self.meta / "staging" / commit_id, ignore_errors=True)
+                self.fs.remove_tree(join(STAGING, commit_id))
             self._release(commit_id)
             return finished
 
     def _release(self, commit_id: str) -> None:
-        fd = self._held.pop(commit_id, None)
-        if fd is not None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.meta / "locks" / f"{commit_id}.lock")
-            os.close(fd)
+        if commit_id in self._held:
+            self._held.discard(commit_id)
+            self.fs.release(commit_id)
 
     # ---- writing records ----
 
@@ -386,19 +299,20 @@ class CommitLog:
             raise ValueError("a commit needs at least one offset range")
         if len({r.tp for r in ranges}) != len(ranges):
             raise ValueError("a commit has at most one range per partition")
+        fs = self.fs
         with self._lock:
             self._check_open()
-            staging = self.meta / "staging" / commit_id
-            if commit_id not in self._held and (files or staging.exists()):
-                raise ValueError(f"commit {commit_id} was not staged with stage_dir() here")
+            staging = join(STAGING, commit_id)
+            if commit_id not in self._held and (files or fs.exists(staging)):
+                raise ValueError(f"commit {commit_id} was not staged with stage() here")
             if files is None:
                 files = self.staged_files(commit_id) if commit_id in self._held else []
             for f in files:
                 _check_relative(f.staged, hidden_ok=True)
                 _check_relative(f.final, hidden_ok=False)
-                if not (staging / f.staged).is_file():
+                if not fs.is_file(join(staging, f.staged)):
                     raise ValueError(f"commit {commit_id}: staged file {f.staged} is missing")
-                if (self.path / f.final).exists():
+                if fs.exists(f.final):
                     raise ValueError(f"commit {commit_id}: {f.final} exists in the table")
 
             def check() -> None:
@@ -494,7 +408,7 @@ class CommitLog:
             check()
             record = CommitRecord(seq=self._seq + 1, **fields)
             try:
-                publish_exclusive(self.meta / "log" / _name(record.seq), record.to_json())
+                self.fs.publish_exclusive(join(LOG, _name(record.seq)), record.to_json())
             except FileExistsError:
                 continue  # another committer took this number: re-read, re-check
             self._account(record)
@@ -502,35 +416,35 @@ class CommitLog:
 
     def _apply(self, record: CommitRecord) -> None:
         """Move the record's files into place (idempotent), then mark it done."""
-        staging = self.meta / "staging" / (record.commit_id or "")
-        synced: set[Path] = set()
+        fs = self.fs
+        staging = join(STAGING, record.commit_id or "")
+        synced: set[str] = set()
         for f in record.files:
-            src, dst = staging / f.staged, self.path / f.final
-            synced.update(_mkdirs(dst.parent, self.path))
+            src, dst = join(staging, f.staged), f.final
+            synced.update(fs.mkdirs(parent(dst)))
             try:
-                os.rename(src, dst)
+                fs.rename(src, dst)
             except FileNotFoundError:
-                if not dst.is_file():
+                if not fs.is_file(dst):
                     raise StorageCorrupt(
                         f"commit {record.seq} ({record.commit_id}): data file {f.staged} is "
                         f"neither in staging nor at {f.final}; someone deleted it, restore it"
                     ) from None
-            synced.add(dst.parent)
-        for directory in sorted(synced):
-            fsync_dir(directory)
-        create_marker(self.meta / "done" / _done(record.seq))
+            synced.add(parent(dst))
+        fs.sync_dirs(synced)
+        fs.create_marker(join(DONE, _done(record.seq)))
         if record.commit_id:
-            shutil.rmtree(staging, ignore_errors=True)
+            fs.remove_tree(staging)
 
     def _check_open(self) -> None:
         if not self._opened:
             raise RuntimeError("CommitLog.open() was not called")
 
     def close(self) -> None:
-        """Release the staging locks this instance holds (their dirs become orphans)."""
+        """Release the staging guards this instance holds (their dirs become orphans)."""
         with self._lock:
-            for commit_id in list(self._held):
-                os.close(self._held.pop(commit_id))
+            self._held.clear()
+            self.fs.close()
 
     def __enter__(self) -> CommitLog:
         return self.open()
@@ -548,50 +462,8 @@ def _done(seq: int) -> str:
 
 
 def _check_relative(name: str, *, hidden_ok: bool) -> None:
-    parts = Path(name).parts
-    if not parts or Path(name).is_absolute() or ".." in parts:
+    parts = PurePosixPath(name).parts
+    if not parts or PurePosixPath(name).is_absolute() or ".." in parts:
         raise ValueError(f"file name {name!r} must be a relative path inside the table")
     if not hidden_ok and any(p.startswith(("_", ".")) for p in parts):
         raise ValueError(f"file name {name!r}: readers ignore names starting with '_' or '.'")
-
-
-def _mkdirs(directory: Path, root: Path) -> set[Path]:
-    """``mkdir -p`` that fsyncs the parent of each directory it creates; returns those parents."""
-    if directory.is_dir():
-        return set()
-    parents = _mkdirs(directory.parent, root) if directory.parent != root else set()
-    with contextlib.suppress(FileExistsError):
-        directory.mkdir()
-    fsync_dir(directory.parent)
-    return parents | {directory.parent}
-
-
-def _lock(path: Path) -> int:
-    """Hold an exclusive ``flock`` on ``path`` (waits); the fd keeps it until closed."""
-    while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        if _same_file(fd, path):
-            return fd
-        os.close(fd)  # a cleaner unlinked it between our open and flock: take the new one
-
-
-def _try_lock(path: Path) -> int | None:
-    """``_lock`` without waiting: ``None`` if someone holds it."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    if not _same_file(fd, path):
-        os.close(fd)
-        return None
-    return fd
-
-
-def _same_file(fd: int, path: Path) -> bool:
-    try:
-        return os.fstat(fd).st_ino == os.stat(path).st_ino
-    except FileNotFoundError:
-        return False

@@ -11,6 +11,7 @@ from daemon.connectors.parquet import (
     ParquetSettings,
     ParquetSinkConnector,
     ParquetSinkTask,
+    table_location,
     table_path,
     write_timeout,
 )
@@ -28,11 +29,25 @@ def test_plain_paths_and_file_uris_name_local_directories() -> None:
     assert table_path("file://localhost/data/my%20orders") == Path("/data/my orders")
 
 
-@pytest.mark.parametrize("uri", ["hdfs://nn:8020/t", "s3a://bucket/t", "abfs://c@a/t"])
-def test_other_filesystems_are_refused_naming_the_limitation(uri: str) -> None:
-    with pytest.raises(ValueError, match="local filesystem only") as info:
+@pytest.mark.parametrize(
+    "uri", ["hdfs://nn:8020/t", "viewfs://cluster/t/", "s3a://bucket/t", "abfs://c@a.host/t"]
+)
+def test_hadoop_uris_are_taken_as_given(uri: str) -> None:
+    """Their commit log runs in the executors' JVMs; which filesystems give the exclusive
+    create is decided there (daemon.storage.hadoopfs), not by the daemon's config check."""
+    assert table_location(uri) == uri.rstrip("/")
+    assert "path" not in problems({"path": uri})
+    s = ParquetSettings.from_config({"path": uri})
+    assert s.hadoop and s.path == uri.rstrip("/")
+    assert s.staging_lease >= 2 * s.write_timeout
+    with pytest.raises(ValueError, match="not a local path"):
         table_path(uri)
-    assert uri.split(":")[0] in str(info.value) and "commit log" in str(info.value)
+
+
+@pytest.mark.parametrize("uri", ["hdfs://nn:8020", "hdfs://nn/", "hdfs://nn/t?x=1"])
+def test_hadoop_uris_without_a_directory_are_refused(uri: str) -> None:
+    with pytest.raises(ValueError):
+        table_location(uri)
     assert "path" in problems({"path": uri})
 
 
@@ -61,7 +76,8 @@ def test_every_setting_parsed() -> None:
             "task.write.timeout.ms": "1500",
         }
     )
-    assert s.path == Path("/t") and s.format == "orc" and s.compression == "zstd"
+    assert s.path == "/t" and s.format == "orc" and s.compression == "zstd"
+    assert not s.hadoop
     assert s.partition_by == ("kafka_partition", "region")
     assert (s.flush_max_records, s.flush_interval, s.write_timeout) == (500, 0.25, 1.5)
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-import daemon.storage.commitlog as commitlog
+import daemon.storage.fs as fs
 from daemon.connectors.records import OffsetRange, TopicPartition
 from daemon.errors import CommitRejected, StorageCorrupt
 from daemon.storage import CommitLog, DataFile
@@ -266,7 +266,7 @@ def test_lost_race_for_the_next_record_rechecks(
     """Another committer creates seq N between our check and our create: we re-read and
     re-check (a different partition still commits; the same range is then a duplicate)."""
     rival = CommitLog(log.path).open()
-    real = commitlog.publish_exclusive
+    real = fs.publish_exclusive
     attempts: list[str] = []
     rival_range: list[OffsetRange] = []
 
@@ -276,7 +276,7 @@ def test_lost_race_for_the_next_record_rechecks(
             write(kit, rival, 1, rival_range.pop())
         real(path, data)
 
-    monkeypatch.setattr(commitlog, "publish_exclusive", racing)
+    monkeypatch.setattr(fs, "publish_exclusive", racing)
     rival_range.append(r(TP1, 0, 5))
     write(kit, log, 1, r(TP0, 0, 5))
     assert attempts == [f"{1:020d}.json", f"{1:020d}.json", f"{2:020d}.json"]
@@ -284,7 +284,7 @@ def test_lost_race_for_the_next_record_rechecks(
     rival_range.append(r(TP0, 5, 9))
     with pytest.raises(CommitRejected, match="duplicate"):
         write(kit, log, 1, r(TP0, 5, 9))
-    monkeypatch.setattr(commitlog, "publish_exclusive", real)
+    monkeypatch.setattr(fs, "publish_exclusive", real)
     assert log.committed_offsets() == {TP0: 9, TP1: 5}
     kit.assert_exactly_once(log.path, {TP0: 9, TP1: 5})
     kit.assert_clean(log.path)
@@ -355,7 +355,7 @@ def test_writer_commits_and_dies_while_a_cleaner_looks_at_its_staging(
     writer = CommitLog(log.path).open()
     commit_id = writer.new_commit_id()
     kit.write_files(writer.stage_dir(commit_id), {"a.parquet": kit.parquet(TP0, 0, 6)})
-    real_try_lock = commitlog._try_lock
+    real_try_lock = fs._try_lock
 
     def writer_commits_then_dies(path: Path) -> int | None:
         if path.name == f"{commit_id}.lock" and commit_id in writer._held:
@@ -364,7 +364,7 @@ def test_writer_commits_and_dies_while_a_cleaner_looks_at_its_staging(
             writer.close()  # the process is gone: its lock with it
         return real_try_lock(path)
 
-    monkeypatch.setattr(commitlog, "_try_lock", writer_commits_then_dies)
+    monkeypatch.setattr(fs, "_try_lock", writer_commits_then_dies)
     CommitLog(log.path).open()
     assert log.committed_offsets() == {TP0: 6}
     kit.assert_exactly_once(log.path, {TP0: 6})

@@ -1,0 +1,226 @@
+"""ParquetSink's executor jobs for tables on Hadoop filesystems (``hdfs://``, ``viewfs://`` …).
+
+The commit log of such a table is read and written through the executor's JVM
+(``daemon.storage.hadoopfs``), so every step runs here, inside executor jobs the task calls by
+name (``context.run_in_executor``), each under a deadline: a hung filesystem call is killed with
+its executor like a hung write.
+
+- ``flush``: one job per commit: stage, write (Spark), list the staged files, create the
+  commit record exclusively, move the files into place. If anything fails inside the job, the
+  staged files are deleted (or the commit finished, if its record was created) before it
+  returns. If the executor is killed, the task runs ``abort`` in another executor.
+- ``open_table`` (fence and read at partition assignment), ``abort``, and the connector's
+  offsets jobs (``read_offsets``, ``alter_offsets``, ``reset_offsets``).
+
+An opened ``CommitLog`` is cached per table in the executor process; it re-reads the log
+before every decision, so another executor's commits are always seen (the filesystem is the
+truth). Errors with a meaning (``CommitRejected``, ``StorageCorrupt``, ``ConfigError`` …) are
+returned as ``{"error": [class name, message]}`` rather than raised, because the pool reports
+any raised exception as a retriable ``WriteFailed``; ``raise_for`` turns them back into the
+right class on the task's side.
+
+Imports only the standard library and ``daemon`` modules that do at import time.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from daemon import errors
+from daemon.connectors.records import OffsetRange, TopicPartition
+from daemon.storage.commitlog import CommitLog, DataFile
+
+_LOGS: dict[tuple[str, float], CommitLog] = {}
+_GUARD = threading.Lock()
+
+#: Points at which ``flush(crash_after=...)`` SIGKILLs its own executor, for fault tests:
+#: after the staged write, or after the commit record was created (files not moved yet).
+CRASH_POINTS = ("write", "publish")
+
+
+def commit_log(spark: Any, path: str, stale_after: float) -> CommitLog:
+    """The opened commit log of the table at ``path`` (cached in this process)."""
+    from daemon.storage.hadoopfs import HadoopFs
+
+    if spark is None:
+        raise errors.ConfigError(
+            f"path: {path} is a Hadoop filesystem URI; its commit log needs executors with "
+            "Spark (executor.spark.enabled)"
+        )
+    with _GUARD:
+        log = _LOGS.get((path, stale_after))
+        if log is None:
+            fs = HadoopFs(spark, path, stale_after=stale_after)
+            log = CommitLog(path, fs=fs, stale_after=stale_after).open()
+            _LOGS[(path, stale_after)] = log
+        return log
+
+
+def _job(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    try:
+        return fn()
+    except errors.ConnectdError as exc:
+        return {"error": [type(exc).__name__, str(exc)]}
+
+
+def raise_for(result: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``result`` of a job, or the error it returned raised as its ``daemon.errors`` class."""
+    error = result.get("error")
+    if error is None:
+        return result
+    name, message = error
+    cls = getattr(errors, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, errors.ConnectdError)):
+        cls = errors.WriteFailed
+    raise cls(message)
+
+
+def _tps(items: Iterable[Sequence[Any]]) -> list[TopicPartition]:
+    return [TopicPartition(str(t), int(p)) for t, p in items]
+
+
+def _offsets_out(offsets: Mapping[TopicPartition, int]) -> list[list[Any]]:
+    return [[tp.topic, tp.partition, o] for tp, o in sorted(offsets.items())]
+
+
+def open_table(
+    spark: Any,
+    batch: Any,
+    *,
+    path: str,
+    stale_after: float,
+    connector: str = "",
+    task: int = 0,
+    epoch: int = 0,
+    partitions: Sequence[Sequence[Any]] = (),
+) -> dict[str, Any]:
+    """Open (roll forward, clean up); with ``partitions``, fence them with ``epoch`` first and
+    return their committed offsets as ``{"offsets": [[topic, partition, offset], ...]}``."""
+
+    def run() -> dict[str, Any]:
+        log = commit_log(spark, path, stale_after)
+        tps = _tps(partitions)
+        if not tps:
+            log.recover()
+            return {"offsets": [], "fs": log.fs.kind}
+        log.fence(connector, task, epoch, tps)
+        return {"offsets": _offsets_out(log.committed_offsets(tps)), "fs": log.fs.kind}
+
+    return _job(run)
+
+
+def _resolve(ref: str) -> Any:
+    module, _, name = ref.partition(":")
+    target: Any = importlib.import_module(module)
+    for part in name.split("."):
+        target = getattr(target, part)
+    return target
+
+
+def flush(
+    spark: Any,
+    batch: Any,
+    *,
+    path: str,
+    stale_after: float,
+    commit_id: str,
+    connector: str,
+    task: int,
+    epoch: int,
+    ranges: Sequence[Sequence[Any]],
+    write_function: str = "daemon.connectors.parquet_write:write_staged",
+    write_kwargs: Mapping[str, Any] | None = None,
+    crash_after: str | None = None,
+) -> dict[str, Any]:
+    """Write ``batch`` and commit it as covering ``ranges`` ([topic, partition, start, end]),
+    in this job. ``{"files": n, "seconds": s, "write_seconds": w}``, or ``{"error": ...}``
+    after the staged files were deleted. ``crash_after``: see ``CRASH_POINTS``."""
+    from daemon.connectors.parquet_write import tidy
+
+    began = time.monotonic()
+    offsets = [OffsetRange(str(t), int(p), int(s), int(e)) for t, p, s, e in ranges]
+
+    def run() -> dict[str, Any]:
+        log = commit_log(spark, path, stale_after)
+        files: list[DataFile] = []
+        written: dict[str, Any] = {}
+        try:
+            if batch is not None and batch.num_rows:
+                stage = log.stage(commit_id)
+                written = _resolve(write_function)(
+                    spark, batch, path=stage, **dict(write_kwargs or {})
+                )
+                files = [DataFile(f.staged, tidy(f.final)) for f in log.staged_files(commit_id)]
+            if crash_after == "write":
+                _die()
+            if crash_after == "publish":
+                log._apply = lambda record: _die()  # type: ignore[method-assign]
+            log.commit(connector, task, epoch, offsets, files, commit_id=commit_id)
+        except BaseException:
+            log.abort(commit_id)
+            raise
+        return {
+            "files": len(files),
+            "seconds": time.monotonic() - began,
+            "write_seconds": float(written.get("seconds", 0.0)),
+        }
+
+    return _job(run)
+
+
+def _die() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def abort(
+    spark: Any, batch: Any, *, path: str, stale_after: float, commit_id: str
+) -> dict[str, Any]:
+    """Give up ``commit_id`` after its executor died: ``{"landed": True}`` if its record was
+    created after all (the commit was finished), else its staged files are deleted."""
+    return _job(lambda: {"landed": commit_log(spark, path, stale_after).abort(commit_id)})
+
+
+def read_offsets(spark: Any, batch: Any, *, path: str, stale_after: float) -> dict[str, Any]:
+    """Every partition's committed next offset."""
+    return _job(
+        lambda: {"offsets": _offsets_out(commit_log(spark, path, stale_after).committed_offsets())}
+    )
+
+
+def alter_offsets(
+    spark: Any,
+    batch: Any,
+    *,
+    path: str,
+    stale_after: float,
+    connector: str,
+    offsets: Sequence[Sequence[Any]],
+) -> dict[str, Any]:
+    """Set ([topic, partition, offset]) or forget ([topic, partition, None]) offsets."""
+    wanted = {
+        TopicPartition(str(t), int(p)): (None if o is None else int(o)) for t, p, o in offsets
+    }
+
+    def run() -> dict[str, Any]:
+        commit_log(spark, path, stale_after).alter_offsets(wanted, connector=connector)
+        return {}
+
+    return _job(run)
+
+
+def reset_offsets(
+    spark: Any, batch: Any, *, path: str, stale_after: float, connector: str
+) -> dict[str, Any]:
+    """Forget every partition's committed offset."""
+
+    def run() -> dict[str, Any]:
+        commit_log(spark, path, stale_after).reset_offsets(connector=connector)
+        return {}
+
+    return _job(run)

@@ -1,0 +1,205 @@
+"""Where a ParquetSink task's commit log runs: in the daemon for local tables, in executor jobs
+for tables on Hadoop filesystems. Both give the task the same four steps, with the same
+guarantees (``daemon.storage.commitlog``):
+
+- ``open``: roll incomplete commits forward, delete killed writes' staging dirs;
+- ``claim(partitions)``: fence them with the incarnation's epoch, then read their committed
+  offsets (claim first, so nothing an older incarnation commits later can be missed);
+- ``write(table, ranges, commit_id)``: stage, write through Spark in an executor, commit
+  exclusively, move into place. Raises if anything failed; then ``abort(commit_id)`` must run
+  (the executor is gone by then) and says whether the commit landed after all.
+  ``crash_after`` (Hadoop tables; fault tests only) SIGKILLs the executor at that point of
+  the flush job (``parquet_jobs.CRASH_POINTS``).
+
+``LocalTable`` keeps the commit log in the daemon (``asyncio.to_thread``; the executor only
+writes the staging dir). ``HadoopTable`` runs every step as an executor job (see
+``daemon.connectors.parquet_jobs``): one job per flush does the write and the commit, so a
+hung filesystem call is killed at the write deadline like a hung write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import pyarrow as pa
+
+from daemon.connectors.api import SinkTaskContext
+from daemon.connectors.parquet_config import ParquetSettings
+from daemon.connectors.parquet_jobs import raise_for
+from daemon.connectors.parquet_write import tidy
+from daemon.connectors.records import OffsetRange, TopicPartition
+from daemon.storage.commitlog import CommitLog, DataFile
+
+log = logging.getLogger("connectd.connectors.parquet")
+
+JOBS = "daemon.connectors.parquet_jobs"
+#: Deadline of the small commit-log jobs (open, fence and read, abort, offsets).
+LOG_JOB_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True)
+class Written:
+    files: int
+    write_seconds: float
+
+
+class TableLog(Protocol):
+    kind: str
+
+    async def open(self) -> None: ...
+
+    async def claim(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]: ...
+
+    async def write(
+        self,
+        table: pa.Table,
+        ranges: Collection[OffsetRange],
+        commit_id: str,
+        crash_after: str | None = None,
+    ) -> Written: ...
+
+    async def abort(self, commit_id: str) -> bool: ...
+
+    async def close(self) -> None: ...
+
+
+def table_log(settings: ParquetSettings, ctx: SinkTaskContext, write_function: str) -> TableLog:
+    if settings.hadoop:
+        return HadoopTable(settings, ctx, write_function)
+    return LocalTable(settings, ctx, write_function)
+
+
+def _write_kwargs(settings: ParquetSettings) -> dict[str, Any]:
+    return {
+        "format": settings.format,
+        "partition_by": list(settings.partition_by),
+        "compression": settings.compression,
+    }
+
+
+class LocalTable:
+    """The commit log in the daemon process; the executor writes the staging dir only."""
+
+    kind = "local"
+
+    def __init__(self, settings: ParquetSettings, ctx: SinkTaskContext, write_function: str):
+        self.settings, self.ctx, self.write_function = settings, ctx, write_function
+        self.log = CommitLog(settings.path)
+
+    async def open(self) -> None:
+        await asyncio.to_thread(self.log.open)
+
+    async def claim(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        ctx = self.ctx
+        await asyncio.to_thread(
+            self.log.fence, ctx.task_id.connector, ctx.task_id.task, ctx.epoch, partitions
+        )
+        return await asyncio.to_thread(self.log.committed_offsets, partitions)
+
+    async def write(
+        self,
+        table: pa.Table,
+        ranges: Collection[OffsetRange],
+        commit_id: str,
+        crash_after: str | None = None,  # Hadoop tables only
+    ) -> Written:
+        ctx, commit_log = self.ctx, self.log
+        files: list[DataFile] = []
+        written: Mapping[str, Any] = {}
+        if table.num_rows:
+            stage = await asyncio.to_thread(commit_log.stage, commit_id)
+            written = await ctx.run_in_executor(
+                self.write_function,
+                table,
+                timeout=self.settings.write_timeout,
+                path=stage,
+                **_write_kwargs(self.settings),
+            )
+            staged = await asyncio.to_thread(commit_log.staged_files, commit_id)
+            files = [DataFile(f.staged, tidy(f.final)) for f in staged]
+        await asyncio.to_thread(
+            commit_log.commit,
+            ctx.task_id.connector,
+            ctx.task_id.task,
+            ctx.epoch,
+            ranges,
+            files,
+            commit_id=commit_id,
+        )
+        return Written(len(files), float(written.get("seconds", 0.0)))
+
+    async def abort(self, commit_id: str) -> bool:
+        return await asyncio.to_thread(self.log.abort, commit_id)
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.log.close)
+
+
+class HadoopTable:
+    """The commit log in executor jobs (the table is on a Hadoop filesystem)."""
+
+    kind = "hadoop"
+
+    def __init__(self, settings: ParquetSettings, ctx: SinkTaskContext, write_function: str):
+        self.settings, self.ctx, self.write_function = settings, ctx, write_function
+        self._where = {"path": settings.path, "stale_after": settings.staging_lease}
+
+    async def _job(self, fn: str, batch: pa.Table | None = None, **kwargs: Any) -> Any:
+        timeout = kwargs.pop("timeout", LOG_JOB_TIMEOUT)
+        result = await self.ctx.run_in_executor(
+            f"{JOBS}:{fn}", batch, timeout=timeout, **self._where, **kwargs
+        )
+        return raise_for(result)
+
+    async def open(self) -> None:
+        result = await self._job("open_table")
+        log.info("%s: table %s on %s", self.ctx.task_id, self.settings.path, result.get("fs"))
+
+    async def claim(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        ctx = self.ctx
+        result = await self._job(
+            "open_table",
+            connector=ctx.task_id.connector,
+            task=ctx.task_id.task,
+            epoch=ctx.epoch,
+            partitions=[[tp.topic, tp.partition] for tp in partitions],
+        )
+        return {TopicPartition(t, p): o for t, p, o in result["offsets"]}
+
+    async def write(
+        self,
+        table: pa.Table,
+        ranges: Collection[OffsetRange],
+        commit_id: str,
+        crash_after: str | None = None,
+    ) -> Written:
+        ctx = self.ctx
+        result = await self._job(
+            "flush",
+            table if table.num_rows else None,
+            timeout=self.settings.write_timeout,
+            commit_id=commit_id,
+            connector=ctx.task_id.connector,
+            task=ctx.task_id.task,
+            epoch=ctx.epoch,
+            ranges=[[r.topic, r.partition, r.start, r.end] for r in ranges],
+            write_function=self.write_function,
+            write_kwargs=_write_kwargs(self.settings),
+            crash_after=crash_after,
+        )
+        return Written(int(result["files"]), float(result["write_seconds"]))
+
+    async def abort(self, commit_id: str) -> bool:
+        try:
+            result = await self._job("abort", commit_id=commit_id)
+        except Exception as exc:  # the lease cleans the staging dir up later
+            log.warning("%s: abort of commit %s failed: %s", self.ctx.task_id, commit_id, exc)
+            return False
+        return bool(result["landed"])
+
+    async def close(self) -> None:
+        return None  # nothing held in the daemon; the executors' cached logs hold no guards
