@@ -1,7 +1,8 @@
 """The `connectd` command line: standalone | distributed | run | check-config.
 
 Exit codes follow sysexits and tell systemd what happened: 0 clean, 78 a configuration error
-(not worth restarting), 69 a required service unavailable at start, 1 anything else.
+(not worth restarting), 69 a required service unavailable at start (no usable Java; no Kafka
+broker answering within ``startup.kafka.timeout.ms``), 1 anything else.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from daemon import __version__
-from daemon.errors import ConfigError, ConnectdError, JavaUnavailable
+from daemon.errors import ConfigError, ConnectdError, JavaUnavailable, ServiceUnavailable
 
 EX_OK = 0
 EX_SOFTWARE = 1
@@ -91,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"connectd: configuration error: {exc}", file=sys.stderr)
         return EX_CONFIG
-    except JavaUnavailable as exc:
+    except (JavaUnavailable, ServiceUnavailable) as exc:
         print(f"connectd: {exc}", file=sys.stderr)
         return EX_UNAVAILABLE
     except ConnectdError as exc:

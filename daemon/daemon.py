@@ -11,9 +11,15 @@ stops taking records and runs every task's stop sequence in parallel, closes the
 then closes the pool (its close kills what is left). When ``shutdown`` returns nothing the
 daemon started is alive.
 
+Before anything is started, the brokers must answer within ``startup.kafka.timeout.ms``
+(``daemon.kafkacheck``; else ``ServiceUnavailable``, exit 69).
+
 Signals are recorded, not handled, in the handler: SIGTERM/SIGINT set the stop event, SIGHUP
-the reload event (the connector files given on the command line are read again and applied).
-A second SIGTERM/SIGINT forces the exit at once, after killing every executor's process tree.
+the reload event. A reload reads the worker and connector files again (``launch.reread``), all
+or nothing: if any file is broken, every problem is logged (file and key) and the running set is
+kept exactly as it was; else added connectors start, changed ones restart, ones whose file now
+names another connector are deleted. A second SIGTERM/SIGINT forces the exit at once, after
+killing every executor's process tree.
 """
 
 from __future__ import annotations
@@ -25,20 +31,21 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
 
-from daemon.config import Mode, WorkerConfig, load_connector
+from daemon.config import Mode, WorkerConfig
 from daemon.connectors.api import ConnectorRegistry, default_registry
-from daemon.errors import ConnectdError
-from daemon.launch import LaunchPlan
+from daemon.errors import ConnectdError, InvalidConfig
+from daemon.launch import LaunchPlan, reread
 from daemon.metrics import Metrics
 from daemon.runtime.executors import Executors
 from daemon.runtime.looplag import LoopLag
 from daemon.runtime.worker import Worker, validate_connector
 from daemon.storage.standalone import ConfigStore, StandaloneStore
-from daemon.systemd import Notifier, status_line
+from daemon.systemd import Notifier, StatusLine
 
 log = logging.getLogger("connectd.daemon")
 
@@ -90,6 +97,9 @@ class Daemon:
         self.lag = LoopLag(on_sample=self.metrics.observe_loop_lag)
         # Disabled unless run() (the CLI) reads $NOTIFY_SOCKET, or an embedder sets one.
         self.notifier = Notifier()
+        self.status = StatusLine(lambda: self.worker, self.metrics.totals)
+        self._file_connectors = {c.name for c in plan.connectors}  # a reload may remove these
+        self._relay: Any = None  # executors' output relayed through logging (log.format=json)
         self._stop = asyncio.Event()
         self._reload = asyncio.Event()
         self._signals = 0
@@ -130,8 +140,9 @@ class Daemon:
         for c in self.plan.connectors:  # before any process starts: a bad file costs nothing
             validate_connector(c.name, c.properties, self.registry)
         self.lag.start()
-        self.notifier.start(lambda: status_line(self.worker))
+        self.notifier.start(self.status)
         try:
+            await self._wait_for_kafka()
             await self._start_pool()
             store = self._store or StandaloneStore(self.config.state_dir)
             kill = self._kill_timeout or _kill_timeout(self.executors)
@@ -160,11 +171,22 @@ class Daemon:
             self.worker.worker_id,
             len(self.worker.connector_names()),
         )
-        self.notifier.ready(status_line(self.worker))  # REST listens, connectors started
+        self.notifier.ready(self.status())  # REST listens, connectors started
 
     def _require_executors(self) -> Executors:
         assert self.executors is not None
         return self.executors
+
+    async def _wait_for_kafka(self) -> None:
+        deadline = self.config.startup_kafka_timeout.total_seconds()
+        if deadline <= 0:
+            return
+        from daemon.kafkacheck import wait_for_kafka
+        from daemon.runtime.consumer import security_settings
+
+        await wait_for_kafka(
+            self.config.bootstrap_servers, deadline, security_settings(self.config)
+        )
 
     async def _start_pool(self) -> None:
         if self.executors is not None:
@@ -172,6 +194,13 @@ class Daemon:
         from daemon.executor import ExecutorPool, PoolSettings
 
         c = self.config
+        log_path = None
+        from daemon.logs import OutputRelay, relay_output
+
+        if relay_output(c.log_format.value):  # Spark's lines become JSON / journal lines too
+            self._relay = OutputRelay()
+            self._relay.start()
+            log_path = Path(self._relay.path)
         pool = ExecutorPool(
             PoolSettings(
                 size=c.executor_pool_size,
@@ -179,6 +208,7 @@ class Daemon:
                 spark_master=c.executor_spark_master,
                 spark_conf=dict(c.executor_spark_conf),
                 start_timeout=c.executor_start_timeout.total_seconds(),
+                log_path=log_path,
             )
         )
         self._pool = pool
@@ -206,25 +236,64 @@ class Daemon:
             finally:
                 await self.shutdown()
 
-    async def reload(self) -> None:
-        """Read the command line's connector files again and apply changed configs."""
+    async def reload(self) -> bool:
+        """Read the configuration files again and apply them (RELOADING=1 ... READY=1 around
+        it); False if a file was broken and nothing was changed."""
         assert self.worker is not None
         self.notifier.reloading()
         try:
-            await self._reload_files()
+            return await self._reload_files()
         finally:
-            self.notifier.ready(status_line(self.worker))
+            self.notifier.ready(self.status())
 
-    async def _reload_files(self) -> None:
-        assert self.worker is not None
-        for path in self.plan.connector_files:
-            try:
-                loaded = await asyncio.to_thread(load_connector, path)
-                config = loaded.config.properties
-                await self.worker.put_connector_config(config["name"], config)
-            except Exception as exc:
-                log.error("Reloading %s failed: %s", path, exc)
-        log.info("Reloaded %d connector file(s)", len(self.plan.connector_files))
+    async def _reload_files(self) -> bool:
+        worker = self.worker
+        assert worker is not None
+        try:
+            new = await asyncio.to_thread(reread, self.plan, self.registry)
+        except InvalidConfig as exc:
+            log.error(
+                "Reload rejected, the running connectors are kept as they were; fix and send "
+                "SIGHUP again (systemctl reload):\n  %s",
+                "\n  ".join(str(p) for p in exc.problems),
+            )
+            return False
+        self._apply_worker(new.worker)
+        self.plan = new
+        names = {c.name for c in new.connectors}
+        for name in sorted(self._file_connectors - names):  # its file now names another
+            await self._apply(f"Deleting connector {name}", worker.delete_connector(name))
+        self._file_connectors = names
+        for c in new.connectors:
+            await self._apply(
+                f"Applying connector {c.name}", worker.put_connector_config(c.name, c.properties)
+            )
+        log.info("Reloaded the configuration (%d connector(s) from files)", len(names))
+        return True
+
+    @staticmethod
+    async def _apply(what: str, change: Awaitable[object]) -> None:
+        try:
+            await change
+        except ConnectdError as exc:  # e.g. a stop that failed: the next change still runs
+            log.error("%s failed: %s", what, exc)
+
+    def _apply_worker(self, new: WorkerConfig) -> None:
+        """Logging settings apply now; the others (pool, listeners, consumers) at a restart."""
+        old = self.config
+        if (new.log_level, new.log_format) != (old.log_level, old.log_format):
+            from daemon.logs import setup_logging
+
+            setup_logging(new.log_level.value, new.log_format.value)
+        before, after = old.model_dump(by_alias=True), new.model_dump(by_alias=True)
+        changed = sorted(k for k in after if before.get(k) != after[k] and not k.startswith("log."))
+        if changed:
+            log.warning(
+                "Worker settings changed but apply at the next restart only: %s", ", ".join(changed)
+            )
+        self.config = old.model_copy(
+            update={"log_level": new.log_level, "log_format": new.log_format}
+        )
 
     async def shutdown(self) -> None:
         """Stop every task (stop sequence, in parallel), the REST server, the pool."""
@@ -241,6 +310,8 @@ class Daemon:
                 await self.rest.close()
         if self._pool is not None:
             await self._pool.close(graceful_timeout=1.0)
+        if self._relay is not None:
+            await self._relay.close()
         await self.lag.stop()
         await self.notifier.stop()  # the watchdog pings until the end of the shutdown
         log.info("connectd stopped in %.2f s", time.monotonic() - started)
@@ -296,6 +367,10 @@ class Daemon:
 
         setup_logging(self.config.log_level.value, self.config.log_format.value)
         self.notifier = Notifier.from_env(os.environ)
+        # Slow imports (the REST app: ~0.5 s) before the loop runs, not on it: at start-up the
+        # watchdog already pings from the loop, and a second-long import would stall it.
+        for module in ("daemon.rest", "daemon.executor", "daemon.kafkacheck", "aiokafka.conn"):
+            importlib.import_module(module)
         factory: Callable[[], asyncio.AbstractEventLoop] | None = None
         try:
             import uvloop

@@ -151,3 +151,24 @@ class StopFailed(ConnectdError):
     the kill deadline), so no new incarnation was started: never two at once."""
 
     retriable = True
+
+
+class ServiceUnavailable(ConnectdError):
+    """A service the daemon needs at start (the Kafka brokers) did not answer within its
+    startup deadline; the CLI exits 69 so systemd's restart policy retries later."""
+
+    retriable = True
+
+
+class RecordRejected(ConnectdError):
+    """A sink refused a record (``SinkTask.reject``) and ``errors.tolerance`` is ``none``. Not
+    retriable: the same record is refused again. The message names topic, partition and offset."""
+
+    retriable = False
+
+
+class DeadLetterQueueError(ConnectdError):
+    """Producing to, or reading back, the dead-letter topic failed (a broker unreachable, a
+    produce timeout). Retriable: a new attempt re-reads the topic, so nothing lands twice."""
+
+    retriable = True

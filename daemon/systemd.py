@@ -58,6 +58,49 @@ def status_line(worker: WorkerView | None) -> str:
     return f"{connectors} connectors, {running}/{tasks} tasks running, {failed} failed"
 
 
+def rate_text(consumed: int, written: int, seconds: float) -> str:
+    """Records per second over ``seconds``: ``"<r> records/s written"``, or, when nothing was
+    written (a sink still buffering, or one that does not report writes), ``"<r> records/s
+    consumed"``; ``"0 records/s"`` when nothing moved. Below 100/s with one decimal."""
+    if seconds <= 0:
+        return "0 records/s"
+    for count, what in ((written, "written"), (consumed, "consumed")):
+        if count > 0:
+            rate = count / seconds
+            shown = f"{rate:.1f}" if rate < 100 else f"{rate:.0f}"
+            return f"{shown} records/s {what}"
+    return "0 records/s"
+
+
+class StatusLine:
+    """``STATUS=`` text: ``status_line(worker())`` and the record rate since the previous call
+    (the first call: since construction), from ``totals()`` = (consumed, written) since start.
+
+    ``1 connectors, 1/1 tasks running, 0 failed, 41.2 records/s consumed``
+    """
+
+    def __init__(
+        self,
+        worker: Callable[[], WorkerView | None],
+        totals: Callable[[], tuple[int, int]],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._worker = worker
+        self._totals = totals
+        self._clock = clock
+        self._last = (clock(), *totals())
+
+    def __call__(self) -> str:
+        now, consumed, written = self._clock(), *self._totals()
+        then, consumed_before, written_before = self._last
+        self._last = (now, consumed, written)
+        base = status_line(self._worker())
+        if base == "starting":
+            return base
+        rate = rate_text(consumed - consumed_before, written - written_before, now - then)
+        return f"{base}, {rate}"
+
+
 def socket_address(value: str) -> str | bytes:
     """``NOTIFY_SOCKET`` as a ``sendto`` address: ``@name`` is Linux's abstract namespace."""
     if value.startswith("@"):

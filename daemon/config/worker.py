@@ -2,8 +2,9 @@
 
 Each field is one setting, named by its Kafka Connect property (the alias). Connect's keys mean
 what they mean in Connect; connectd's own keys (``state.dir``, ``executor.*``, ``log.*``,
-``task.write.timeout.ms``) are marked as such. Build one from a file with the loaders
-(``load_worker``), from a mapping with ``parse_worker``; both report every problem at once.
+``task.write.timeout.ms``, ``startup.kafka.timeout.ms``) are marked as such. Build one from a
+file with the loaders (``load_worker``), from a mapping with ``parse_worker``; both report every
+problem at once.
 """
 
 from __future__ import annotations
@@ -40,10 +41,11 @@ class Mode(enum.StrEnum):
     DISTRIBUTED = "distributed"
 
 
-_REST, _CONV, _TASK, _STORE, _GROUP, _PROV, _EXEC, _LOG = (
+_REST, _CONV, _TASK, _START, _STORE, _GROUP, _PROV, _EXEC, _LOG = (
     "REST API",
     "Converters",
     "Tasks",
+    "Startup (connectd)",
     "Storage",
     "Distributed mode",
     "Config providers",
@@ -163,6 +165,37 @@ class WorkerConfig(KafkaSettings, RestApiSettings):
         key="task.write.timeout.ms",
         group=_TASK,
         description="connectd: deadline of one write; then it fails and its executor is killed.",
+    )
+    errors_restart_enabled: f.Bool = setting(
+        True,
+        key="errors.restart.enabled",
+        group=_TASK,
+        description="connectd: restart failed connectors and tasks automatically "
+        "(the default for every connector).",
+    )
+    errors_restart_max: f.Limit = setting(
+        7,
+        key="errors.restart.max",
+        group=_TASK,
+        description="connectd: automatic restarts before giving up; -1 for no limit "
+        "(the default for every connector).",
+    )
+    errors_restart_backoff_max: f.Millis = setting(
+        timedelta(hours=1),
+        key="errors.restart.backoff.max.ms",
+        group=_TASK,
+        description="connectd: longest wait before an automatic restart "
+        "(n·(n+1) minutes, at most this).",
+    )
+    # -- Startup -----------------------------------------------------------------------------
+    startup_kafka_timeout: f.Millis = setting(
+        timedelta(milliseconds=60000),
+        key="startup.kafka.timeout.ms",
+        group=_START,
+        description=(
+            "connectd: how long the daemon waits at start for a broker of bootstrap.servers to"
+            " answer; then it exits with code 69 (service unavailable). 0 skips the check."
+        ),
     )
     # -- Storage -----------------------------------------------------------------------------
     state_dir: f.FilePath = setting(

@@ -4,6 +4,8 @@ a datagram socket of the test, the way systemd runs it (Type=notify, WatchdogSec
 - READY=1 arrives only once ``GET /health`` answers 200 (the REST API listens and the connector
   from the command line has started); the executors' JVMs start in the background, after it;
 - WATCHDOG=1 arrives every WATCHDOG_USEC/2;
+- STATUS= carries the record rate once records flow (``<r> records/s consumed`` here: EchoSink
+  writes nothing; a sink that writes shows ``records/s written``);
 - SIGHUP: RELOADING=1 (with MONOTONIC_USEC), then READY=1;
 - SIGTERM: STOPPING=1, exit code 0.
 
@@ -14,84 +16,21 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import re
 import signal
-import socket
 import statistics
-import tempfile
-import threading
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from integration.systemd.notify import Listener, health
 from support.daemon import DaemonProcess, ProcessFactory, wait_until, worker_properties
+from support.kafka import produce
 from support.kafka_fixtures import TopicFactory
 
 pytestmark = pytest.mark.integration
 
 WATCHDOG_USEC = 1_000_000  # a ping every 0.5 s
-
-
-def _health(url: str) -> int | None:
-    """``GET /health``'s status code, None while nothing answers."""
-    try:
-        with urllib.request.urlopen(url + "/health", timeout=2.0) as response:
-            return int(response.status)
-    except urllib.error.HTTPError as e:
-        return e.code
-    except OSError:
-        return None
-
-
-class Listener:
-    """The test's NOTIFY_SOCKET: a thread stamps each datagram on arrival. ``on_ready`` runs on
-    that thread when a READY=1 arrives (before the next datagram is read)."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sock.bind(path)
-        self.sock.settimeout(0.05)
-        self.messages: list[tuple[float, str]] = []
-        self.on_ready: Callable[[], None] = lambda: None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="notify listener")
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                data = self.sock.recv(4096)
-            except TimeoutError:
-                continue
-            text = data.decode()
-            self.messages.append((time.monotonic(), text))
-            if "READY=1" in text.split("\n"):
-                self.on_ready()
-
-    def texts(self, since: float = 0.0) -> list[str]:
-        return [text for t, text in list(self.messages) if t >= since]
-
-    def stamps(self, line: str) -> list[float]:
-        return [t for t, text in list(self.messages) if line in text.split("\n")]
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.sock.close()
-
-
-@pytest.fixture
-def listener() -> Iterator[Listener]:
-    # A short directory: AF_UNIX paths are limited to 107 bytes, pytest's tmp_path can be longer.
-    with tempfile.TemporaryDirectory(prefix="connectd-notify-") as directory:
-        lst = Listener(str(Path(directory) / "notify.sock"))
-        try:
-            yield lst
-        finally:
-            lst.close()
 
 
 async def test_notify_protocol_of_a_start_reload_stop_cycle(
@@ -106,7 +45,7 @@ async def test_notify_protocol_of_a_start_reload_stop_cycle(
     connector = {"name": "echo", "connector.class": "EchoSink", "topics": topic}
     health_at_ready: list[int | None] = []
     url = worker["listeners"]
-    listener.on_ready = lambda: health_at_ready.append(_health(url))
+    listener.on_ready = lambda: health_at_ready.append(health(url))
 
     began = time.monotonic()
     p: DaemonProcess = daemon_process(
@@ -120,7 +59,7 @@ async def test_notify_protocol_of_a_start_reload_stop_cycle(
     async def ready_seen() -> bool:
         assert p.proc is not None and p.proc.poll() is None, p.log()
         sent = time.monotonic()
-        polls.append((sent, await asyncio.to_thread(_health, url)))
+        polls.append((sent, await asyncio.to_thread(health, url)))
         return bool(listener.stamps("READY=1"))
 
     await wait_until(ready_seen, timeout=90.0, what="READY=1", interval=0.02)
@@ -152,6 +91,20 @@ async def test_notify_protocol_of_a_start_reload_stop_cycle(
     assert 0.4 <= statistics.median(gaps) <= 0.65, gaps
     assert max(gaps) < WATCHDOG_USEC / 1e6, gaps  # systemd's limit was never reached
 
+    # Records flow: a STATUS= refresh (every 5 s) shows their rate.
+    produced_at = time.monotonic()
+    await produce(kafka_bootstrap, topic, 300)
+    moving = re.compile(
+        r"STATUS=1 connectors, 1/1 tasks running, 0 failed, [0-9.]*[1-9][0-9.]* "
+        r"records/s (consumed|written)$"
+    )
+    rate_line = await wait_until(
+        lambda: next((x for x in listener.texts(produced_at) if moving.match(x)), None),
+        timeout=20.0,
+        what="a STATUS= line with a record rate",
+    )
+    print(f"STATUS once records flow: {rate_line}")
+
     # SIGHUP: RELOADING=1 with MONOTONIC_USEC, then READY=1.
     hup = time.monotonic()
     p.signal(signal.SIGHUP)
@@ -174,8 +127,7 @@ async def test_notify_protocol_of_a_start_reload_stop_cycle(
     after = [x for x in listener.texts(term) if not x.startswith(("WATCHDOG", "STATUS"))]
     assert after == ["STOPPING=1"], after
     print(f"SIGTERM to exit: {stopped - term:.2f} s; the messages of the cycle:")
-    for t, text in listener.messages:
-        print(f"  +{t - began:7.3f} s  {text.replace(chr(10), ' | ')}")
+    print(listener.transcript(began))
 
 
 def _rel(t: float | None, began: float) -> str:

@@ -357,3 +357,14 @@ def test_integers_are_parsed_as_java_does(value: str) -> None:
         assert _errors(values) == [
             f"w.properties: executor.pool.size: {value!r} is not a number; expected an integer ≥ 1"
         ]
+
+
+def test_startup_kafka_timeout_defaults_to_a_minute_and_zero_turns_it_off() -> None:
+    assert parse_worker({}).config.startup_kafka_timeout == timedelta(seconds=60)
+    config = parse_worker({"startup.kafka.timeout.ms": "2500"}).config
+    assert config.startup_kafka_timeout == timedelta(milliseconds=2500)
+    assert parse_worker({"startup.kafka.timeout.ms": "0"}).config.startup_kafka_timeout == (
+        timedelta(0)
+    )
+    (problem,) = _errors({"startup.kafka.timeout.ms": "soon"})
+    assert problem.startswith("w.properties: startup.kafka.timeout.ms: ")

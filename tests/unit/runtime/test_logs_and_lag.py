@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from daemon.logs import set_task_context, setup_logging, task_context
+from daemon.logs import flush_logging, set_task_context, setup_logging, task_context
 from daemon.runtime.looplag import LoopLag
 
 
@@ -39,6 +39,7 @@ async def test_text_lines_name_the_task(restore_root: None) -> None:
     log.info("outside")
     with task_context("sink"):
         log.warning("connector only")
+    flush_logging()
     lines = out.getvalue().splitlines()
     assert "[sink|task-3] connectd.test: inside" in lines[0]
     assert lines[1].endswith("INFO  connectd.test: outside")
@@ -54,10 +55,11 @@ def test_json_lines(restore_root: None) -> None:
             raise ValueError("bad")
         except ValueError:
             logging.getLogger("connectd.x").exception("failed")
+    flush_logging()
     (line,) = out.getvalue().splitlines()
     doc = json.loads(line)
     assert doc["connector"] == "sink" and doc["task"] == 0 and doc["level"] == "ERROR"
-    assert doc["message"] == "failed" and "ValueError: bad" in doc["exc"]
+    assert doc["message"] == "failed" and "ValueError: bad" in doc["exc_info"]
 
 
 async def test_lag_monitor_sees_a_blocked_loop() -> None:
