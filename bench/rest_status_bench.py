@@ -5,12 +5,20 @@ A real daemon (in this process, on uvloop, with its own REST server and access l
 process writes ``--rate`` records per second. wrk polls the status endpoint with 1 and with 4
 connections, first with the connector idle, then while records stream; the records the tasks
 consumed during each window come from the connector group's committed offsets; the event-loop
-lag comes from the daemon's own monitor. Numbers are printed, never asserted. On a shared
-machine the loop's lag (CPU contention) bounds the p99: ``--nice -10`` (root) runs the daemon,
-wrk and the producer ahead of other work, as on a host of their own.
+lag comes from the daemon's own monitor; garbage-collector pauses (any thread: a collection
+holds the GIL, so the loop waits for it too) from ``gc.callbacks``. Numbers are printed, never
+asserted. On a shared machine the loop's lag (CPU contention) bounds the p99: ``--nice -10``
+(root) runs the daemon, wrk and the producer ahead of other work, as on a host of their own.
 
     .venv/bin/python bench/rest_status_bench.py                  # starts its own broker
     .venv/bin/python bench/rest_status_bench.py --bootstrap 127.0.0.1:9092 --rate 20000
+    QUICK=1 .venv/bin/python bench/rest_status_bench.py          # 5 s per wrk run
+    .venv/bin/python bench/rest_status_bench.py --profile        # + what blocked the loop
+
+``--profile`` runs the daemon on asyncio's own loop (uvloop cannot time its callbacks) and
+lists every loop callback that ran longer than ``--slow-ms`` (default 2 ms), by the coroutine
+it resumed, with count, total and maximum. ``--switch-interval`` and ``--gc-freeze`` override
+the daemon's own interpreter settings, for before/after comparisons.
 
 Needs wrk (``apt-get install wrk``) and Java (for the broker and the daemon's executors).
 """
@@ -19,13 +27,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import os
 import re
 import shutil
 import sys
 import tempfile
+import threading
 import time
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +91,102 @@ def worker_properties(bootstrap: str, state_dir: Path) -> dict[str, str]:
     }
 
 
+class GcPauses:
+    """Durations of the cyclic garbage collector's runs, by generation and thread."""
+
+    def __init__(self) -> None:
+        self._started: dict[int, float] = {}
+        self.pauses: list[tuple[int, bool, float]] = []  # generation, on the loop thread, s
+        self._main = threading.main_thread().ident
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        ident = threading.get_ident()
+        if phase == "start":
+            self._started[ident] = time.perf_counter()
+        elif ident in self._started:
+            elapsed = time.perf_counter() - self._started.pop(ident)
+            self.pauses.append((int(info["generation"]), ident == self._main, elapsed))
+
+    def reset(self) -> None:
+        self.pauses.clear()
+
+    def summary(self) -> str:
+        parts = []
+        for gen in (0, 1, 2):
+            times = [s for g, _, s in self.pauses if g == gen]
+            if times:
+                parts.append(f"gen{gen} {len(times)}x max {max(times) * 1000:.1f} ms")
+        return ", ".join(parts) or "none"
+
+
+class SlowCallbacks:
+    """Times every callback of asyncio's own event loop (``Handle._run``); those longer than
+    ``threshold`` seconds are kept by what they ran: a task step is named by the chain of
+    coroutines it resumed (innermost last), anything else by its callback."""
+
+    def __init__(self, threshold: float) -> None:
+        self.threshold = threshold
+        self.slow: dict[str, list[float]] = defaultdict(list)
+        self._original = asyncio.events.Handle._run
+
+    def install(self) -> None:
+        original, slow, threshold, describe = self._original, self.slow, self.threshold, _describe
+
+        def timed_run(handle: asyncio.Handle) -> None:
+            began = time.perf_counter()
+            original(handle)
+            elapsed = time.perf_counter() - began
+            if elapsed > threshold:
+                slow[describe(handle)].append(elapsed)
+
+        asyncio.events.Handle._run = timed_run  # type: ignore[method-assign]
+
+    def uninstall(self) -> None:
+        asyncio.events.Handle._run = self._original  # type: ignore[method-assign]
+
+    def reset(self) -> None:
+        self.slow.clear()
+
+    def report(self, top: int = 12) -> list[str]:
+        ranked = sorted(self.slow.items(), key=lambda kv: -sum(kv[1]))[:top]
+        return [
+            f"  {len(t):5d}x  total {sum(t) * 1000:7.1f} ms  max {max(t) * 1000:6.1f} ms  {name}"
+            for name, t in ranked
+        ]
+
+
+def _describe(handle: asyncio.Handle) -> str:
+    callback = getattr(handle, "_callback", None)
+    owner = getattr(callback, "__self__", None)
+    if isinstance(owner, asyncio.Task):
+        names, coro, depth = [], owner.get_coro(), 0
+        while coro is not None and depth < 8:
+            names.append(getattr(coro, "__qualname__", type(coro).__name__))
+            coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+            depth += 1
+        return "task " + " > ".join(names)
+    return f"callback {getattr(callback, '__qualname__', repr(callback))}"
+
+
+def thread_cpu() -> tuple[float, float]:
+    """CPU seconds used so far by this process's main thread (the event loop) and by all its
+    other threads (to_thread workers, Arrow's pool, ...)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    main, others = 0.0, 0.0
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended
+            continue
+        used = (int(fields[11]) + int(fields[12])) / tick
+        if int(tid) == os.getpid():
+            main += used
+        else:
+            others += used
+    return main, others
+
+
 async def committed(bootstrap: str, deadline_s: float = 60.0) -> int:
     """Records the connector's group has committed, over every partition."""
     end = time.monotonic() + deadline_s
@@ -97,6 +204,16 @@ async def committed(bootstrap: str, deadline_s: float = 60.0) -> int:
         await asyncio.sleep(0.5)
 
 
+def _ms(value: str, unit: str) -> float:
+    return (
+        float(value) / 1000
+        if unit == "us"
+        else float(value) * 1000
+        if unit == "s"
+        else float(value)
+    )
+
+
 async def wrk(url: str, connections: int, seconds: int) -> dict[str, float]:
     process = await asyncio.create_subprocess_exec(
         "wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", url,
@@ -109,8 +226,14 @@ async def wrk(url: str, connections: int, seconds: int) -> dict[str, float]:
         match = re.search(rf"^\s+{pct}%\s+([\d.]+)(us|ms|s)\s*$", text, re.M)
         if match is None:
             raise RuntimeError(f"cannot read wrk's {pct}% line:\n{text}")
-        value, unit = float(match.group(1)), match.group(2)
-        result[f"p{pct}"] = value / 1000 if unit == "us" else value * 1000 if unit == "s" else value
+        result[f"p{pct}"] = _ms(match.group(1), match.group(2))
+    # "    Latency   avg unit   stdev unit   max unit   +/- stdev"
+    stats = re.search(
+        r"^\s+Latency\s+[\d.]+(?:us|ms|s)\s+[\d.]+(?:us|ms|s)\s+([\d.]+)(us|ms|s)", text, re.M
+    )
+    if stats is None:
+        raise RuntimeError(f"cannot read wrk's Latency line:\n{text}")
+    result["max"] = _ms(stats.group(1), stats.group(2))
     rps = re.search(r"Requests/sec:\s+([\d.]+)", text)
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
     result["rps"] = float(rps.group(1)) if rps else 0.0
@@ -130,77 +253,133 @@ async def wait_running(worker: Any, deadline_s: float = 120.0) -> None:
         await asyncio.sleep(0.2)
 
 
-async def measure(
-    label: str, url: str, daemon: Daemon, bootstrap: str, seconds: int, rows: list[list[str]]
-) -> None:
-    for connections in (1, 4):
-        before, t0 = await committed(bootstrap), time.monotonic()
-        daemon.lag.reset()
-        result = await wrk(url, connections, seconds)
-        lag = daemon.lag.stats()
-        consumed = (await committed(bootstrap) - before) / (time.monotonic() - t0)
-        rows.append(
-            [
-                label,
-                str(connections),
-                f"{result['rps']:.0f}",
-                f"{result['p50']:.2f}",
-                f"{result['p90']:.2f}",
-                f"{result['p99']:.2f}",
-                f"{consumed:.0f}",
-                f"{lag.p99 * 1000:.1f}",
-                f"{lag.max * 1000:.1f}",
-                f"{result['non2xx']:.0f}",
-            ]
-        )
+class Bench:
+    def __init__(self, args: argparse.Namespace, bootstrap: str) -> None:
+        self.args = args
+        self.bootstrap = bootstrap
+        self.rows: list[list[str]] = []
+        self.notes: list[str] = []
+        self.gc = GcPauses()
+        self.slow = SlowCallbacks(args.slow_ms / 1000) if args.profile else None
 
+    async def measure(self, label: str, url: str, daemon: Daemon) -> None:
+        for connections in (1, 4):
+            before, t0 = await committed(self.bootstrap), time.monotonic()
+            daemon.lag.reset()
+            self.gc.reset()
+            cpu0 = thread_cpu()
+            if self.slow is not None:
+                self.slow.reset()
+            result = await wrk(url, connections, self.args.duration)
+            lag = daemon.lag.stats()
+            gc_line = self.gc.summary()
+            cpu1, spent = thread_cpu(), time.monotonic() - t0
+            loop_cpu, other_cpu = ((b - a) / spent * 100 for a, b in zip(cpu0, cpu1, strict=True))
+            slow = self.slow.report() if self.slow is not None else []
+            consumed = (await committed(self.bootstrap) - before) / (time.monotonic() - t0)
+            self.rows.append(
+                [
+                    label,
+                    str(connections),
+                    f"{result['rps']:.0f}",
+                    f"{result['p50']:.2f}",
+                    f"{result['p99']:.2f}",
+                    f"{result['max']:.2f}",
+                    f"{consumed:.0f}",
+                    f"{lag.p99 * 1000:.1f}",
+                    f"{lag.max * 1000:.1f}",
+                    f"{result['non2xx']:.0f}",
+                ]
+            )
+            self.notes.append(
+                f"{label}, {connections} conn: daemon CPU loop thread {loop_cpu:.0f}%,"
+                f" other threads {other_cpu:.0f}% (of one core); gc pauses {gc_line}"
+            )
+            if self.slow is not None:
+                self.notes.append(
+                    f"  loop callbacks over {self.args.slow_ms:g} ms: "
+                    f"{sum(len(t) for t in self.slow.slow.values())}"
+                )
+                self.notes.extend(slow)
 
-async def run(args: argparse.Namespace, bootstrap: str, workdir: Path) -> list[list[str]]:
-    topic = unique_topic_name("rest-bench")
-    await create_topic(bootstrap, topic, partitions=TASKS)
-    worker_config = parse_worker(worker_properties(bootstrap, workdir), mode=Mode.STANDALONE)
-    daemon = Daemon(
-        LaunchPlan(mode=Mode.STANDALONE, worker=worker_config.config),
-        handle_signals=False,
-    )
-    await daemon.start()
-    producer: asyncio.subprocess.Process | None = None
-    rows: list[list[str]] = []
-    try:
-        assert daemon.worker is not None and daemon.rest_url is not None
-        config = {
-            "name": CONNECTOR,
-            "connector.class": "EchoSink",
-            "tasks.max": str(TASKS),
-            "topics": topic,
-            "log.first.records": "0",
-            "log.every.records": "0",
-        }
-        await daemon.worker.create_connector(CONNECTOR, config)
-        await wait_running(daemon.worker)
-        url = f"{daemon.rest_url}/connectors/{CONNECTOR}/status"
-        await measure("idle", url, daemon, bootstrap, args.duration, rows)
-        seconds = args.duration * 2 + 30
-        producer = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", PRODUCER, bootstrap, topic, str(args.rate), str(seconds)
+    async def run(self, workdir: Path) -> None:
+        args = self.args
+        topic = unique_topic_name("rest-bench")
+        await create_topic(self.bootstrap, topic, partitions=TASKS)
+        worker_config = parse_worker(
+            worker_properties(self.bootstrap, workdir), mode=Mode.STANDALONE
         )
-        await asyncio.sleep(5)  # let the stream reach its pace
-        await measure(f"streaming {args.rate}/s", url, daemon, bootstrap, args.duration, rows)
-    finally:
-        if producer is not None and producer.returncode is None:
-            producer.kill()
-            await producer.wait()
-        await daemon.shutdown()
-    return rows
+        daemon = Daemon(
+            LaunchPlan(mode=Mode.STANDALONE, worker=worker_config.config),
+            handle_signals=False,
+        )
+        await daemon.start()
+        # Overrides of the daemon's own interpreter settings, for before/after comparisons.
+        if args.switch_interval is not None:
+            sys.setswitchinterval(args.switch_interval)
+        if args.gc_freeze:
+            gc.collect()
+            gc.freeze()
+        self.notes.append(
+            f"switch interval {sys.getswitchinterval() * 1000:g} ms, gc thresholds"
+            f" {gc.get_threshold()}, frozen objects {gc.get_freeze_count()},"
+            f" loop {type(asyncio.get_running_loop()).__module__}"
+        )
+        gc.callbacks.append(self.gc)
+        if self.slow is not None:
+            self.slow.install()
+        producer: asyncio.subprocess.Process | None = None
+        try:
+            assert daemon.worker is not None and daemon.rest_url is not None
+            config = {
+                "name": CONNECTOR,
+                "connector.class": "EchoSink",
+                "tasks.max": str(TASKS),
+                "topics": topic,
+                "log.first.records": "0",
+                "log.every.records": "0",
+            }
+            await daemon.worker.create_connector(CONNECTOR, config)
+            await wait_running(daemon.worker)
+            url = f"{daemon.rest_url}/connectors/{CONNECTOR}/status"
+            if not args.streaming_only:
+                await self.measure("idle", url, daemon)
+            seconds = args.duration * 2 + 30
+            producer = await asyncio.create_subprocess_exec(
+                sys.executable, "-c", PRODUCER, self.bootstrap, topic, str(args.rate), str(seconds)
+            )
+            await asyncio.sleep(5)  # let the stream reach its pace
+            await self.measure(f"streaming {args.rate}/s", url, daemon)
+        finally:
+            if self.slow is not None:
+                self.slow.uninstall()
+            gc.callbacks.remove(self.gc)
+            if producer is not None and producer.returncode is None:
+                producer.kill()
+                await producer.wait()
+            await daemon.shutdown()
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bootstrap", help="an existing broker; default: start one")
     parser.add_argument("--rate", type=int, default=10000, help="records per second produced")
-    parser.add_argument("--duration", type=int, default=15, help="seconds per wrk run")
+    parser.add_argument("--duration", type=int, help="seconds per wrk run (15; QUICK=1: 5)")
+    parser.add_argument("--quick", action="store_true", help="5 s per wrk run (or QUICK=1)")
     parser.add_argument("--nice", type=int, default=0, help="niceness change (negative: root)")
+    parser.add_argument(
+        "--profile", action="store_true", help="asyncio's loop, slow callbacks listed"
+    )
+    parser.add_argument("--slow-ms", type=float, default=2.0, help="slow callback, ms")
+    parser.add_argument("--streaming-only", action="store_true", help="skip the idle runs")
+    parser.add_argument(
+        "--switch-interval", type=float, help="override sys.setswitchinterval (seconds)"
+    )
+    parser.add_argument("--gc-freeze", action="store_true", help="gc.freeze() after start-up")
     args = parser.parse_args()
+    quick = args.quick or os.environ.get("QUICK", "") not in ("", "0")
+    if args.duration is None:
+        args.duration = 5 if quick else 15
     if args.nice:
         os.nice(args.nice)
     if shutil.which("wrk") is None:
@@ -213,12 +392,17 @@ def main() -> int:
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
     broker = None if args.bootstrap else KafkaBroker()
+    bench: Bench | None = None
     try:
         bootstrap = args.bootstrap or broker.start()  # type: ignore[union-attr]
-        import uvloop
+        bench = Bench(args, bootstrap)
+        if args.profile:
+            asyncio.run(bench.run(workdir))
+        else:
+            import uvloop
 
-        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-            rows = runner.run(run(args, bootstrap, workdir))
+            with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+                runner.run(bench.run(workdir))
     finally:
         if broker is not None:
             broker.stop()
@@ -227,19 +411,22 @@ def main() -> int:
         "conns",
         "req/s",
         "p50 ms",
-        "p90 ms",
         "p99 ms",
+        "max ms",
         "records/s",
         "loop lag p99 ms",
         "lag max ms",
         "non-2xx",
     ]
+    rows = bench.rows
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
         print("  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)))
     load = os.getloadavg()[0]
     print(f"(wrk -t1 -cN -d{args.duration}s; load average {load:.1f} on {os.cpu_count()} CPUs;")
     print(f" loop lag: the daemon's own LoopLag monitor; daemon log: {workdir / 'daemon.log'})")
+    for note in bench.notes:
+        print(note)
     return 0
 
 

@@ -10,9 +10,13 @@ that read it when Prometheus scrapes, so it can never go stale.
 
 Names (counters get ``_total`` on export):
 
-- ``connectd_records_consumed_total{connector,task}``, ``connectd_records_written_total{...}``
-- ``connectd_write_seconds{connector,task}`` (histogram of one write, hand-off to commit)
-- ``connectd_executor_kills_total{reason}``, ``connectd_task_restarts_total{connector,task,cause}``
+- ``connectd_records_consumed_total{connector,task}`` (records delivered to the sink's ``put``),
+  ``connectd_records_written_total{...}`` (rows of the batches that executor calls took and
+  finished without error)
+- ``connectd_write_seconds{connector,task}`` (histogram of one successful executor call:
+  hand-off, Spark write, result)
+- ``connectd_executor_kills_total{reason}`` (``write deadline``, ``write cancelled``,
+  ``task stop``), ``connectd_task_restarts_total{connector,task,cause}``
 - ``connectd_event_loop_lag_seconds`` (histogram) and ``connectd_event_loop_lag_last_seconds``
 - ``connectd_consumer_lag_records{connector,task,topic,partition}``
 - on scrape: ``connectd_connector_state{connector,state}``, ``connectd_task_state{...,state}``,
@@ -24,7 +28,7 @@ Names (counters get ``_total`` on export):
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -32,6 +36,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
+from daemon.connectors.records import TopicPartition
 from daemon.errors import ConnectdError
 from daemon.executor.info import ExecutorInfo, PoolStatus
 from daemon.runtime.model import State, WorkerAPI
@@ -56,21 +61,29 @@ class Metrics:
         r = self.registry
         task = ["connector", "task"]
         self.records_consumed = Counter(
-            "connectd_records_consumed", "Records fetched from Kafka.", task, registry=r
+            "connectd_records_consumed",
+            "Records fetched from Kafka and delivered to the task's put().",
+            task,
+            registry=r,
         )
         self.records_written = Counter(
-            "connectd_records_written", "Records committed to the sink.", task, registry=r
+            "connectd_records_written",
+            "Rows handed to an executor in calls that finished without error (a sink's write;"
+            " its commit may come later).",
+            task,
+            registry=r,
         )
         self.write_seconds = Histogram(
             "connectd_write_seconds",
-            "Duration of one write, from hand-off to the executor to the sink's commit.",
+            "Duration of one successful executor call of a task: hand-off, Spark write, result.",
             task,
             buckets=WRITE_BUCKETS,
             registry=r,
         )
         self.executor_kills = Counter(
             "connectd_executor_kills",
-            "Executor process trees killed (write deadline, task stop, shutdown).",
+            "Executor process trees killed: write deadline, write cancelled (e.g. by a callback"
+            " deadline), task stop (the stop sequence).",
             ["reason"],
             registry=r,
         )
@@ -78,6 +91,12 @@ class Metrics:
             "connectd_task_restarts",
             "Task incarnations ended and replaced (REST, auto-restart, reconfiguration).",
             [*task, "cause"],
+            registry=r,
+        )
+        self.connector_restarts = Counter(
+            "connectd_connector_restarts",
+            "Connectors restarted (REST, auto-restart).",
+            ["connector", "cause"],
             registry=r,
         )
         self.event_loop_lag = Histogram(
@@ -91,7 +110,8 @@ class Metrics:
         )
         self.consumer_lag = Gauge(
             "connectd_consumer_lag_records",
-            "Records between a partition's end and the task's position.",
+            "Records between a partition's end (highwater) and the task's position, after the"
+            " task's latest poll.",
             [*task, "topic", "partition"],
             registry=r,
         )
@@ -120,6 +140,9 @@ class Metrics:
     def executor_killed(self, reason: str) -> None:
         self.executor_kills.labels(reason).inc()
 
+    def connector_restarted(self, connector: str, cause: str) -> None:
+        self.connector_restarts.labels(connector, cause).inc()
+
     def task_restarted(self, connector: str, task: int, cause: str) -> None:
         self.task_restarts.labels(connector, str(task), cause).inc()
 
@@ -129,6 +152,24 @@ class Metrics:
         key = (connector, str(task))
         self._lag_labels.setdefault(key, set()).add((topic, str(partition)))
         self.consumer_lag.labels(connector, str(task), topic, str(partition)).set(lag)
+
+    def set_consumer_lags(
+        self, connector: str, task: int, lags: Mapping[TopicPartition, int]
+    ) -> None:
+        """The task's lag for exactly these partitions: series of partitions not in ``lags``
+        (revoked, or the consumer closed with ``{}``) are dropped."""
+        key = (connector, str(task))
+        now = {(tp.topic, str(tp.partition)): lag for tp, lag in lags.items()}
+        before = self._lag_labels.get(key, set())
+        for topic, partition in before - now.keys():
+            with contextlib.suppress(KeyError):
+                self.consumer_lag.remove(*key, topic, partition)
+        for (topic, partition), lag in now.items():
+            self.consumer_lag.labels(*key, topic, partition).set(lag)
+        if now:
+            self._lag_labels[key] = set(now)
+        else:
+            self._lag_labels.pop(key, None)
 
     def forget_task(self, connector: str, task: int) -> None:
         """Drop a task's series (its connector was deleted or shrank): no stale lag."""

@@ -194,7 +194,16 @@ class TaskState(BaseModel):
     state: StateName
     worker_id: str
     trace: str | None = None
-    incarnation: int | None = Field(default=None, description="connectd: the epoch now live.")
+    incarnation: int | None = Field(
+        default=None,
+        description="connectd: the epoch the live (or last) incarnation started with; "
+        "a new value means the task was restarted.",
+    )
+    epoch: int | None = Field(
+        default=None,
+        description="connectd: the incarnation's fencing epoch now; it grows when a "
+        "rebalance hands the task new partitions.",
+    )
     executor_pid: int | None = Field(
         default=None, description="connectd: the executor process writing for the task now."
     )

@@ -17,6 +17,11 @@ finish the write it is in.
 Rebalances: the listener hands revoked and assigned partitions to the task (``Partitions``).
 Newly assigned partitions are paused at once, before any of their records can be returned, and
 resumed only after the task has opened them and applied the seeks it asked for.
+
+Consumer lag: with ``metrics``, every poll refreshes, for each assigned partition whose end is
+known, ``highwater - position`` (records in the log that the task has not been handed yet; the
+highwater comes with every fetch response); partitions no longer assigned lose their series,
+and closing the consumer drops the task's.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from aiokafka import TopicPartition as KafkaTP
 from aiokafka.structs import ConsumerRecord, OffsetAndMetadata
 
 from daemon.config import ConnectorConfig, WorkerConfig
+from daemon.connectors.api import TaskId
 from daemon.connectors.records import TopicPartition
 
 log = logging.getLogger("connectd.consumer")
@@ -157,6 +163,14 @@ def security_settings(worker: WorkerConfig) -> dict[str, Any]:
     return out
 
 
+class LagMetrics(Protocol):
+    """Where consumer lag goes (``daemon.metrics.Metrics`` fits); calls never block."""
+
+    def set_consumer_lags(
+        self, connector: str, task: int, lags: Mapping[TopicPartition, int]
+    ) -> None: ...
+
+
 class Partitions(Protocol):
     """Who hears about rebalances: the task incarnation. Both run in aiokafka's coordinator
     task; the incarnation serialises them with its own callbacks."""
@@ -200,6 +214,8 @@ class TaskConsumer:
         topics: Collection[str] = (),
         pattern: str | None = None,
         target: Partitions,
+        metrics: LagMetrics | None = None,
+        task_id: TaskId | None = None,
     ) -> None:
         if bool(topics) == bool(pattern):
             raise ValueError("subscribe to topics or to a pattern, not both or neither")
@@ -210,6 +226,8 @@ class TaskConsumer:
         self._consumer: AIOKafkaConsumer | None = None
         self._held: set[TopicPartition] = set()
         self._closing = False
+        self._metrics = metrics if task_id is not None else None
+        self._task_id = task_id
 
     @property
     def group_id(self) -> str:
@@ -235,8 +253,25 @@ class TaskConsumer:
         self, timeout_ms: int, max_records: int | None = None
     ) -> dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]:
         """Records fetched since the last poll, by partition (waits up to ``timeout_ms``)."""
-        got = await self._c().getmany(timeout_ms=timeout_ms, max_records=max_records)
+        consumer = self._c()
+        got = await consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)
+        if self._metrics is not None:
+            self._report_lag(consumer)
         return {from_kafka(tp): records for tp, records in got.items() if records}
+
+    def lags(self) -> dict[TopicPartition, int]:
+        """``highwater - position`` of each assigned partition whose highwater and position
+        are known (the highwater arrives with the partition's first fetch response)."""
+        return _lags(self._c())
+
+    def _report_lag(self, consumer: AIOKafkaConsumer) -> None:
+        assert self._metrics is not None and self._task_id is not None
+        try:
+            lags = _lags(consumer)
+        except Exception as exc:  # metrics never fail a poll
+            log.debug("consumer lag not available: %s", exc)
+            return
+        self._metrics.set_consumer_lags(self._task_id.connector, self._task_id.task, lags)
 
     def assignment(self) -> frozenset[TopicPartition]:
         return frozenset(from_kafka(tp) for tp in self._c().assignment())
@@ -267,12 +302,18 @@ class TaskConsumer:
     async def position(self, tp: TopicPartition) -> int:
         return int(await self._c().position(to_kafka(tp)))
 
-    async def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
-        """Commit ``offsets`` (next offsets to consume) of assigned partitions to the group."""
+    async def commit(
+        self,
+        offsets: Mapping[TopicPartition, int],
+        metadata: Mapping[TopicPartition, str] | None = None,
+    ) -> None:
+        """Commit ``offsets`` (next offsets to consume) of assigned partitions to the group,
+        each with its ``metadata`` string if given (the dead-letter topic's read bound)."""
         consumer = self._c()
         assigned = consumer.assignment()
+        extra = metadata or {}
         wanted = {
-            to_kafka(tp): OffsetAndMetadata(offset, "")
+            to_kafka(tp): OffsetAndMetadata(offset, extra.get(tp, ""))
             for tp, offset in offsets.items()
             if to_kafka(tp) in assigned
         }
@@ -283,4 +324,22 @@ class TaskConsumer:
         """Leave the group and close the connections."""
         if self._consumer is not None and not self._closing:
             self._closing = True
+            if self._metrics is not None and self._task_id is not None:
+                self._metrics.set_consumer_lags(self._task_id.connector, self._task_id.task, {})
             await self._consumer.stop()
+
+
+def _lags(consumer: AIOKafkaConsumer) -> dict[TopicPartition, int]:
+    # The state consumer.highwater() reads; consumer.position() is not used because it waits
+    # (for a reset or the committed offset) when a position is not known yet.
+    subscription = consumer._subscription.subscription
+    if subscription is None or subscription.assignment is None:
+        return {}
+    assignment = subscription.assignment
+    out: dict[TopicPartition, int] = {}
+    for tp in assignment.tps:
+        state = assignment.state_value(tp)
+        if state is None or state.highwater is None or not state.has_valid_position:
+            continue
+        out[from_kafka(tp)] = max(0, int(state.highwater) - int(state.position))
+    return out

@@ -7,16 +7,21 @@ run on a pool it owns or on one it is given (tests share one warm pool between d
 the pool (so the pool never leases two executors to one task id at once), applies the worker's
 ``task.write.timeout.ms`` when a sink passes no deadline, remembers every executor pid that wrote
 for the incarnation (the stop sequence checks each is gone), and refuses new writes once the
-incarnation is being killed: a zombie cannot start a write.
+incarnation is being killed: a zombie cannot start a write. With ``metrics``, every successful
+call records its rows and duration (``record_written``) and every executor the pool killed under
+this binding is counted: ``write deadline`` (``WriteTimeout``) and ``write cancelled`` (a write
+cancelled while an executor ran it, e.g. by a callback deadline). A kill by the stop sequence
+(the binding is closed first) is counted by the slot as ``task stop``, not here.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from daemon.errors import PoolClosed
+from daemon.errors import PoolClosed, WriteTimeout
 from daemon.executor.process import ProcStat, read_stat
 
 if TYPE_CHECKING:
@@ -48,13 +53,36 @@ class Executors(Protocol):
     def status(self) -> PoolStatus: ...
 
 
+class WriteMetrics(Protocol):
+    """What a binding records (``daemon.metrics.Metrics`` fits); calls never block."""
+
+    def record_written(self, connector: str, task: int, count: int, seconds: float) -> None: ...
+
+    def executor_killed(self, reason: str) -> None: ...
+
+
+def task_labels(task_id: str) -> tuple[str, int]:
+    """``(connector, task)`` of a task id's string (Connect's ``name-N``; names may hold ``-``)."""
+    connector, _, number = task_id.rpartition("-")
+    return (connector, int(number)) if connector and number.isdigit() else (task_id, 0)
+
+
 class ExecutorBinding:
     """One incarnation's door to the executors (the ``ExecutorRunner`` of its ``TaskContext``)."""
 
-    def __init__(self, executors: Executors, task_id: str, default_timeout: float) -> None:
+    def __init__(
+        self,
+        executors: Executors,
+        task_id: str,
+        default_timeout: float,
+        *,
+        metrics: WriteMetrics | None = None,
+    ) -> None:
         self.executors = executors
         self.task_id = task_id
         self.default_timeout = default_timeout
+        self.metrics = metrics
+        self._labels = task_labels(task_id)
         #: Executor processes that wrote for this incarnation (pid → stat at first sight).
         self.seen: dict[int, ProcStat] = {}
         self._closed: str | None = None
@@ -77,14 +105,32 @@ class ExecutorBinding:
             raise PoolClosed(f"task {self.task_id}: no more writes ({self._closed})")
         deadline = timeout if timeout > 0 else self.default_timeout
         self._running += 1
-        watch = asyncio.get_running_loop().create_task(self._watch())
+        leased: list[int] = []  # the executor that took this call, once the watch saw it
+        watch = asyncio.get_running_loop().create_task(self._watch(leased))
+        began = time.monotonic()
         try:
-            return await self.executors.run(
+            result = await self.executors.run(
                 self.task_id, fn, batch, timeout=deadline, kwargs=kwargs
             )
+        except WriteTimeout:
+            self._killed("write deadline")
+            raise
+        except asyncio.CancelledError:
+            # The pool kills the executor of a cancelled write; not yet leased, nothing to kill.
+            if (leased or self.current_pid() is not None) and self._closed is None:
+                self._killed("write cancelled")
+            raise
         finally:
             self._running -= 1
             watch.cancel()
+        if self.metrics is not None:
+            rows = 0 if batch is None else batch.num_rows
+            self.metrics.record_written(*self._labels, rows, time.monotonic() - began)
+        return result
+
+    def _killed(self, reason: str) -> None:
+        if self.metrics is not None:
+            self.metrics.executor_killed(reason)
 
     def current_pid(self) -> int | None:
         """The executor writing for this task id now, if any."""
@@ -98,10 +144,12 @@ class ExecutorBinding:
             if stat is not None:
                 self.seen[pid] = stat
 
-    async def _watch(self) -> None:
+    async def _watch(self, leased: list[int]) -> None:
         # The pool leases an executor a moment after the call: record it once it is known.
         for _ in range(200):
             self.note_pid()
-            if self.current_pid() is not None:
+            pid = self.current_pid()
+            if pid is not None:
+                leased.append(pid)
                 return
             await asyncio.sleep(0.05)
