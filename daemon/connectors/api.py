@@ -466,6 +466,18 @@ class SinkTask(ABC):
         """Write a batch (may be empty). Records of one partition arrive in offset order; a
         batch never repeats records already given unless a seek asked for them."""
 
+    async def reject(self, batch: RecordBatch) -> Mapping[int, BaseException]:
+        """Rows of ``batch.table`` this sink will not write, by row index, each with the
+        exception that says why (its class and message go to the log and the dead-letter
+        headers). Called before each ``put`` of a non-empty batch, under the callback deadline.
+        The runtime takes those rows out of the batch ``put`` receives (``ranges`` still cover
+        them) and applies ``errors.tolerance`` as to records a converter rejected: ``none``
+        fails the task naming the first one's topic, partition and offset; ``all`` skips them
+        (to the dead-letter topic, stage ``TASK_PUT``). Must not change the sink's state (a
+        retry may call it again with the same rows). Check with vectorised ``pyarrow.compute``,
+        not a Python loop over rows. Default: nothing rejected."""
+        return {}
+
     async def flush(self, offsets: Mapping[TopicPartition, int]) -> None:  # noqa: B027 (optional hook)
         """Make everything given to ``put`` durable (Connect's ``flush``)."""
 

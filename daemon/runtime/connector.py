@@ -5,7 +5,8 @@ STOPPED (tasks shut down through the stop sequence, task configurations dropped,
 instance stopped); a reconfiguration or restart stops every affected task through the stop
 sequence before a new incarnation (with a new epoch) starts. The connector's own callbacks
 (``start``, ``task_configs``, ``stop``) run under deadlines; their failure makes the connector
-FAILED with the trace kept, never the worker.
+FAILED with the trace kept, never the worker, and the connector's ``AutoRestarter`` restarts it
+on the same schedule and rules as a task (``daemon.runtime.restart``).
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ import logging
 import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from daemon.config import Providers, WorkerConfig, parse_connector, resolve
 from daemon.connectors.api import ConnectorRegistry, SinkConnector, TaskId
 from daemon.errors import InvalidConfig, StopFailed
 from daemon.runtime.executors import Executors
 from daemon.runtime.model import ConnectorStatus, State, TargetState, TaskStatus
-from daemon.runtime.restart import RestartPolicy
+from daemon.runtime.restart import REAL_CLOCK, AutoRestarter, Clock, RestartPolicy
 from daemon.runtime.slot import TaskSlot
 from daemon.runtime.steps import TaskMetrics, TaskSettings
 from daemon.runtime.task import Incarnation
@@ -45,6 +47,8 @@ class RuntimeEnv:
     graceful_timeout: float
     kill_timeout: float
     metrics: TaskMetrics | None = None
+    #: Time for the restart policy (tests run its schedule faster).
+    clock: Clock = REAL_CLOCK
 
 
 def unresolve(
@@ -74,6 +78,10 @@ class ConnectorRuntime:
         self.topics: set[str] = set()
         self._restarting = False
         self._started = False
+        self._halted = False  # shut down (deleted, worker stopping): no automatic restart
+        self.auto = AutoRestarter(
+            f"Connector {name}", f"POST /connectors/{name}/restart", self._policy(), env.clock
+        )
         self.lock = asyncio.Lock()  # one operation on this connector at a time
 
     # ---- lifecycle (callers hold self.lock) ----
@@ -81,6 +89,7 @@ class ConnectorRuntime:
     async def start(self) -> None:
         """Bring the connector to its target state (from nothing running)."""
         self._started = True
+        self._halted = False
         if self.target is TargetState.STOPPED:
             log.info("Connector %s is STOPPED: no tasks", self.name)
             return
@@ -97,14 +106,28 @@ class ConnectorRuntime:
                 await instance.start(resolved)
                 tasks_max = int(resolved.get("tasks.max", "1"))
                 configs = instance.task_configs(tasks_max)[:tasks_max]
-        except Exception:
+        except Exception as exc:
             self.trace = traceback.format_exc()
             log.error("Connector %s failed to start:\n%s", self.name, self.trace.rstrip())
+            if not self._halted:
+                self.auto.failed(exc, self._auto_restart)
             return False
         self.instance = instance
         self.task_configs = [unresolve(c, self.config, resolved) for c in configs]
+        self.auto.running()
         log.info("Connector %s started with %d task(s)", self.name, len(configs))
         return True
+
+    async def _auto_restart(self) -> None:
+        async with self.lock:
+            # Still the failure this restart was scheduled for (not stopped, deleted, fixed)?
+            if self._halted or self.target is TargetState.STOPPED or self.instance is not None:
+                return
+            self.auto.begin()
+            counter: Any = getattr(self.env.metrics, "connector_restarted", None)
+            if counter is not None:
+                counter(self.name, "auto")
+            await self._restart(include_tasks=False, only_failed=True)
 
     def _make(self, index: int) -> TaskSlot:
         task_id = TaskId(self.name, index)
@@ -138,13 +161,16 @@ class ConnectorRuntime:
             kill_timeout=env.kill_timeout,
             policy=self._policy(),
             metrics=env.metrics,
+            clock=env.clock,
         )
 
     def _policy(self) -> RestartPolicy:
+        """``errors.restart.*``: the connector's own keys over the worker's."""
         try:
-            return RestartPolicy.from_connector(parse_connector(self.config).config)
+            parsed = parse_connector(self.config).config
         except InvalidConfig:  # a reference in errors.restart.*: the defaults until resolved
             return RestartPolicy()
+        return RestartPolicy.from_configs(self.env.worker, parsed, given=self.config.keys())
 
     async def _start_tasks(self) -> None:
         for i in range(len(self.task_configs)):
@@ -187,6 +213,8 @@ class ConnectorRuntime:
 
     async def shutdown(self, reason: str) -> None:
         """Tasks through the stop sequence, then the connector instance."""
+        self._halted = True
+        self.auto.cancel()
         try:
             await self.stop_tasks(reason)
         finally:
@@ -196,6 +224,8 @@ class ConnectorRuntime:
         await self.shutdown("its configuration changed")
         self.config = dict(config)
         self.task_configs = []
+        self.auto.reset()
+        self.auto.policy = self._policy()
         await self.start()
 
     async def pause(self) -> None:
@@ -214,14 +244,20 @@ class ConnectorRuntime:
 
     async def stop(self) -> None:
         self.target = TargetState.STOPPED
+        self.auto.cancel()
         await self.shutdown("the connector was stopped")
         self.task_configs = []
 
     async def restart(self, *, include_tasks: bool, only_failed: bool) -> None:
         """Connect's restart (KIP-745): the connector instance unless ``only_failed`` and it is
-        not FAILED; with ``include_tasks``, its tasks too (only FAILED ones if ``only_failed``)."""
+        not FAILED; with ``include_tasks``, its tasks too (only FAILED ones if ``only_failed``).
+        A restart by hand starts the connector's automatic restart count again."""
         if self.target is TargetState.STOPPED:
             return
+        self.auto.reset()
+        await self._restart(include_tasks=include_tasks, only_failed=only_failed)
+
+    async def _restart(self, *, include_tasks: bool, only_failed: bool) -> None:
         self._restarting = True
         try:
             if not only_failed or self.instance is None:
@@ -272,12 +308,14 @@ class ConnectorRuntime:
         tasks: tuple[TaskStatus, ...] = ()
         if self.target is not TargetState.STOPPED or self.slots:
             tasks = tuple(self.slots[i].status(worker_id) for i in sorted(self.slots))
+        failed = self.state is State.FAILED
         return ConnectorStatus(
             name=self.name,
             state=self.state,
             worker_id=worker_id,
             tasks=tasks,
-            trace=self.trace if self.state is State.FAILED else None,
+            trace=self.auto.annotate(self.trace) if failed else None,
+            auto_restart=self.auto.status(),
         )
 
     def task_ids(self) -> tuple[int, ...]:

@@ -55,7 +55,8 @@ class TaskStatus:
     state: State
     worker_id: str
     trace: str | None = None
-    incarnation: int | None = None  # the epoch of the live (or last) incarnation
+    incarnation: int | None = None  # the epoch the live (or last) incarnation started with
+    epoch: int | None = None  # its fencing epoch now (a rebalance with new partitions draws one)
     executor_pid: int | None = None  # the executor process writing for the task now
     auto_restart: AutoRestart | None = None
 
@@ -68,6 +69,7 @@ class TaskStatus:
         if self.trace is not None:
             out["trace"] = self.trace
         out["incarnation"] = self.incarnation
+        out["epoch"] = self.epoch
         out["executor_pid"] = self.executor_pid
         if self.auto_restart is not None:
             out["auto_restart"] = self.auto_restart.to_json()

@@ -5,23 +5,23 @@ sends every end through the stop sequence, and starts a new incarnation only aft
 reaped. If the stop sequence cannot confirm the reap (``StopFailed``), the old incarnation stays
 in the slot as a suspected zombie: no new one starts until a later attempt confirms it is gone.
 
-An incarnation that fails on its own is restarted by the slot's ``RestartPolicy`` (through the
-same stop sequence), and the count and times are in the task's status (``auto_restart``).
+An incarnation that fails on its own (or cannot be created) is restarted by the slot's
+``AutoRestarter`` (``daemon.runtime.restart``) through exactly the path of a restart by hand:
+the lock, the stop sequence, a new incarnation. The count and times are in the task's status
+(``auto_restart``); a failure that stays says why in its trace.
 """
 
 from __future__ import annotations
 
 import asyncio
-import datetime
 import logging
-import time
 from collections.abc import Callable
 
 from daemon.connectors.api import TaskId
 from daemon.errors import StopFailed
 from daemon.runtime.executors import Executors
-from daemon.runtime.model import AutoRestart, State, TaskStatus
-from daemon.runtime.restart import RestartPolicy
+from daemon.runtime.model import State, TaskStatus
+from daemon.runtime.restart import REAL_CLOCK, AutoRestarter, Clock, RestartPolicy
 from daemon.runtime.steps import TaskMetrics
 from daemon.runtime.stop import StopReport, stop_incarnation
 from daemon.runtime.task import Incarnation
@@ -31,19 +31,6 @@ log = logging.getLogger("connectd.worker")
 
 #: How long ``start`` waits for a new incarnation's start-up (config, ``start``, consumer).
 STARTUP_WAIT = 30.0
-
-
-def _current() -> asyncio.Task[object] | None:
-    try:
-        return asyncio.current_task()
-    except RuntimeError:
-        return None
-
-
-def _iso(wall: float | None) -> str | None:
-    if wall is None:
-        return None
-    return datetime.datetime.fromtimestamp(wall, datetime.UTC).isoformat(timespec="seconds")
 
 
 class TaskSlot:
@@ -60,6 +47,7 @@ class TaskSlot:
         kill_timeout: float,
         policy: RestartPolicy | None = None,
         metrics: TaskMetrics | None = None,
+        clock: Clock = REAL_CLOCK,
     ) -> None:
         self.id = task_id
         self.make = make
@@ -67,49 +55,63 @@ class TaskSlot:
         self.executors = executors
         self.graceful_timeout = graceful_timeout
         self.kill_timeout = kill_timeout
-        self.policy = policy or RestartPolicy()
         self.metrics = metrics
+        self.auto = AutoRestarter(
+            f"Task {task_id}",
+            f"POST /connectors/{task_id.connector}/tasks/{task_id.task}/restart",
+            policy or RestartPolicy(),
+            clock,
+        )
         self.inc: Incarnation | None = None
         self.last_report: StopReport | None = None
-        self.auto_count = 0
-        self.auto_last: float | None = None  # wall-clock time of the last auto-restart
-        self.auto_next: float | None = None  # wall-clock time of the scheduled one
         self._stop_failure: StopFailed | None = None
         self._start_failure: str | None = None
         self._restarting = False
         self._halted = False
-        self._auto_timer: asyncio.TimerHandle | None = None
-        self._auto_task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
+
+    @property
+    def policy(self) -> RestartPolicy:
+        return self.auto.policy
 
     # ---- lifecycle ----
 
     async def start(self) -> None:
         async with self._lock:
-            await self._start()
+            try:
+                await self._start()
+            except Exception as exc:
+                self._creation_failed(exc)
+                raise
 
     async def stop(self, reason: str) -> StopReport | None:
         """End the live incarnation for good (no auto-restart afterwards)."""
         self._halted = True
-        self._cancel_auto(including_task=True)
+        self.auto.cancel()
         async with self._lock:
             return await self._stop(reason)
 
     async def restart(self, reason: str) -> None:
-        """Stop (the whole sequence, reap confirmed), then start a new incarnation."""
-        self._cancel_auto(including_task=True)
+        """Stop (the whole sequence, reap confirmed), then start a new incarnation. A restart
+        by hand starts the automatic restart count again."""
+        self.auto.reset()
         async with self._lock:
-            self._restarting = True
             try:
-                await self._stop(reason)
-                await self._start()
-                self._count_restart("requested")
-            finally:
-                self._restarting = False
+                await self._restart(reason, "requested")
+            except Exception as exc:
+                self._creation_failed(exc)
+                raise
 
-    def _count_restart(self, cause: str) -> None:
-        if self.metrics is not None:
-            self.metrics.task_restarted(self.id.connector, self.id.task, cause)
+    async def _restart(self, reason: str, cause: str) -> None:
+        """The one restart path (callers hold the lock): by hand and automatic alike."""
+        self._restarting = True
+        try:
+            await self._stop(reason)
+            await self._start()
+            if self.metrics is not None:
+                self.metrics.task_restarted(self.id.connector, self.id.task, cause)
+        finally:
+            self._restarting = False
 
     async def _start(self) -> None:
         if self.inc is not None and not self.inc.done:
@@ -132,6 +134,8 @@ class TaskSlot:
                     await asyncio.sleep(0.01)
         except TimeoutError:
             log.info("Task %s still starting after %g s", self.id, STARTUP_WAIT)
+        if not inc.done:
+            self.auto.running()
 
     async def _stop(self, reason: str) -> StopReport | None:
         inc = self.inc
@@ -165,53 +169,27 @@ class TaskSlot:
         failure = inc.failure
         if inc is not self.inc or failure is None or inc.asked or self._halted:
             return
-        ran = time.monotonic() - inc.running_since if inc.running_since is not None else 0.0
-        if self.auto_count and ran >= self.policy.healthy_after(self.auto_count, failure):
-            self.auto_count = 0
-        delay = self.policy.delay(self.auto_count, failure)
-        if delay is None:
-            log.error(
-                "Task %s failed; no automatic restart (%d done, errors.restart.max=%d,"
-                " errors.restart.enabled=%s): restart it through the REST API",
-                self.id,
-                self.auto_count,
-                self.policy.max_restarts,
-                self.policy.enabled,
-            )
-            return
-        log.info("Task %s failed; restarting it automatically in %.0f s", self.id, delay)
-        self.auto_next = time.time() + delay
-        loop = asyncio.get_running_loop()
-        self._auto_timer = loop.call_later(delay, self._fire, inc)
+        self.auto.failed(failure, lambda: self._auto_restart(inc))
 
-    def _fire(self, inc: Incarnation) -> None:
-        self._auto_timer = None
-        self._auto_task = asyncio.get_running_loop().create_task(self._auto_restart(inc))
+    def _creation_failed(self, exc: BaseException) -> None:
+        """A new incarnation could not be created or its predecessor not reaped."""
+        if not self._halted:
+            inc = self.inc
+            self.auto.failed(exc, lambda: self._auto_restart(inc))
 
-    async def _auto_restart(self, inc: Incarnation) -> None:
+    async def _auto_restart(self, inc: Incarnation | None) -> None:
         async with self._lock:
+            # Still the failure this restart was scheduled for (no restart by hand, no stop)?
             if self.inc is not inc or self._halted:
                 return
-            self.auto_count += 1
-            self.auto_last, self.auto_next = time.time(), None
-            self._restarting = True
+            if self.live and self._stop_failure is None:
+                return
+            self.auto.begin()
             try:
-                await self._stop("automatic restart after a failure")
-                await self._start()
-                self._count_restart("automatic")
+                await self._restart("automatic restart after a failure", "auto")
             except Exception as exc:
                 log.error("Automatic restart of task %s failed: %s", self.id, exc)
-            finally:
-                self._restarting = False
-
-    def _cancel_auto(self, *, including_task: bool) -> None:
-        if self._auto_timer is not None:
-            self._auto_timer.cancel()
-            self._auto_timer = None
-        self.auto_next = None
-        task = self._auto_task
-        if including_task and task is not None and not task.done() and task is not _current():
-            task.cancel()
+                self._creation_failed(exc)
 
     # ---- observing ----
 
@@ -251,15 +229,14 @@ class TaskSlot:
                 trace = self._start_failure
             elif inc is not None:
                 trace = inc.trace
-        auto = None
-        if self.auto_count or self.auto_next is not None:
-            auto = AutoRestart(self.auto_count, _iso(self.auto_last), _iso(self.auto_next))
+            trace = self.auto.annotate(trace)
         return TaskStatus(
             id=self.id.task,
             state=state,
             worker_id=worker_id,
             trace=trace,
-            incarnation=inc.epoch if inc is not None else None,
+            incarnation=inc.first_epoch if inc is not None else None,
+            epoch=inc.epoch if inc is not None else None,
             executor_pid=self.executors.current_pid(str(self.id)),
-            auto_restart=auto,
+            auto_restart=self.auto.status(),
         )

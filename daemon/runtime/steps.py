@@ -1,4 +1,4 @@
-"""The pieces of a task's step that need no task state: deadlines, offset ranges, bad records.
+"""The pieces of a task's step that need no task state: deadlines, offset ranges, retries.
 
 Kept apart from ``task.py`` so the incarnation's control flow reads on one screen and these
 rules can be tested on their own.
@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from daemon.config import ConnectorConfig, ErrorTolerance, WorkerConfig
-from daemon.connectors.records import BadRecord, OffsetRange, TopicPartition
-from daemon.errors import ConversionError, TaskTimeout
+from daemon.config import ConnectorConfig, WorkerConfig
+from daemon.connectors.records import OffsetRange, TopicPartition
+from daemon.errors import ConnectdError, TaskTimeout
 
 log = logging.getLogger("connectd.task")
 T = TypeVar("T")
@@ -24,6 +25,12 @@ class TaskMetrics(Protocol):
     """What the runtime records (``daemon.metrics.Metrics`` fits); calls never block."""
 
     def record_consumed(self, connector: str, task: int, count: int) -> None: ...
+
+    def record_written(self, connector: str, task: int, count: int, seconds: float) -> None: ...
+
+    def set_consumer_lags(
+        self, connector: str, task: int, lags: Mapping[TopicPartition, int]
+    ) -> None: ...
 
     def task_restarted(self, connector: str, task: int, cause: str) -> None: ...
 
@@ -87,39 +94,60 @@ def offset_ranges(
     return ranges
 
 
-def check_bad_records(config: ConnectorConfig, bad: Sequence[BadRecord]) -> None:
-    """Apply ``errors.tolerance`` to records the converters rejected: ``none`` raises
-    ``ConversionError`` naming the first one's topic, partition and offset; ``all`` logs them
-    (each one too with ``errors.log.enable``) and lets the batch go on without them."""
-    if not bad:
-        return
-    first = bad[0]
-    where = f"topic {first.topic} partition {first.partition} offset {first.offset}"
-    if config.errors_tolerance is ErrorTolerance.NONE:
-        raise ConversionError(
-            f"{len(bad)} record(s) could not be converted; the first, at {where}: "
-            f"{first.error} ({first.exception_class}). Fix the data or the converter "
-            "settings, or set errors.tolerance=all to skip such records"
+class RetryPolicy:
+    """``errors.retry.timeout`` / ``errors.retry.delay.max.ms`` for a task's delivery steps.
+
+    What is retried: a *retriable* ``ConnectdError`` (``WriteTimeout``, ``ExecutorDied``,
+    ``TaskTimeout``, ``DeadLetterQueueError``, ...) raised while delivering a batch (reading or
+    producing the dead-letter topic, the sink's ``reject`` or ``put``) or by the periodic
+    ``pre_commit``. Not retried: conversion (deterministic: the same bytes fail again), errors
+    that are not retriable, anything during a stop. A retry re-reads the failed batch from Kafka
+    (or from where the sink asked to seek), after a wait of 0.3 s doubling up to
+    ``errors.retry.delay.max.ms``; the time budget, counted from the first failure, is
+    ``errors.retry.timeout`` (0: no retry, the task fails at once; -1: no limit) and starts
+    again after a step succeeds. Once spent, the error fails the task (and the restart policy
+    takes over). ``clock`` is injectable for tests.
+    """
+
+    FIRST_DELAY = 0.3
+
+    def __init__(
+        self,
+        timeout: float | None,
+        delay_max: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.timeout = timeout
+        self.delay_max = delay_max
+        self.clock = clock
+        self.attempts = 0
+        self._first: float | None = None
+
+    @classmethod
+    def from_config(cls, config: ConnectorConfig) -> RetryPolicy:
+        timeout = config.errors_retry_timeout
+        return cls(
+            None if timeout is None else timeout.total_seconds(),
+            config.errors_retry_delay_max.total_seconds(),
         )
-    log.warning(
-        "Skipped %d record(s) that could not be converted (first at %s: %s)",
-        len(bad),
-        where,
-        first.error,
-    )
-    if config.errors_log_enable:
-        for b in bad:
-            content = ""
-            if config.errors_log_include_messages:
-                content = f" key={b.key!r} value={b.value!r}"
-            log.error(
-                "Bad record at topic %s partition %d offset %d: %s%s",
-                b.topic,
-                b.partition,
-                b.offset,
-                b.error,
-                content,
-            )
+
+    def next_delay(self, exc: BaseException) -> float | None:
+        """Seconds to wait before retrying after ``exc``; ``None``: do not retry, fail."""
+        if not (isinstance(exc, ConnectdError) and exc.retriable):
+            return None
+        now = self.clock()
+        if self._first is None:
+            self._first = now
+        left = None if self.timeout is None else self._first + self.timeout - now
+        if left is not None and left <= 0:
+            return None
+        delay = min(self.FIRST_DELAY * float(1 << min(self.attempts, 30)), self.delay_max)
+        self.attempts += 1
+        return delay if left is None else min(delay, left)
+
+    def succeeded(self) -> None:
+        self.attempts = 0
+        self._first = None
 
 
 def names(tps: Iterable[TopicPartition]) -> str:

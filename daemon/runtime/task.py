@@ -10,6 +10,10 @@ incarnation closing and interrupts a poll or a backoff, but lets a callback in p
 coroutine then runs the close path — ``pre_commit`` with ``context.is_closing``, ``close`` of
 the open partitions, ``stop``. ``kill()`` cancels whatever is left: an executor write in progress
 is cancelled, which kills and reaps its executor's process tree before the cancellation returns.
+
+Records a converter or the sink's ``reject`` refused go through ``errant.py`` (``errors.*``,
+the dead-letter topic) before ``put``; retriable failures of a step are retried per
+``errors.retry.timeout`` (``retrying.py``).
 """
 
 from __future__ import annotations
@@ -31,16 +35,18 @@ from daemon.config import (
 )
 from daemon.connectors.api import SinkTask, TaskContext, TaskId
 from daemon.connectors.converters import BatchConverter, ConversionResult, make_converter
-from daemon.connectors.records import RawBatch, RecordBatch, TopicPartition
+from daemon.connectors.records import OffsetRange, RawBatch, RecordBatch, TopicPartition
 from daemon.errors import ConnectdError, TaskTimeout
 from daemon.logs import set_task_context
-from daemon.runtime.consumer import TaskConsumer, consumer_settings
+from daemon.runtime.consumer import TaskConsumer, consumer_settings, group_id
+from daemon.runtime.errant import ErrantRecords
 from daemon.runtime.executors import ExecutorBinding, Executors
 from daemon.runtime.rebalance import Rebalancing
+from daemon.runtime.retrying import Retrying
 from daemon.runtime.steps import (
+    RetryPolicy,
     TaskMetrics,
     TaskSettings,
-    check_bad_records,
     offset_ranges,
     task_converter_options,
     with_deadline,
@@ -51,7 +57,7 @@ WRITE_TIMEOUT_KEY = "task.write.timeout.ms"
 T = TypeVar("T")
 
 
-class Incarnation(Rebalancing):
+class Incarnation(Rebalancing, Retrying):
     """One incarnation of one task id. Create, then ``start()``; see the module docstring."""
 
     def __init__(
@@ -73,13 +79,16 @@ class Incarnation(Rebalancing):
         self.id = task_id
         self.draw_epoch = draw_epoch
         self.epoch = epoch
+        self.first_epoch = epoch  # names this incarnation; ``epoch`` grows with rebalances
         self.worker = worker
         self.settings = settings
         self._raw_connector = dict(connector_config)
         self._raw_task = dict(task_config)
         self._task_class = task_class
         self._providers = providers
-        self.binding = ExecutorBinding(executors, str(task_id), settings.write_timeout)
+        self.binding = ExecutorBinding(
+            executors, str(task_id), settings.write_timeout, metrics=metrics
+        )
         self.task: SinkTask | None = None
         self.context: TaskContext | None = None
         self.consumer: TaskConsumer | None = None
@@ -98,6 +107,9 @@ class Incarnation(Rebalancing):
         self._next: dict[TopicPartition, int] = {}
         self._converter: BatchConverter | None = None
         self._config: ConnectorConfig | None = None
+        self._errant: ErrantRecords | None = None
+        self._retry = RetryPolicy(0.0, 0.0)
+        self._delivering: list[OffsetRange] = []
         self._runner: asyncio.Task[None] | None = None
         self._side: set[asyncio.Task[None]] = set()
         self._side_failure: BaseException | None = None
@@ -176,6 +188,8 @@ class Incarnation(Rebalancing):
             self.running = False
             self.binding.close("the incarnation is over")
             await self._close_consumer()
+            if self._errant is not None:
+                await self._errant.close()
 
     async def _startup(self) -> None:
         conn = await self._resolve(self._raw_connector)
@@ -192,6 +206,9 @@ class Incarnation(Rebalancing):
                 value.value, task_converter_options(value_opts, task_config, "value"), is_key=False
             ),
         )
+        self._retry = RetryPolicy.from_config(cfg)
+        self._errant = ErrantRecords(self.id, cfg, self.worker, group_id(cfg.name), self._converter)
+        await self._errant.start()  # creates the dead-letter topic if there is one
         # The worker's write deadline, for sinks that read it from their configuration.
         task_config.setdefault(WRITE_TIMEOUT_KEY, str(int(self.settings.write_timeout * 1000)))
         self.task = self._task_class()
@@ -208,6 +225,8 @@ class Incarnation(Rebalancing):
             topics=cfg.topics,
             pattern=cfg.topics_regex.pattern if cfg.topics_regex is not None else None,
             target=self,
+            metrics=self._metrics,
+            task_id=self.id,
         )
         async with asyncio.timeout(60.0):
             await self.consumer.start()
@@ -224,21 +243,33 @@ class Incarnation(Rebalancing):
             generation, polled = await self._poll()
             if self._stopping:
                 return
+            delay: float | None = None
             async with self._lock:
                 if self._stopping:
                     return
                 if self._side_failure is not None:
                     raise self._side_failure
-                # Records handed out before a rebalance callback ran are not delivered: the
-                # callback's commit did not cover them, and the new assignment fetches them again.
-                if generation == self._generation and not self._paused:
-                    assert self.context is not None
-                    owned = self.context.assignment()
-                    await self._deliver({tp: rs for tp, rs in polled.items() if tp in owned})
                 assert self.context is not None
-                if time.monotonic() >= next_flush or self.context.take_commit_request():
-                    await self._commit(closing=False)
-                    next_flush = time.monotonic() + self.settings.flush_interval
+                try:
+                    # Records handed out before a rebalance callback ran are not delivered: the
+                    # callback's commit did not cover them; the new assignment fetches them again.
+                    if generation == self._generation and not self._paused:
+                        owned = self.context.assignment()
+                        if await self._deliver(
+                            {tp: rs for tp, rs in polled.items() if tp in owned}
+                        ):
+                            self._retry.succeeded()
+                    if time.monotonic() >= next_flush or self.context.take_commit_request():
+                        await self._commit(closing=False)
+                        next_flush = time.monotonic() + self.settings.flush_interval
+                        self._retry.succeeded()
+                except ConnectdError as exc:
+                    delay = self._retry.next_delay(exc)
+                    if delay is None or self._stopping:
+                        raise
+                    self._rewind(exc, delay)
+            if delay is not None:
+                await self._pause_for(delay)
 
     async def _fetch(self) -> tuple[int, dict[TopicPartition, list[Any]]]:
         assert self.consumer is not None
@@ -268,7 +299,8 @@ class Incarnation(Rebalancing):
             return self._generation, {}
         raise TaskTimeout(f"task {self.id}: a poll did not return (a rebalance never ended?)")
 
-    async def _deliver(self, polled: Mapping[TopicPartition, list[Any]]) -> None:
+    async def _deliver(self, polled: Mapping[TopicPartition, list[Any]]) -> int:
+        """Convert, apply the error policy (``errant.py``), ``put``; how many records."""
         assert self._converter is not None and self.task is not None
         converter = self._converter
 
@@ -277,22 +309,27 @@ class Incarnation(Rebalancing):
             records = [r for tp in sorted(polled) for r in polled[tp]]
             return len(records), converter.convert(RawBatch.from_records(records))
 
+        # Before anything can fail: a retry re-reads these ranges (``retrying.py``).
+        ranges = self._delivering = offset_ranges(polled, self._next)
         if any(polled.values()):
             async with asyncio.timeout(self.settings.callback_timeout):
                 count, result = await asyncio.to_thread(convert)
         else:
             count, result = convert()
-        assert self._config is not None
-        check_bad_records(self._config, result.bad)
-        ranges = offset_ranges(polled, self._next)
+        assert self._errant is not None
         self.topics.update(tp.topic for tp in polled)
         batch = result.batch.with_ranges(ranges)
+        rejected = await self._call("reject", self.task.reject(batch)) if len(batch) else {}
+        batch, failures = self._errant.sift(polled, result.bad, batch, rejected, type(self.task))
+        await self._errant.handle(failures, ranges, self._generation)
         await self._put(batch)
+        self._delivering = []
         for r in ranges:
             self._next[r.tp] = r.end
         if self._metrics is not None and count:
             self._metrics.record_consumed(self.id.connector, self.id.task, count)
         self._apply_seeks()
+        return count
 
     async def _put(self, batch: RecordBatch) -> None:
         """``put``. A failure fails the incarnation: the slot's restart policy decides what
@@ -317,7 +354,7 @@ class Incarnation(Rebalancing):
         if offsets and self.consumer is not None:
             try:
                 async with asyncio.timeout(30.0):
-                    await self.consumer.commit(offsets)
+                    await self._group_commit(offsets)
             except Exception as exc:  # the group's offsets are for lag tools only
                 log.warning("Could not commit offsets to the consumer group: %s", exc)
 

@@ -358,7 +358,15 @@ class FakeWorker:
         return c
 
     def _status(self, c: _Connector, t: _Task) -> TaskStatus:
-        return TaskStatus(t.id, t.state, self._worker_id, t.trace, t.incarnation, t.executor_pid)
+        return TaskStatus(
+            t.id,
+            t.state,
+            self._worker_id,
+            t.trace,
+            incarnation=t.incarnation,
+            epoch=t.incarnation,
+            executor_pid=t.executor_pid,
+        )
 
     def _apply_target(self, c: _Connector) -> None:
         if c.target is TargetState.STOPPED:

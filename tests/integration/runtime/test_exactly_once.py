@@ -23,35 +23,14 @@ import pytest
 from support.daemon import DaemonProcess, ProcessFactory, wait_until, worker_properties
 from support.kafka import produce
 from support.kafka_fixtures import TopicFactory
+from support.tables import committed
 
 from daemon.executor.process import read_stat
-from daemon.storage.commitlog import META, CommitRecord
 
 pytestmark = pytest.mark.integration
 
 RECORDS = 20_000
 PARTITIONS = 3
-
-
-def committed(table: Path) -> int:
-    """Offsets committed so far, summed over partitions (each starts at 0)."""
-    ends: dict[tuple[str, int], int] = {}
-    log = table / META / "log"
-    if not log.is_dir():
-        return 0
-    for name in sorted(os.listdir(log)):
-        if not name.endswith(".json"):
-            continue
-        try:
-            record = CommitRecord.from_json((log / name).read_bytes(), source=name)
-        except Exception:  # a record being published: read it next time
-            break
-        for r in record.ranges:
-            ends[(r.topic, r.partition)] = r.end
-        for tp, offset in record.offsets:
-            if offset is not None and record.kind == "offsets":
-                ends[(tp.topic, tp.partition)] = offset
-    return sum(ends.values())
 
 
 def _gone(pid: int) -> bool:
@@ -105,6 +84,9 @@ async def test_twenty_thousand_records_exactly_once_through_kills(
         "path": str(table),
         "flush.max.records": "1500",
         "flush.interval.ms": "2000",
+        # A killed JVM fails its task; the auto-restart waits minutes from the second failure
+        # on (n·(n+1)), which this test need not sit through.
+        "errors.restart.backoff.max.ms": "2000",
     }
     # Progress points (offsets committed) at which a fault strikes, in order.
     windows = [

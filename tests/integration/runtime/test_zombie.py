@@ -55,7 +55,7 @@ async def test_old_epoch_commit_is_refused_after_a_newer_incarnation_committed(
     await produce(kafka_bootstrap, topic, 50)
     await wait_until(lambda: committed() == 150, 60, "the new incarnation committed")
     # Read after the commit: a task draws a fresh epoch when it is given partitions.
-    new_epoch = worker.task_status("ledger", 0).incarnation
+    new_epoch = worker.task_status("ledger", 0).epoch
     assert new_epoch is not None and new_epoch > old_epoch
 
     # The zombie continues exactly where the log ends: only its epoch is wrong.

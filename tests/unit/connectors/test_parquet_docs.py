@@ -77,7 +77,8 @@ async def test_the_example_connector_runs(tmp_path: Path, monkeypatch: pytest.Mo
 
 def table_of(section: str) -> dict[str, str]:
     """``{setting: default}`` of the settings table under ``### section``."""
-    text = doc().split(f"### {section}\n", 1)[1].split("\n### ", 1)[0]
+    text = doc().split(f"### {section}\n", 1)[1]
+    text = re.split(r"\n##+ ", text, maxsplit=1)[0]
     return dict(re.findall(r"^\| `([a-z.]+)` \| ([^|]*) \|", text, re.M))
 
 

@@ -1,4 +1,4 @@
-"""Offset ranges of a poll, errors.tolerance, and callback deadlines."""
+"""Offset ranges of a poll, errors.retry.*, and callback deadlines."""
 
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ from dataclasses import dataclass
 import pytest
 
 from daemon.config import parse_connector
-from daemon.connectors.records import BadRecord, OffsetRange, TopicPartition
-from daemon.errors import ConversionError, TaskTimeout
-from daemon.runtime.steps import TaskSettings, check_bad_records, offset_ranges, with_deadline
+from daemon.connectors.api import TaskContext, TaskId
+from daemon.connectors.records import OffsetRange, TopicPartition
+from daemon.errors import ConversionError, TaskTimeout, WriteTimeout
+from daemon.runtime.retrying import Retrying
+from daemon.runtime.steps import RetryPolicy, TaskSettings, offset_ranges, with_deadline
 
 TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)
 
@@ -33,29 +35,45 @@ def test_a_position_past_the_first_record_is_not_trusted(caplog: pytest.LogCaptu
     assert "comes before the position" in caplog.text
 
 
-def _config(**extra: str):  # type: ignore[no-untyped-def]
-    return parse_connector({"name": "c", "connector.class": "x.y:Z", "topics": "t", **extra}).config
+def test_retry_policy_backs_off_and_gives_up_after_the_timeout() -> None:
+    now = [100.0]
+    policy = RetryPolicy(5.0, 1.0, clock=lambda: now[0])
+    retriable = WriteTimeout("slow")
+    assert policy.next_delay(retriable) == pytest.approx(0.3)
+    now[0] += 0.3
+    assert policy.next_delay(retriable) == pytest.approx(0.6)
+    now[0] += 0.6
+    assert policy.next_delay(retriable) == pytest.approx(1.0)  # capped by delay.max
+    now[0] = 104.5
+    assert policy.next_delay(retriable) == pytest.approx(0.5)  # never past the deadline
+    now[0] = 105.0
+    assert policy.next_delay(retriable) is None  # budget spent: the task fails
+    policy.succeeded()
+    assert policy.next_delay(retriable) == pytest.approx(0.3)  # a success starts it again
 
 
-BAD = [
-    BadRecord("t", 1, 42, "value conversion failed: not JSON", "json.JSONDecodeError", "value"),
-    BadRecord("t", 1, 43, "value conversion failed: not JSON", "json.JSONDecodeError", "value"),
-]
+def test_retry_policy_retries_only_retriable_errors_and_not_with_timeout_zero() -> None:
+    forever = RetryPolicy(None, 60.0)
+    assert forever.next_delay(ConversionError("bad json")) is None
+    assert forever.next_delay(ValueError("a bug")) is None
+    for _ in range(100):
+        delay = forever.next_delay(WriteTimeout("slow"))
+    assert delay == 60.0
+    assert RetryPolicy(0.0, 60.0).next_delay(WriteTimeout("slow")) is None
 
 
-def test_tolerance_none_fails_naming_topic_partition_offset() -> None:
-    with pytest.raises(ConversionError, match="topic t partition 1 offset 42") as info:
-        check_bad_records(_config(), BAD)
-    assert "2 record(s)" in str(info.value) and "errors.tolerance=all" in str(info.value)
-    check_bad_records(_config(), [])  # nothing bad: nothing happens
-
-
-def test_tolerance_all_skips_and_logs(caplog: pytest.LogCaptureFixture) -> None:
-    config = _config(**{"errors.tolerance": "all", "errors.log.enable": "true"})
-    with caplog.at_level(logging.WARNING):
-        check_bad_records(config, BAD)
-    assert "Skipped 2 record(s)" in caplog.text
-    assert "offset 43" in caplog.text
+def test_retry_policy_from_connector_config() -> None:
+    config = parse_connector(
+        {
+            "name": "c",
+            "connector.class": "x.y:Z",
+            "topics": "t",
+            "errors.retry.timeout": "-1",
+            "errors.retry.delay.max.ms": "2500",
+        }
+    ).config
+    policy = RetryPolicy.from_config(config)
+    assert policy.timeout is None and policy.delay_max == 2.5
 
 
 async def test_deadline_names_the_step() -> None:
@@ -74,3 +92,45 @@ async def test_a_timeout_raised_inside_passes_through() -> None:
 
 def test_callback_deadline_covers_two_writes() -> None:
     assert TaskSettings(write_timeout=10.0).callback_timeout == 50.0
+
+
+class _Seeker:
+    def __init__(self) -> None:
+        self.seeks: list[tuple[TopicPartition, int]] = []
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self.seeks.append((tp, offset))
+
+
+class _Retrier(Retrying):
+    """The retry half of an incarnation, on fakes."""
+
+    def __init__(self) -> None:
+        self.id = TaskId("c", 0)
+        self.context = TaskContext(self.id, 1, {}, None)  # type: ignore[arg-type]
+        self.context.set_assignment(frozenset({TP0, TP1}))
+        self.consumer = _Seeker()  # type: ignore[assignment]
+        self._stop_event = asyncio.Event()
+        self._next = {TP0: 10, TP1: 5}
+        self._errant = None
+        self._retry = RetryPolicy(None, 1.0)
+        self._delivering = [OffsetRange("t", 0, 10, 20), OffsetRange("t", 1, 5, 9)]
+
+    def _apply_seeks(self) -> None:
+        assert self.context is not None and self.consumer is not None
+        for tp, offset in self.context.take_seeks().items():
+            self.consumer.seek(tp, offset)
+            self._next[tp] = offset
+
+
+async def test_a_retry_rereads_the_failed_batch_unless_the_sink_asked_to_seek() -> None:
+    r = _Retrier()
+    assert r.context is not None
+    r.context.offset(TP1, 2)  # the sink asked to re-read partition 1 from its committed offset
+    r._rewind(WriteTimeout("slow"), 0.3)
+    assert r.consumer.seeks == [(TP0, 10), (TP1, 5), (TP1, 2)]  # type: ignore[attr-defined]
+    assert r._next == {TP0: 10, TP1: 2} and r._delivering == []
+    started = asyncio.get_running_loop().time()
+    r._stop_event.set()  # a stop cuts the wait short
+    await r._pause_for(30.0)
+    assert asyncio.get_running_loop().time() - started < 1.0
