@@ -3,12 +3,17 @@
 A real daemon (in this process, on uvloop, with its own REST server and access log) runs an
 ``EchoSink`` connector with ``tasks.max=10`` on a 10-partition topic; a producer in another
 process writes ``--rate`` records per second. wrk polls the status endpoint with 1 and with 4
-connections, first with the connector idle, then while records stream; the records the tasks
-consumed during each window come from the connector group's committed offsets; the event-loop
-lag comes from the daemon's own monitor; garbage-collector pauses (any thread: a collection
-holds the GIL, so the loop waits for it too) from ``gc.callbacks``. Numbers are printed, never
-asserted. On a shared machine the loop's lag (CPU contention) bounds the p99: ``--nice -10``
-(root) runs the daemon, wrk and the producer ahead of other work, as on a host of their own.
+connections, first with the connector idle, then while records stream: once *paced* (each
+connection waits ``--pace-ms``, default 10 ms, between a response and its next request — a
+monitoring poller, 100 requests/s per connection), once *flat out* (wrk's default: the next
+request as soon as the last answer came, which saturates the loop and shares the 2 cores with
+wrk itself, the broker and the producer, so it measures throughput more than latency). The
+records the tasks consumed during each window come from the connector group's committed offsets;
+the event-loop lag comes from the daemon's own monitor; garbage-collector pauses (any thread: a
+collection holds the GIL, so the loop waits for it too) from ``gc.callbacks``. Numbers are
+printed, never asserted. On a shared machine the loop's lag (CPU contention) bounds the p99:
+``--nice -10`` (root) runs the daemon, wrk and the producer ahead of other work, as on a host of
+their own.
 
     .venv/bin/python bench/rest_status_bench.py                  # starts its own broker
     .venv/bin/python bench/rest_status_bench.py --bootstrap 127.0.0.1:9092 --rate 20000
@@ -17,8 +22,10 @@ asserted. On a shared machine the loop's lag (CPU contention) bounds the p99: ``
 
 ``--profile`` runs the daemon on asyncio's own loop (uvloop cannot time its callbacks) and
 lists every loop callback that ran longer than ``--slow-ms`` (default 2 ms), by the coroutine
-it resumed, with count, total and maximum. ``--switch-interval`` and ``--gc-freeze`` override
-the daemon's own interpreter settings, for before/after comparisons.
+it resumed, with count, total and maximum. ``--switch-interval`` and ``--no-gc-freeze`` override
+the daemon's own interpreter settings, for before/after comparisons. The daemon is set up as
+``connectd`` sets it up (``Daemon.run``): its logging (lines written by a thread) and a frozen
+start-up heap.
 
 Needs wrk (``apt-get install wrk``) and Java (for the broker and the daemon's executors).
 """
@@ -28,7 +35,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import logging
 import os
 import re
 import shutil
@@ -50,6 +56,7 @@ from support.kafka import KafkaBroker, create_topic, unique_topic_name  # noqa: 
 from daemon.config import Mode, parse_worker  # noqa: E402
 from daemon.daemon import Daemon  # noqa: E402
 from daemon.launch import LaunchPlan  # noqa: E402
+from daemon.logs import setup_logging  # noqa: E402
 
 CONNECTOR = "bench"
 TASKS = 10
@@ -214,9 +221,18 @@ def _ms(value: str, unit: str) -> float:
     )
 
 
-async def wrk(url: str, connections: int, seconds: int) -> dict[str, float]:
+async def wrk(
+    url: str, connections: int, seconds: int, pace_ms: int | None = None
+) -> dict[str, float]:
+    """wrk's numbers; ``pace_ms``: each connection waits that long between a response and its
+    next request (wrk's Lua ``delay()``), else requests go flat out."""
+    script: list[str] = []
+    if pace_ms:
+        path = Path(tempfile.mkdtemp(prefix="connectd-wrk-")) / "pace.lua"
+        path.write_text(f"function delay()\n  return {int(pace_ms)}\nend\n")
+        script = ["-s", str(path)]
     process = await asyncio.create_subprocess_exec(
-        "wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", url,
+        "wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", *script, url,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )  # fmt: skip
     out, _ = await process.communicate()
@@ -262,15 +278,17 @@ class Bench:
         self.gc = GcPauses()
         self.slow = SlowCallbacks(args.slow_ms / 1000) if args.profile else None
 
-    async def measure(self, label: str, url: str, daemon: Daemon) -> None:
-        for connections in (1, 4):
+    async def measure(self, load: str, url: str, daemon: Daemon) -> None:
+        runs = [(f"{load}, paced", c, self.args.pace_ms) for c in (1, 4)]
+        runs += [(f"{load}, flat out", c, None) for c in (1, 4)]
+        for label, connections, pace in runs:
             before, t0 = await committed(self.bootstrap), time.monotonic()
             daemon.lag.reset()
             self.gc.reset()
             cpu0 = thread_cpu()
             if self.slow is not None:
                 self.slow.reset()
-            result = await wrk(url, connections, self.args.duration)
+            result = await wrk(url, connections, self.args.duration, pace)
             lag = daemon.lag.stats()
             gc_line = self.gc.summary()
             cpu1, spent = thread_cpu(), time.monotonic() - t0
@@ -317,7 +335,7 @@ class Bench:
         # Overrides of the daemon's own interpreter settings, for before/after comparisons.
         if args.switch_interval is not None:
             sys.setswitchinterval(args.switch_interval)
-        if args.gc_freeze:
+        if not args.no_gc_freeze:  # as Daemon.run does
             gc.collect()
             gc.freeze()
         self.notes.append(
@@ -375,7 +393,10 @@ def main() -> int:
     parser.add_argument(
         "--switch-interval", type=float, help="override sys.setswitchinterval (seconds)"
     )
-    parser.add_argument("--gc-freeze", action="store_true", help="gc.freeze() after start-up")
+    parser.add_argument("--no-gc-freeze", action="store_true", help="no gc.freeze() after start-up")
+    parser.add_argument(
+        "--pace-ms", type=int, default=10, help="paced runs: wait between a response and the next"
+    )
     args = parser.parse_args()
     quick = args.quick or os.environ.get("QUICK", "") not in ("", "0")
     if args.duration is None:
@@ -386,11 +407,8 @@ def main() -> int:
         print("wrk is not installed: apt-get install wrk", file=sys.stderr)
         return 69
     workdir = Path(tempfile.mkdtemp(prefix="connectd-rest-bench-"))
-    logging.basicConfig(
-        filename=workdir / "daemon.log",
-        level=logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-    )
+    log_file = open(workdir / "daemon.log", "a", encoding="utf-8")  # noqa: SIM115 (till exit)
+    setup_logging("INFO", "text", stream=log_file)
     broker = None if args.bootstrap else KafkaBroker()
     bench: Bench | None = None
     try:

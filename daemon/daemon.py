@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import importlib.util
 import logging
 import os
@@ -371,6 +372,10 @@ class Daemon:
         # watchdog already pings from the loop, and a second-long import would stall it.
         for module in ("daemon.rest", "daemon.executor", "daemon.kafkacheck", "aiokafka.conn"):
             importlib.import_module(module)
+        # What start-up made (modules, classes) is never garbage: a full collection that scans
+        # it stalls the loop for tens of ms (bench/README.md), so the collector skips it.
+        gc.collect()
+        gc.freeze()
         factory: Callable[[], asyncio.AbstractEventLoop] | None = None
         try:
             import uvloop

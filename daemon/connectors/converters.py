@@ -38,6 +38,7 @@ import pyarrow.json as pj
 from daemon.connectors.records import (
     RESERVED_COLUMNS,
     BadRecord,
+    OffsetRange,
     RawBatch,
     RecordBatch,
     record_spans,
@@ -514,9 +515,12 @@ class BatchConverter:
         configs merged by the caller); each defaults to ``StringConverter``."""
         return cls(converter_from_config(config, "key"), converter_from_config(config, "value"))
 
-    def convert(self, raw: RawBatch) -> ConversionResult:
+    def convert(
+        self, raw: RawBatch, ranges: Sequence[OffsetRange] | None = None
+    ) -> ConversionResult:
         """Convert one poll. Never raises for a bad record: bad records are returned in ``bad``
-        and left out of the table, while ``batch.ranges`` still covers them."""
+        and left out of the table, while ``batch.ranges`` still covers them. ``ranges``: the
+        poll's offset ranges when the caller knows them (saves a group-by over the records)."""
         keys = self.key.convert(raw.keys)
         values = self.value.convert(raw.values)
         coords = coordinate_table(raw)
@@ -541,7 +545,9 @@ class BatchConverter:
             stamp_types = stamp_types.filter(keep) if stamp_types is not None else None
         batch = RecordBatch(
             table,
-            tuple(sorted(record_spans(coords).values())),
+            tuple(sorted(ranges))
+            if ranges is not None
+            else tuple(sorted(record_spans(coords).values())),
             value_columns=values.value_columns,
             json_columns=keys.json_columns | values.json_columns,
             tombstones=tombstones,

@@ -304,13 +304,14 @@ class Incarnation(Rebalancing, Retrying):
         assert self._converter is not None and self.task is not None
         converter = self._converter
 
+        # Before anything can fail: a retry re-reads these ranges (``retrying.py``).
+        ranges = self._delivering = offset_ranges(polled, self._next)
+
         def convert() -> tuple[int, ConversionResult]:
             # A loop over every record: never on the event loop (DESIGN.md), so in a thread.
             records = [r for tp in sorted(polled) for r in polled[tp]]
-            return len(records), converter.convert(RawBatch.from_records(records))
+            return len(records), converter.convert(RawBatch.from_records(records), ranges)
 
-        # Before anything can fail: a retry re-reads these ranges (``retrying.py``).
-        ranges = self._delivering = offset_ranges(polled, self._next)
         if any(polled.values()):
             async with asyncio.timeout(self.settings.callback_timeout):
                 count, result = await asyncio.to_thread(convert)
@@ -318,7 +319,7 @@ class Incarnation(Rebalancing, Retrying):
             count, result = convert()
         assert self._errant is not None
         self.topics.update(tp.topic for tp in polled)
-        batch = result.batch.with_ranges(ranges)
+        batch = result.batch
         rejected = await self._call("reject", self.task.reject(batch)) if len(batch) else {}
         batch, failures = self._errant.sift(polled, result.bad, batch, rejected, type(self.task))
         await self._errant.handle(failures, ranges, self._generation)
