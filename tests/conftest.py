@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 import pytest
@@ -25,6 +26,20 @@ def _no_leaked_processes(request: pytest.FixtureRequest) -> Iterator[None]:
         procs.wait_gone(baseline, deadline_s=5.0)
         lines = "\n".join(f"  pid {pid}: {cmd}" for pid, cmd in sorted(leaked.items()))
         pytest.fail(f"test left {len(leaked)} process(es) running (now killed):\n{lines}")
+
+
+@pytest.fixture(autouse=True)
+def _log_levels_restored() -> Iterator[None]:
+    """Put back every logger's level: a test may change them process-wide (the REST
+    ``/admin/loggers`` endpoint, schemathesis calling it with any logger name and level)."""
+    loggers = logging.Logger.manager.loggerDict
+    saved = {n: lg.level for n, lg in loggers.items() if isinstance(lg, logging.Logger)}
+    root = logging.getLogger().level
+    yield
+    for name, logger in list(loggers.items()):
+        if isinstance(logger, logging.Logger):
+            logger.setLevel(saved.get(name, logging.NOTSET))
+    logging.getLogger().setLevel(root)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
