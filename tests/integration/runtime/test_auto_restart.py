@@ -526,6 +526,9 @@ async def test_a_task_killed_at_its_write_deadline_is_restarted_never_twice(
                 and t.auto_restart is not None
                 and t.auto_restart.count == 1
                 and t.auto_restart.next_restart is None
+                # The decision comes a moment after the failure shows (the incarnation's
+                # coroutine ends first): wait for the trace's note too.
+                and "Automatic restarts exhausted" in (t.trace or "")
                 and t
             ),
             240,
