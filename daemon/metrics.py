@@ -146,13 +146,6 @@ class Metrics:
     def task_restarted(self, connector: str, task: int, cause: str) -> None:
         self.task_restarts.labels(connector, str(task), cause).inc()
 
-    def set_consumer_lag(
-        self, connector: str, task: int, topic: str, partition: int, lag: int
-    ) -> None:
-        key = (connector, str(task))
-        self._lag_labels.setdefault(key, set()).add((topic, str(partition)))
-        self.consumer_lag.labels(connector, str(task), topic, str(partition)).set(lag)
-
     def set_consumer_lags(
         self, connector: str, task: int, lags: Mapping[TopicPartition, int]
     ) -> None:

@@ -141,6 +141,16 @@ def consumer_settings(
     return kwargs
 
 
+def client_settings(worker: WorkerConfig, purpose: str) -> dict[str, Any]:
+    """A side client's arguments (admin, dead-letter producer, offsets reader): the worker's
+    brokers and security, ``client_id`` ``<client.id or connectd>-<purpose>``."""
+    return {
+        "bootstrap_servers": list(worker.bootstrap_servers),
+        "client_id": f"{worker.client_id or 'connectd'}-{purpose}",
+        **security_settings(worker),
+    }
+
+
 def security_settings(worker: WorkerConfig) -> dict[str, Any]:
     """aiokafka's security arguments from the worker's settings (shared by every client)."""
     out: dict[str, Any] = {"security_protocol": worker.security_protocol.value}

@@ -28,7 +28,7 @@ from daemon.connectors.api import TaskId
 from daemon.connectors.converters import BatchConverter
 from daemon.connectors.records import BadRecord, OffsetRange, RecordBatch, TopicPartition
 from daemon.errors import ConversionError, RecordRejected
-from daemon.runtime.consumer import security_settings
+from daemon.runtime.consumer import client_settings
 from daemon.runtime.deadletter import DeadLetterTopic
 from daemon.runtime.dlq import (
     DeadLetterIndex,
@@ -203,11 +203,7 @@ class ErrantRecords:
         self.produced = 0
         name = config.errors_deadletterqueue_topic_name
         if name and config.errors_tolerance is ErrorTolerance.ALL:
-            client: dict[str, Any] = {
-                "bootstrap_servers": list(worker.bootstrap_servers),
-                "client_id": f"{worker.client_id or 'connectd'}-{config.name}-{task_id.task}-dlq",
-            }
-            client.update(security_settings(worker))
+            client = client_settings(worker, f"{config.name}-{task_id.task}-dlq")
             self.dlq = DeadLetterTopic(
                 name,
                 replication_factor=config.errors_deadletterqueue_topic_replication_factor,

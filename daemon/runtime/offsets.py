@@ -40,7 +40,7 @@ from aiokafka.structs import OffsetAndMetadata
 from daemon.config import WorkerConfig
 from daemon.connectors.api import SinkConnector
 from daemon.connectors.records import TopicPartition
-from daemon.runtime.consumer import group_id, security_settings, to_kafka
+from daemon.runtime.consumer import client_settings, group_id, to_kafka
 from daemon.runtime.executors import ExecutorBinding, Executors
 from daemon.runtime.model import SinkOffset
 
@@ -74,11 +74,7 @@ async def _call_hook(hook: Callable[..., Any], *args: Any, run: ExecutorCall | N
 
 
 def _client_kwargs(worker: WorkerConfig, name: str) -> dict[str, Any]:
-    return {
-        "bootstrap_servers": list(worker.bootstrap_servers),
-        "client_id": f"{worker.client_id or 'connectd'}-{name}-offsets",
-        **security_settings(worker),
-    }
+    return client_settings(worker, f"{name}-offsets")
 
 
 def as_rest(offsets: Mapping[TopicPartition, int]) -> list[SinkOffset]:

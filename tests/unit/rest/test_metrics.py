@@ -8,6 +8,7 @@ import time
 from prometheus_client import REGISTRY
 from support.fake_worker import FakeWorker
 
+from daemon.connectors.records import TopicPartition
 from daemon.executor.info import ExecutorInfo, ExecutorState, PoolStatus
 from daemon.metrics import Metrics
 from daemon.runtime.looplag import LoopLag
@@ -40,7 +41,7 @@ def test_recording_methods() -> None:
     m.record_written("c", 1, 2, 7.0)
     m.executor_killed("write deadline")
     m.task_restarted("c", 1, "rest")
-    m.set_consumer_lag("c", 1, "orders", 3, 42)
+    m.set_consumer_lags("c", 1, {TopicPartition("orders", 3): 42})
     m.observe_loop_lag(0.002)
     text = _text(m)
     assert 'connectd_records_written_total{connector="c",task="1"} 10.0' in text
@@ -58,8 +59,8 @@ def test_recording_methods() -> None:
 def test_forget_task_drops_its_series() -> None:
     m = Metrics()
     m.record_consumed("c", 0, 1)
-    m.set_consumer_lag("c", 0, "t", 0, 5)
-    m.set_consumer_lag("c", 1, "t", 1, 6)
+    m.set_consumer_lags("c", 0, {TopicPartition("t", 0): 5})
+    m.set_consumer_lags("c", 1, {TopicPartition("t", 1): 6})
     m.forget_task("c", 0)
     text = _text(m)
     assert 'task="0"' not in text
