@@ -42,6 +42,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -82,9 +83,10 @@ asyncio.run(main(sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4]
 """
 
 
-def worker_properties(bootstrap: str, state_dir: Path) -> dict[str, str]:
+def worker_properties(bootstrap: str, state_dir: Path, front: bool) -> dict[str, str]:
     return {
         "bootstrap.servers": bootstrap,
+        "rest.front.process": str(front).lower(),
         "listeners": "http://127.0.0.1:0",
         "state.dir": str(state_dir),
         "key.converter": "bytearray",
@@ -194,6 +196,65 @@ def thread_cpu() -> tuple[float, float]:
     return main, others
 
 
+def process_cpu(pid: int | None) -> float:
+    """CPU seconds used so far by process ``pid`` (0 when there is none)."""
+    if pid is None:
+        return 0.0
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+PEER = r"""
+import sys
+import uvloop
+from aiohttp import web
+body = open(sys.argv[2], "rb").read()
+async def status(request):
+    return web.Response(body=body, content_type="application/json", charset="utf-8")
+app = web.Application()
+app.router.add_get("/status", status)
+web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), access_log=None, print=None,
+            loop=uvloop.new_event_loop())
+"""
+
+
+def _fetch(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        body: bytes = answer.read()
+        return body
+
+
+async def start_peer(body: bytes, workdir: Path) -> tuple[asyncio.subprocess.Process, str]:
+    """The peer: a bare aiohttp app on uvloop in a process of its own, answering ``body``."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    (workdir / "peer-body.json").write_bytes(body)
+    peer = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", PEER, str(port), str(workdir / "peer-body.json")
+    )
+    url = f"http://127.0.0.1:{port}/status"
+    end = time.monotonic() + 30
+    while True:
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.close()
+            await writer.wait_closed()
+            return peer, url
+        except OSError:
+            if time.monotonic() > end or peer.returncode is not None:
+                peer.kill()
+                await peer.wait()
+                raise RuntimeError("the peer app did not start") from None
+            await asyncio.sleep(0.05)
+
+
 async def committed(bootstrap: str, deadline_s: float = 60.0) -> int:
     """Records the connector's group has committed, over every partition."""
     end = time.monotonic() + deadline_s
@@ -278,25 +339,37 @@ class Bench:
         self.gc = GcPauses()
         self.slow = SlowCallbacks(args.slow_ms / 1000) if args.profile else None
 
-    async def measure(self, load: str, url: str, daemon: Daemon) -> None:
-        runs = [(f"{load}, paced", c, self.args.pace_ms) for c in (1, 4)]
-        runs += [(f"{load}, flat out", c, None) for c in (1, 4)]
+    async def measure(
+        self,
+        serving: str,
+        load: str,
+        url: str,
+        daemon: Daemon,
+        *,
+        front_pid: int | None = None,
+        runs: list[tuple[str, int, int | None]] | None = None,
+    ) -> None:
+        if runs is None:
+            runs = [(f"{load}, paced", c, self.args.pace_ms) for c in (1, 4)]
+            runs += [(f"{load}, flat out", c, None) for c in (1, 4)]
         for label, connections, pace in runs:
             before, t0 = await committed(self.bootstrap), time.monotonic()
             daemon.lag.reset()
             self.gc.reset()
-            cpu0 = thread_cpu()
+            cpu0, front0 = thread_cpu(), process_cpu(front_pid)
             if self.slow is not None:
                 self.slow.reset()
             result = await wrk(url, connections, self.args.duration, pace)
             lag = daemon.lag.stats()
             gc_line = self.gc.summary()
-            cpu1, spent = thread_cpu(), time.monotonic() - t0
+            cpu1, front1 = thread_cpu(), process_cpu(front_pid)
+            spent = time.monotonic() - t0
             loop_cpu, other_cpu = ((b - a) / spent * 100 for a, b in zip(cpu0, cpu1, strict=True))
             slow = self.slow.report() if self.slow is not None else []
             consumed = (await committed(self.bootstrap) - before) / (time.monotonic() - t0)
             self.rows.append(
                 [
+                    serving,
                     label,
                     str(connections),
                     f"{result['rps']:.0f}",
@@ -309,9 +382,14 @@ class Bench:
                     f"{result['non2xx']:.0f}",
                 ]
             )
+            front_note = (
+                f", front process {(front1 - front0) / spent * 100:.0f}%"
+                if front_pid is not None
+                else ""
+            )
             self.notes.append(
-                f"{label}, {connections} conn: daemon CPU loop thread {loop_cpu:.0f}%,"
-                f" other threads {other_cpu:.0f}% (of one core); gc pauses {gc_line}"
+                f"{serving}, {label}, {connections} conn: daemon CPU loop thread {loop_cpu:.0f}%,"
+                f" other threads {other_cpu:.0f}%{front_note} (of one core); gc pauses {gc_line}"
             )
             if self.slow is not None:
                 self.notes.append(
@@ -320,12 +398,14 @@ class Bench:
                 )
                 self.notes.extend(slow)
 
-    async def run(self, workdir: Path) -> None:
+    async def run(self, workdir: Path, front: bool, peer: bool) -> None:
         args = self.args
+        serving = "front process" if front else "worker loop"
         topic = unique_topic_name("rest-bench")
         await create_topic(self.bootstrap, topic, partitions=TASKS)
+        state = workdir / ("front" if front else "loop")
         worker_config = parse_worker(
-            worker_properties(self.bootstrap, workdir), mode=Mode.STANDALONE
+            worker_properties(self.bootstrap, state, front), mode=Mode.STANDALONE
         )
         daemon = Daemon(
             LaunchPlan(mode=Mode.STANDALONE, worker=worker_config.config),
@@ -339,7 +419,7 @@ class Bench:
             gc.collect()
             gc.freeze()
         self.notes.append(
-            f"switch interval {sys.getswitchinterval() * 1000:g} ms, gc thresholds"
+            f"{serving}: switch interval {sys.getswitchinterval() * 1000:g} ms, gc thresholds"
             f" {gc.get_threshold()}, frozen objects {gc.get_freeze_count()},"
             f" loop {type(asyncio.get_running_loop()).__module__}"
         )
@@ -347,6 +427,8 @@ class Bench:
         if self.slow is not None:
             self.slow.install()
         producer: asyncio.subprocess.Process | None = None
+        peer_process: asyncio.subprocess.Process | None = None
+        front_pid = getattr(daemon.rest, "pid", None)
         try:
             assert daemon.worker is not None and daemon.rest_url is not None
             config = {
@@ -361,14 +443,24 @@ class Bench:
             await wait_running(daemon.worker)
             url = f"{daemon.rest_url}/connectors/{CONNECTOR}/status"
             if not args.streaming_only:
-                await self.measure("idle", url, daemon)
-            seconds = args.duration * 2 + 30
+                await self.measure(serving, "idle", url, daemon, front_pid=front_pid)
+            # Long enough for every run of this mode (4) and the peer's (2), with their set-up.
+            seconds = (args.duration + 10) * 6 + 30
             producer = await asyncio.create_subprocess_exec(
                 sys.executable, "-c", PRODUCER, self.bootstrap, topic, str(args.rate), str(seconds)
             )
             await asyncio.sleep(5)  # let the stream reach its pace
-            await self.measure(f"streaming {args.rate}/s", url, daemon)
+            load = f"streaming {args.rate}/s"
+            await self.measure(serving, load, url, daemon, front_pid=front_pid)
+            if peer:
+                body = await asyncio.to_thread(_fetch, url)
+                peer_process, peer_url = await start_peer(body, workdir)
+                runs = [(f"{load}, paced", 1, args.pace_ms), (f"{load}, flat out", 1, None)]
+                await self.measure("peer: bare aiohttp", load, peer_url, daemon, runs=runs)
         finally:
+            if peer_process is not None and peer_process.returncode is None:
+                peer_process.kill()
+                await peer_process.wait()
             if self.slow is not None:
                 self.slow.uninstall()
             gc.callbacks.remove(self.gc)
@@ -397,6 +489,14 @@ def main() -> int:
     parser.add_argument(
         "--pace-ms", type=int, default=10, help="paced runs: wait between a response and the next"
     )
+    parser.add_argument(
+        "--rest-front",
+        choices=("process", "loop", "both"),
+        default="both",
+        help="serve REST from the front process (rest.front.process=true), the worker's loop, or"
+        " each in turn (default)",
+    )
+    parser.add_argument("--no-peer", action="store_true", help="skip the bare aiohttp peer")
     args = parser.parse_args()
     quick = args.quick or os.environ.get("QUICK", "") not in ("", "0")
     if args.duration is None:
@@ -414,17 +514,21 @@ def main() -> int:
     try:
         bootstrap = args.bootstrap or broker.start()  # type: ignore[union-attr]
         bench = Bench(args, bootstrap)
-        if args.profile:
-            asyncio.run(bench.run(workdir))
-        else:
-            import uvloop
+        modes = {"process": [True], "loop": [False], "both": [True, False]}[args.rest_front]
+        for index, front in enumerate(modes):
+            run = bench.run(workdir, front, peer=index == 0 and not args.no_peer)
+            if args.profile:
+                asyncio.run(run)
+            else:
+                import uvloop
 
-            with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-                runner.run(bench.run(workdir))
+                with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+                    runner.run(run)
     finally:
         if broker is not None:
             broker.stop()
     header = [
+        "serving",
         "load",
         "conns",
         "req/s",

@@ -397,9 +397,23 @@ def _kill_timeout(executors: Executors | None) -> float:
 def _rest_server(
     worker: Worker, config: WorkerConfig, metrics: Metrics, registry: ConnectorRegistry
 ) -> RestServer:
+    from daemon.rest import FrontedRestServer, RestSettings, create_app
     from daemon.rest import RestServer as Server
-    from daemon.rest import RestSettings, create_app
 
     settings = RestSettings.from_worker_config(config)
-    app = create_app(worker, settings=settings, metrics=metrics, registry=registry)
-    return Server(app, settings)
+    if not config.rest_front_process:
+        app = create_app(worker, settings=settings, metrics=metrics, registry=registry)
+        return Server(app, settings)
+    # Status answered from a child process with its own GIL (daemon.rest.front): requests do
+    # not wait behind the consumers on this loop.
+    token = FrontedRestServer.new_token()
+    app = create_app(
+        worker, settings=settings, metrics=metrics, registry=registry, front_token=token
+    )
+    return FrontedRestServer(
+        app,
+        settings,
+        token=token,
+        log_level=config.log_level.value,
+        log_format=config.log_format.value,
+    )

@@ -41,6 +41,17 @@ class RestApiSettings(BaseModel):
             "`connectd passwd FILE USER`; /health stays open."
         ),
     )
+    rest_front_process: f.Bool = setting(
+        True,
+        key="rest.front.process",
+        group=_REST,
+        description=(
+            "Serve the listeners from a child process (connectd) that answers status requests "
+            "from a copy of the worker's states refreshed every 100 ms and after every change "
+            "made through it, and passes every other request on: status stays fast while the "
+            "worker's loop is busy. false: serve from the worker's own loop."
+        ),
+    )
     topic_tracking_enable: f.Bool = setting(
         True,
         key="topic.tracking.enable",

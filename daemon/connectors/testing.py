@@ -24,7 +24,6 @@ import importlib
 import itertools
 import logging
 import os
-import shutil
 import sys
 import tempfile
 import threading
@@ -144,7 +143,9 @@ class HangSinkTask(SinkTask):
         #: The executor pid of the last block, once the executor reported it.
         self.executor_pid: int | None = None
         self._seq = itertools.count(1)
-        self._markers = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="connectd-hang-"))
+        # One marker file per block, removed when the block ends (also when it is cancelled):
+        # a task that is killed, not stopped, leaves nothing behind.
+        self._marker_prefix = f"connectd-hang-{os.getpid()}-{id(self):x}-"
 
     async def put(self, batch: RecordBatch) -> None:
         table = batch.table if len(batch) else None
@@ -153,7 +154,7 @@ class HangSinkTask(SinkTask):
                 COUNT_FUNCTION, table, timeout=self.timeout
             )
             return
-        marker = self._markers / f"block-{next(self._seq)}"
+        marker = Path(tempfile.gettempdir(), f"{self._marker_prefix}{next(self._seq)}")
         task = str(self.context.task_id)
         run = asyncio.ensure_future(
             self.context.run_in_executor(
@@ -177,9 +178,7 @@ class HangSinkTask(SinkTask):
                 marker.unlink()
 
     async def stop(self) -> None:
-        markers = getattr(self, "_markers", None)  # None if start failed
-        if markers is not None:
-            await asyncio.to_thread(shutil.rmtree, markers, True)
+        """Nothing to release: each block's marker file goes when the block ends."""
 
 
 def _read_pid(marker: Path) -> int | None:

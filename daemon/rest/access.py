@@ -13,11 +13,15 @@ import time
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from daemon.rest.mirror import SNAPSHOT_PATH
+
 log = logging.getLogger("connectd.rest.access")
 
 
 @web.middleware
 async def access_log(request: web.Request, handler: Handler) -> web.StreamResponse:
+    if request.path == SNAPSHOT_PATH:
+        return await handler(request)  # the REST front's own polling (10 per second): not logged
     start = time.perf_counter()
     status = 500
     try:

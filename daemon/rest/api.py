@@ -160,15 +160,20 @@ def _wrap(op: Operation, max_body: int) -> Handler:
     return handle
 
 
-def _check_accept(request: web.Request) -> None:
-    accept = request.headers.get("Accept")
+def accepts_json(accept: str | None) -> bool:
+    """Whether an ``Accept`` header (or its absence) lets the answer be JSON."""
     if not accept:
-        return
+        return True
     for item in accept.split(","):
         media = item.split(";", 1)[0].strip().lower()
         if media in ("*/*", "application/*", JSON, "") or media.endswith("+json"):
-            return
-    raise RestError(406, "HTTP 406 Not Acceptable")
+            return True
+    return False
+
+
+def _check_accept(request: web.Request) -> None:
+    if not accepts_json(request.headers.get("Accept")):
+        raise RestError(406, "HTTP 406 Not Acceptable")
 
 
 async def _read_json(request: web.Request, max_body: int) -> object:

@@ -18,6 +18,7 @@ from daemon.rest.api import Operation, register
 from daemon.rest.auth import BasicAuth
 from daemon.rest.context import CONTEXT, RestContext
 from daemon.rest.errors import error_middleware
+from daemon.rest.mirror import SNAPSHOT_PATH, forwarded_scheme, snapshot_route
 from daemon.rest.openapi import build
 from daemon.rest.settings import RestSettings
 from daemon.runtime.model import WorkerAPI
@@ -41,13 +42,16 @@ def create_app(
     settings: RestSettings | None = None,
     metrics: Metrics | None = None,
     registry: ConnectorRegistry | None = None,
+    front_token: str | None = None,
 ) -> web.Application:
     """The REST API of ``worker``.
 
     ``metrics`` (a new ``Metrics`` if omitted) is served at ``/metrics`` and starts watching
     the worker's states; ``registry`` (the process's ``default_registry`` if omitted) answers
-    ``/connector-plugins``. Raises ``ConfigError`` for unusable settings (an https listener
-    without a key store, an unreadable credentials file).
+    ``/connector-plugins``. ``front_token``: the app is served behind the REST front process
+    (``FrontedRestServer``), which may read the status snapshot with this secret and tells the
+    client's scheme in ``X-Forwarded-Proto``. Raises ``ConfigError`` for unusable settings (an
+    https listener without a key store, an unreadable credentials file).
     """
     settings = settings or RestSettings()
     settings.check()
@@ -56,11 +60,17 @@ def create_app(
     ops = operations()
     auth = BasicAuth(settings.credentials_file) if settings.credentials_file else None
     middlewares: list[Middleware] = [access_log, error_middleware]
+    if front_token is not None:
+        middlewares.insert(0, forwarded_scheme)
     if auth is not None:
         public = [path for op in ops if op.public for path in (op.path, op.path + "/")]
+        if front_token is not None:
+            public.append(SNAPSHOT_PATH)  # the front's own: guarded by its token instead
         middlewares.append(auth.middleware(public))
     app = web.Application(middlewares=middlewares, client_max_size=settings.max_body_bytes)
     register(app.router, ops, settings.max_body_bytes)
+    if front_token is not None:
+        app.router.add_routes([snapshot_route(worker, front_token)])
     ctx = RestContext(worker, settings, registry or default_registry, metrics)
     ctx.openapi = build(ops, basic_auth=auth is not None)
     app[CONTEXT] = ctx

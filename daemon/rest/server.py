@@ -68,7 +68,7 @@ class RestServer:
         try:
             for listener in settings.listeners:
                 try:
-                    socks = await _bind(listener)
+                    socks = await bind(listener)
                 except OSError as exc:
                     raise OSError(
                         exc.errno, f"cannot listen on {listener}: {exc.strerror}"
@@ -110,7 +110,7 @@ class RestServer:
         await self.close()
 
 
-async def _bind(listener: Listener) -> list[socket.socket]:
+async def bind(listener: Listener) -> list[socket.socket]:
     """Listening sockets for every address of the listener's host (all interfaces when the
     host is empty). With port 0 every address gets the port the first one was given."""
     loop = asyncio.get_running_loop()

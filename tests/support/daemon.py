@@ -106,7 +106,8 @@ DaemonFactory = Callable[..., Awaitable[Daemon]]
 
 @pytest.fixture
 async def run_daemon() -> AsyncIterator[DaemonFactory]:
-    """Factory for in-process daemons; each is shut down at teardown."""
+    """Factory for in-process daemons (REST on the daemon's loop unless ``rest.front.process``
+    is given); each is shut down at teardown."""
     daemons: list[Daemon] = []
 
     async def start(
@@ -117,6 +118,9 @@ async def run_daemon() -> AsyncIterator[DaemonFactory]:
         store: ConfigStore | None = None,
         rest: bool = True,
     ) -> Daemon:
+        # In-process daemons serve REST from their own loop unless a test asks for the front
+        # process (subprocess daemons keep the default: the front).
+        properties = {"rest.front.process": "false", **properties}
         daemon = Daemon(
             make_plan(properties, connectors),
             executors=executors,
@@ -184,18 +188,19 @@ class DaemonProcess:
         return self
 
     def wait_rest(self, timeout: float = 60.0) -> None:
-        """Until ``GET /connectors`` answers (the worker has started its connectors)."""
+        """Until ``GET /health`` answers 200 (the worker has started its connectors)."""
         deadline = time.monotonic() + timeout
         while True:
             if self.proc is not None and self.proc.poll() is not None:
                 raise AssertionError(f"the daemon exited ({self.proc.returncode}):\n{self.log()}")
             try:
-                self.rest("GET", "/connectors", timeout=2.0)
-                return
+                if self.rest("GET", "/health", timeout=2.0)[0] == 200:
+                    return
             except (OSError, urllib.error.URLError):
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"REST not up after {timeout} s:\n{self.log()}") from None
-                time.sleep(0.1)
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError(f"REST not ready after {timeout} s:\n{self.log()}")
+            time.sleep(0.1)
 
     def rest(
         self, method: str, path: str, body: Any = None, *, timeout: float = 60.0

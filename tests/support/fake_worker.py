@@ -43,7 +43,7 @@ from daemon.errors import (
     TaskNotFound,
 )
 from daemon.metrics import Metrics
-from daemon.rest import RestServer, RestSettings, create_app
+from daemon.rest import FrontedRestServer, RestServer, RestSettings, create_app
 from daemon.runtime.model import (
     ConnectorInfo,
     ConnectorStatus,
@@ -423,11 +423,22 @@ async def serve(
     *,
     registry: ConnectorRegistry | None = None,
     metrics: Metrics | None = None,
-) -> AsyncIterator[RestServer]:
-    """A real server over ``worker`` on 127.0.0.1 (free port), closed on exit."""
+    front: bool = False,
+) -> AsyncIterator[RestServer | FrontedRestServer]:
+    """A real server over ``worker`` on 127.0.0.1 (free port), closed on exit.
+
+    ``front``: behind the REST front process, as the daemon serves it by default."""
     settings = settings or local_settings()
     if registry is None and isinstance(worker, FakeWorker):
         registry = worker.registry
+    if front:
+        token = FrontedRestServer.new_token()
+        app = create_app(
+            worker, settings=settings, registry=registry, metrics=metrics, front_token=token
+        )
+        async with FrontedRestServer(app, settings, token=token) as fronted:
+            yield fronted
+        return
     app = create_app(worker, settings=settings, registry=registry, metrics=metrics)
     async with RestServer(app, settings) as server:
         yield server

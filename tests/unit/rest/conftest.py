@@ -6,7 +6,9 @@ override ``worker`` and ``rest_registry`` and every test here runs against it un
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -43,3 +45,23 @@ async def server(
 async def client(server: RestServer) -> AsyncIterator[Client]:
     async with aiohttp.ClientSession(server.url) as session:
         yield Client(session)
+
+
+@pytest.fixture(scope="module")
+def pem(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1: (key store: key + chain, CA file)."""
+    directory = tmp_path_factory.mktemp("tls")
+    key, cert = directory / "key.pem", directory / "cert.pem"
+    subprocess.run(
+        [
+            "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+            "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "2",
+            "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )  # fmt: skip
+    keystore = directory / "keystore.pem"
+    keystore.write_text(key.read_text() + cert.read_text())
+    return keystore, cert

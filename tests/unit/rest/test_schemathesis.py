@@ -52,9 +52,12 @@ async def _run(url: str, cwd: Path, *extra: str, exclude: str = "") -> tuple[int
     return process.returncode or 0, output.decode(errors="replace")
 
 
-async def test_schemathesis_finds_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("front", [False, True], ids=["worker-loop", "front-process"])
+async def test_schemathesis_finds_nothing(tmp_path: Path, front: bool) -> None:
+    """Also through the REST front process, which answers status itself and passes the rest on:
+    what it relays must be what the worker answered, whatever the request looked like."""
     assert SCHEMATHESIS.exists(), f"schemathesis is not installed at {SCHEMATHESIS}"
-    async with serve(FakeWorker()) as server:
+    async with serve(FakeWorker(), front=front) as server:
         code, output = await _run(server.url, tmp_path, "--max-examples", "15")
     assert code == 0, output
     assert "passed" in output

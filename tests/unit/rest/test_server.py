@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
-import subprocess
 from pathlib import Path
 
 import aiohttp
@@ -19,26 +18,6 @@ from daemon.rest import RestServer, RestSettings, TlsSettings, create_app
 
 def _listener(scheme: str = "http", port: int = 0, host: str = "127.0.0.1") -> Listener:
     return Listener(scheme=scheme, host=host, port=port)  # type: ignore[arg-type]
-
-
-@pytest.fixture(scope="module")
-def pem(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """A self-signed certificate for 127.0.0.1: (key store: key + chain, CA file)."""
-    directory = tmp_path_factory.mktemp("tls")
-    key, cert = directory / "key.pem", directory / "cert.pem"
-    subprocess.run(
-        [
-            "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-            "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "2",
-            "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-        ],
-        check=True,
-        capture_output=True,
-        timeout=30,
-    )  # fmt: skip
-    keystore = directory / "keystore.pem"
-    keystore.write_text(key.read_text() + cert.read_text())
-    return keystore, cert
 
 
 def test_defaults_are_safe() -> None:

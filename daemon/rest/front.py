@@ -1,0 +1,399 @@
+"""The REST front process: ``main()`` of a ``python -c`` child started by ``FrontedRestServer``.
+
+Why a process: the worker's event loop shares one GIL with ten consumers and their conversion
+threads, so a request answered in the worker's process waits behind them (p99 about 12 ms for a
+status request under streaming, bench/README.md; a thread of its own in the same process made
+it worse: each GIL hand-over can cost the 5 ms switch interval). This process has its own GIL.
+
+What it does:
+- serves the listening sockets it inherits (http, https with the worker's PEM files);
+- answers ``GET /connectors/{c}/status`` and ``GET /connectors/{c}/tasks/{t}/status`` from the
+  status mirror (``daemon.rest.mirror``), after the same ``Accept`` and basic-auth checks the
+  worker makes, logging the request as the worker's access log would;
+- passes every other request, and every status request the mirror cannot answer exactly, to
+  the worker's own REST app over a Unix socket, headers and body (at most
+  ``rest.request.max.bytes`` + 1 bytes: the worker answers 413 past that) as received, and
+  relays the answer; the scheme the client used goes along as ``X-Forwarded-Proto`` so
+  ``Location`` headers name it;
+- refreshes the mirror every ``refresh_interval`` seconds, and after every request it passed on
+  that may have changed something (any method but GET/HEAD/OPTIONS), before answering it: a
+  client reads its own changes.
+
+Protocol with the parent: one JSON line on stdin (the ``Spec``), ``ready`` (or ``error: ...``)
+on stdout once every listener is served; stdin's end (the parent closed it, or died) or SIGTERM
+stops it: it stops accepting, lets requests in flight finish for ``shutdown_timeout`` seconds,
+and exits 0. SIGINT is left to the parent (a terminal's Ctrl-C reaches both).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import json
+import logging
+import signal
+import socket
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+from multidict import CIMultiDict
+
+from daemon.rest.api import accepts_json
+from daemon.rest.auth import BasicAuth
+from daemon.rest.errors import error_response
+from daemon.rest.mirror import (
+    ACCESS_LOGGER,
+    FORWARDED_PROTO,
+    SNAPSHOT_PATH,
+    TOKEN_HEADER,
+    Mirror,
+)
+from daemon.rest.settings import TlsSettings
+
+log = logging.getLogger("connectd.rest.front")
+access = logging.getLogger(ACCESS_LOGGER)
+
+BACK_URL = "http://connectd-worker"
+_HOP_BY_HOP = frozenset(
+    h.lower()
+    for h in (
+        "Connection",
+        "Keep-Alive",
+        "Proxy-Connection",
+        "Transfer-Encoding",
+        "TE",
+        "Trailer",
+        "Upgrade",
+        "Content-Length",
+        "Expect",  # answered here (100 Continue) when the body is read
+    )
+)
+_NOT_RELAYED = _HOP_BY_HOP | {"date", "server"}
+_DROPPED_FROM_CLIENTS = {TOKEN_HEADER.lower(), FORWARDED_PROTO.lower()}
+_READ_ONLY = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What the parent tells the front (one JSON object on stdin)."""
+
+    listeners: list[tuple[int, str]]
+    """(inherited file descriptor, scheme) per listening socket."""
+    back: str
+    token: str
+    max_body_bytes: int
+    request_timeout: float
+    shutdown_timeout: float
+    refresh_interval: float
+    log_level: str
+    log_format: str
+    credentials_file: str | None = None
+    tls: dict[str, Any] | None = None
+
+    @classmethod
+    def from_json(cls, line: bytes) -> Spec:
+        data = json.loads(line)
+        data["listeners"] = [(int(fd), str(scheme)) for fd, scheme in data["listeners"]]
+        return cls(**data)
+
+    def to_json(self) -> str:
+        return json.dumps(self.__dict__)
+
+    def tls_settings(self) -> TlsSettings | None:
+        if self.tls is None:
+            return None
+        t = self.tls
+        return TlsSettings(
+            keystore_location=Path(t["keystore_location"]),
+            key_password=t.get("key_password"),
+            truststore_location=(
+                Path(t["truststore_location"]) if t.get("truststore_location") else None
+            ),
+            client_auth=t.get("client_auth", "none"),
+        )
+
+
+def status_target(path: str) -> tuple[str, int | None] | None:
+    """``(connector, task)`` for the two status paths (``task`` None: the connector's), else
+    ``None``. Only canonical task numbers: ``01`` is left to the worker."""
+    parts = path.split("/")
+    if len(parts) == 4 and parts[1] == "connectors" and parts[3] == "status" and parts[2]:
+        return parts[2], None
+    if (
+        len(parts) == 6
+        and parts[1] == "connectors"
+        and parts[3] == "tasks"
+        and parts[5] == "status"
+        and parts[2]
+        and parts[4].isdigit()
+        and parts[4].isascii()
+        and str(int(parts[4])) == parts[4]
+    ):
+        return parts[2], int(parts[4])
+    return None
+
+
+class AccessLines:
+    """The request lines of the front's own answers, handed to logging in batches.
+
+    A line per request, as the worker's access log writes them, each stamped with the time its
+    request was answered; but handed on every ``interval`` seconds, so the logging thread wakes
+    once per batch rather than once per request (under load a wake-up per request halved the
+    requests the front answered, its loop and the logging thread trading the GIL)."""
+
+    def __init__(self, interval: float = 0.1) -> None:
+        self.interval = interval
+        self._records: list[logging.LogRecord] = []
+
+    def add(self, method: str, path: str, status: int, ms: float) -> None:
+        self._records.append(
+            access.makeRecord(
+                access.name, logging.INFO, __file__, 0, "%s %s %d %.1fms",
+                (method, path, status, ms), None,
+            )
+        )  # fmt: skip
+
+    def flush(self) -> None:
+        records, self._records = self._records, []
+        for record in records:
+            access.handle(record)
+
+    async def run(self) -> None:
+        try:
+            while True:
+                await asyncio.sleep(self.interval)  # the batch's period, not a synchronisation
+                self.flush()
+        finally:
+            self.flush()
+
+
+class Front:
+    def __init__(self, spec: Spec) -> None:
+        self.spec = spec
+        self.lines = AccessLines()
+        self.mirror = Mirror(max_age=max(2.0, 10 * spec.refresh_interval))
+        self.auth = BasicAuth(Path(spec.credentials_file)) if spec.credentials_file else None
+        self._session: aiohttp.ClientSession | None = None
+        self._refreshing: asyncio.Task[None] | None = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        assert self._session is not None
+        return self._session
+
+    def app(self) -> web.Application:
+        # No body limit here: ``_body`` reads at most max+1 bytes and the worker answers 413.
+        app = web.Application(client_max_size=0)
+        app.router.add_route("*", "/{tail:.*}", self.handle)
+        return app
+
+    async def open(self) -> None:
+        self._session = aiohttp.ClientSession(
+            BACK_URL,
+            connector=aiohttp.UnixConnector(path=self.spec.back),
+            auto_decompress=False,
+            timeout=aiohttp.ClientTimeout(total=self.spec.request_timeout + 10.0),
+        )
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    # ---- answering ----
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        if request.method == "GET" and not request.query_string:
+            target = status_target(request.path)
+            if target is not None:
+                answer = await self._from_mirror(request, *target)
+                if answer is not None:
+                    return answer
+        return await self._pass_on(request)
+
+    async def _from_mirror(
+        self, request: web.Request, connector: str, task: int | None
+    ) -> web.Response | None:
+        started = time.perf_counter()
+        if not accepts_json(request.headers.get("Accept")):
+            return None
+        auth, credentials = self.auth, request.headers.get("Authorization")
+        if auth is not None and await auth.authenticate(credentials) is None:
+            return None  # the worker answers 401 with its challenge
+        body = self.mirror.lookup(connector, task)
+        if body is None:
+            return None
+        if self.mirror.access_log and access.isEnabledFor(logging.INFO):
+            elapsed = (time.perf_counter() - started) * 1000
+            self.lines.add(request.method, request.rel_url.raw_path, 200, elapsed)
+        return web.Response(body=body, content_type="application/json", charset="utf-8")
+
+    async def _pass_on(self, request: web.Request) -> web.StreamResponse:
+        headers = CIMultiDict(
+            (k, v)
+            for k, v in request.headers.items()
+            if k.lower() not in _HOP_BY_HOP and k.lower() not in _DROPPED_FROM_CLIENTS
+        )
+        headers[FORWARDED_PROTO] = request.scheme
+        headers["Host"] = request.host  # the client's, or this listener's address
+        body = await _body(request, self.spec.max_body_bytes)
+        try:
+            async with self.session.request(
+                request.method,
+                request.raw_path,
+                headers=headers,
+                data=body if body or request.body_exists else None,
+                allow_redirects=False,
+                skip_auto_headers=("Accept", "Accept-Encoding", "User-Agent", "Content-Type"),
+            ) as answer:
+                payload = await answer.read()
+                relayed = CIMultiDict(
+                    (k, v) for k, v in answer.headers.items() if k.lower() not in _NOT_RELAYED
+                )
+                status = answer.status
+        except TimeoutError:
+            return error_response(500, "Request timed out")
+        except aiohttp.ClientError as exc:
+            log.error(
+                "the worker's REST app did not answer %s %s: %s",
+                request.method,
+                request.rel_url.raw_path,
+                exc,
+            )
+            return error_response(500, f"The worker did not answer: {exc}")
+        if request.method not in _READ_ONLY:
+            await self.refresh()  # the client reads its own change next
+        return web.Response(status=status, body=payload, headers=relayed)
+
+    # ---- the mirror ----
+
+    async def refresh(self) -> None:
+        """Install a snapshot asked for now (a newer one already held is kept)."""
+        asked, held = time.monotonic(), self.mirror.seq
+        headers = {TOKEN_HEADER: self.spec.token}
+        if held:
+            headers["If-None-Match"] = str(held)
+        try:
+            async with self.session.get(
+                SNAPSHOT_PATH,
+                headers=headers,
+                timeout=aiohttp.ClientTimeout(total=self.mirror.max_age),
+            ) as answer:
+                if answer.status == 304:
+                    self.mirror.confirm(held, asked)
+                    return
+                if answer.status != 200:
+                    raise aiohttp.ClientError(f"status {answer.status}")
+                snapshot = await answer.json()
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            log.debug("status snapshot not refreshed: %s", exc)
+            return
+        self.mirror.install(snapshot, taken=asked)
+        access.setLevel(logging.INFO if self.mirror.access_log else logging.WARNING)
+
+    async def keep_fresh(self) -> None:
+        while True:
+            started = time.monotonic()
+            await self.refresh()
+            await asyncio.sleep(max(0.0, self.spec.refresh_interval - (time.monotonic() - started)))
+
+
+async def _body(request: web.Request, limit: int) -> bytes:
+    """The request body, at most ``limit + 1`` bytes of it (enough for the worker to say 413)."""
+    if not request.body_exists:
+        return b""
+    chunks: list[bytes] = []
+    size = 0
+    while size <= limit:
+        chunk = await request.content.read(min(1 << 16, limit + 1 - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+async def serve(spec: Spec, stdin: asyncio.StreamReader) -> None:
+    front = Front(spec)
+    await front.open()
+    runner = web.AppRunner(front.app(), access_log=None, shutdown_timeout=spec.shutdown_timeout)
+    await runner.setup()
+    tls = spec.tls_settings()
+    ssl_context = tls.context() if tls is not None else None
+    for fd, scheme in spec.listeners:
+        sock = socket.socket(fileno=fd)
+        sock.setblocking(False)
+        site = web.SockSite(runner, sock, ssl_context=ssl_context if scheme == "https" else None)
+        await site.start()
+    await front.refresh()
+    # As the daemon does: what start-up made is never garbage; collections skip it.
+    gc.collect()
+    gc.freeze()
+    refresher = asyncio.ensure_future(front.keep_fresh())
+    logger = asyncio.ensure_future(front.lines.run())
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
+
+    async def parent_gone() -> None:
+        await stdin.read()  # until EOF: the parent closed the pipe or died
+        stop.set()
+
+    watcher = asyncio.ensure_future(parent_gone())
+    try:
+        await stop.wait()
+    finally:
+        for task in (watcher, refresher):
+            await _cancelled(task)
+        await runner.cleanup()  # requests in flight finish (and are logged)
+        await _cancelled(logger)  # it writes what it holds
+        await front.close()
+
+
+async def _cancelled(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+async def _main() -> int:
+    loop = asyncio.get_running_loop()
+    stdin = asyncio.StreamReader(limit=1 << 20)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stdin), sys.stdin.buffer)
+    line = await stdin.readline()
+    try:
+        spec = Spec.from_json(line)
+    except (ValueError, TypeError, KeyError) as exc:
+        sys.stdout.write(f"error: unreadable front spec: {exc}\n")
+        sys.stdout.flush()
+        return 78
+    from daemon.logs import setup_logging
+
+    setup_logging(spec.log_level, spec.log_format)
+    try:
+        await serve(spec, stdin)
+    except Exception as exc:  # reported to the parent, which raises it
+        sys.stdout.write(f"error: {type(exc).__name__}: {exc}\n")
+        sys.stdout.flush()
+        return 1
+    return 0
+
+
+def main() -> int:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(_main())
+    return uvloop.run(_main())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
