@@ -162,33 +162,41 @@ def setup_logging(
     stream: IO[str] | None = None,
     *,
     journal: bool | None = None,
+    threaded: bool = True,
 ) -> None:
     """Configure the root logger: one handler to ``stream`` (stderr), the level and format of
     the worker config. Calling again replaces connectd's handler (never duplicates it).
 
     ``journal``: whether the journal reads ``stream`` (default: ``under_journal``).
+    ``threaded=False``: lines are written where they are logged, without the writer thread
+    (for a process whose loop must not trade the GIL with one: the REST front).
     """
     global _listener
     out = stream or sys.stderr
     if journal is None:
         journal = under_journal(out)
     root = logging.getLogger()
-    for handler in list(root.handlers):
-        if handler.get_name() == _HANDLER_NAME:
-            root.removeHandler(handler)
+    for old in list(root.handlers):
+        if old.get_name() == _HANDLER_NAME:
+            root.removeHandler(old)
     if _listener is not None:
         _listener.stop()  # writes out what it holds
+        _listener = None
     # Lines are formatted where they are logged (the context variables live there) and written
     # by a thread: a slow or stalled stderr (a full pipe to journald) never blocks the loop.
-    queue: _queue.Queue[logging.LogRecord] = _queue.Queue()
-    handler = logging.handlers.QueueHandler(queue)
+    handler: logging.Handler
+    if threaded:
+        queue: _queue.Queue[logging.LogRecord] = _queue.Queue()
+        handler = logging.handlers.QueueHandler(queue)
+        writer = logging.StreamHandler(out)
+        writer.setFormatter(logging.Formatter("%(message)s"))
+        _listener = logging.handlers.QueueListener(queue, writer)
+        _listener.start()
+    else:
+        handler = logging.StreamHandler(out)
     handler.set_name(_HANDLER_NAME)
     handler.addFilter(ContextFilter())
     handler.setFormatter(formatter(fmt, journal))
-    writer = logging.StreamHandler(out)
-    writer.setFormatter(logging.Formatter("%(message)s"))
-    _listener = logging.handlers.QueueListener(queue, writer)
-    _listener.start()
     root.addHandler(handler)
     root.setLevel(level.upper())
     logging.captureWarnings(True)  # Python warnings become lines of the same format
