@@ -20,9 +20,11 @@ What it does:
   client reads its own changes.
 
 Protocol with the parent: one JSON line on stdin (the ``Spec``), ``ready`` (or ``error: ...``)
-on stdout once every listener is served; stdin's end (the parent closed it, or died) or SIGTERM
-stops it: it stops accepting, lets requests in flight finish for ``shutdown_timeout`` seconds,
-and exits 0. SIGINT is left to the parent (a terminal's Ctrl-C reaches both).
+on stdout once every listener is served; stdin's end (the parent closed it, or died) stops it:
+it stops accepting, lets requests in flight finish for ``shutdown_timeout`` seconds, and exits
+0. SIGTERM and SIGINT are left to the parent, which stops the front last: systemd's
+``KillMode=control-group`` and a terminal's Ctrl-C signal every process of the daemon at once,
+and REST answers until the worker has stopped.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict
+from yarl import URL
 
 from daemon.rest.api import accepts_json
 from daemon.rest.auth import BasicAuth
@@ -59,7 +62,7 @@ from daemon.rest.settings import TlsSettings
 log = logging.getLogger("connectd.rest.front")
 access = logging.getLogger(ACCESS_LOGGER)
 
-BACK_URL = "http://connectd-worker"
+BACK_HOST = "connectd-worker"
 _HOP_BY_HOP = frozenset(
     h.lower()
     for h in (
@@ -191,8 +194,9 @@ class Front:
 
     async def open(self) -> None:
         self._session = aiohttp.ClientSession(
-            BACK_URL,
-            connector=aiohttp.UnixConnector(path=self.spec.back),
+            # No cap on connections to the worker: its own server has none either, and a
+            # hundred slow calls (restarts waiting for a reap) must not hold up /health.
+            connector=aiohttp.UnixConnector(path=self.spec.back, limit=0),
             auto_decompress=False,
             timeout=aiohttp.ClientTimeout(total=self.spec.request_timeout + 10.0),
         )
@@ -241,7 +245,7 @@ class Front:
         try:
             async with self.session.request(
                 request.method,
-                request.raw_path,
+                _to_worker(request.rel_url.raw_path, request.rel_url.raw_query_string),
                 headers=headers,
                 data=body if body or request.body_exists else None,
                 allow_redirects=False,
@@ -252,6 +256,7 @@ class Front:
                     (k, v) for k, v in answer.headers.items() if k.lower() not in _NOT_RELAYED
                 )
                 status = answer.status
+                length = answer.headers.get("Content-Length")
         except TimeoutError:
             return error_response(500, "Request timed out")
         except aiohttp.ClientError as exc:
@@ -262,41 +267,62 @@ class Front:
                 exc,
             )
             return error_response(500, f"The worker did not answer: {exc}")
-        if request.method not in _READ_ONLY:
-            await self.refresh()  # the client reads its own change next
+        changed = request.method not in _READ_ONLY and 200 <= status < 300
+        # The client reads its own change next: from a snapshot taken after it, or from the
+        # worker itself if none could be taken.
+        if changed and not await self.refresh():
+            self.mirror.invalidate()
+        if request.method == "HEAD":  # no body, but the length a GET's body would have
+            head = web.StreamResponse(status=status, headers=relayed)
+            if length is not None and length.isdigit():
+                head.content_length = int(length)
+            await head.prepare(request)
+            await head.write_eof()
+            return head
         return web.Response(status=status, body=payload, headers=relayed)
 
     # ---- the mirror ----
 
-    async def refresh(self) -> None:
-        """Install a snapshot asked for now (a newer one already held is kept)."""
+    async def refresh(self) -> bool:
+        """Install a snapshot asked for now (a newer one already held is kept); whether the
+        mirror now holds the worker's states as of now."""
         asked, held = time.monotonic(), self.mirror.seq
         headers = {TOKEN_HEADER: self.spec.token}
         if held:
             headers["If-None-Match"] = str(held)
         try:
             async with self.session.get(
-                SNAPSHOT_PATH,
+                _to_worker(SNAPSHOT_PATH),
                 headers=headers,
                 timeout=aiohttp.ClientTimeout(total=self.mirror.max_age),
             ) as answer:
                 if answer.status == 304:
                     self.mirror.confirm(held, asked)
-                    return
+                    return True
                 if answer.status != 200:
                     raise aiohttp.ClientError(f"status {answer.status}")
                 snapshot = await answer.json()
-        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            self.mirror.install(snapshot, taken=asked)
+        except (aiohttp.ClientError, TimeoutError, ValueError, KeyError, TypeError) as exc:
             log.debug("status snapshot not refreshed: %s", exc)
-            return
-        self.mirror.install(snapshot, taken=asked)
+            return False
         access.setLevel(logging.INFO if self.mirror.access_log else logging.WARNING)
+        return True
 
     async def keep_fresh(self) -> None:
         while True:
             started = time.monotonic()
-            await self.refresh()
+            try:
+                await self.refresh()
+            except Exception:  # never end the refreshing: status would go to the worker
+                log.exception("refreshing the status snapshot failed")
             await asyncio.sleep(max(0.0, self.spec.refresh_interval - (time.monotonic() - started)))
+
+
+def _to_worker(path: str, query: str = "") -> URL:
+    """The worker's URL for a request's raw path and query, byte for byte: no dot segments
+    resolved, no escapes changed, a leading ``//`` kept as a path (not read as a host)."""
+    return URL.build(scheme="http", host=BACK_HOST, path=path, query_string=query, encoded=True)
 
 
 async def _body(request: web.Request, limit: int) -> bytes:
@@ -317,7 +343,13 @@ async def _body(request: web.Request, limit: int) -> bytes:
 async def serve(spec: Spec, stdin: asyncio.StreamReader) -> None:
     front = Front(spec)
     await front.open()
-    runner = web.AppRunner(front.app(), access_log=None, shutdown_timeout=spec.shutdown_timeout)
+    # Bodies go on as received (a gzip body stays gzip, with its Content-Encoding).
+    runner = web.AppRunner(
+        front.app(),
+        access_log=None,
+        shutdown_timeout=spec.shutdown_timeout,
+        auto_decompress=False,
+    )
     await runner.setup()
     tls = spec.tls_settings()
     ssl_context = tls.context() if tls is not None else None
@@ -332,8 +364,6 @@ async def serve(spec: Spec, stdin: asyncio.StreamReader) -> None:
     gc.freeze()
     refresher = asyncio.ensure_future(front.keep_fresh())
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGTERM, stop.set)
     sys.stdout.write("ready\n")
     sys.stdout.flush()
 
@@ -384,7 +414,9 @@ async def _main() -> int:
 
 
 def main() -> int:
+    # The parent ends the front (by closing stdin) once the worker has stopped; see above.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
         import uvloop
     except ImportError:

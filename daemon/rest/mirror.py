@@ -118,6 +118,10 @@ class Mirror:
         if seq == self.seq:
             self._taken = max(self._taken, taken)
 
+    def invalidate(self) -> None:
+        """Answer nothing until the next snapshot (a change was made that none shows yet)."""
+        self._taken = float("-inf")
+
     @property
     def fresh(self) -> bool:
         return time.monotonic() - self._taken <= self.max_age

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import gzip
 import json
 import logging
 import os
@@ -199,6 +200,11 @@ async def test_a_killed_front_is_replaced(fronted: FrontedRestServer, front_clie
     await front_client.create(NAME)
     first = fronted.pid
     assert first is not None and psutil.Process(first).ppid() == os.getpid()
+    # SIGTERM and SIGINT reach every process of the daemon at once (systemd, a terminal): the
+    # front ignores both and ends when the daemon closes its stdin, after the worker stopped.
+    status = Path(f"/proc/{first}/status").read_text()
+    ignored = int(next(line for line in status.splitlines() if line.startswith("SigIgn:"))[7:], 16)
+    assert ignored & (1 << (signal.SIGTERM - 1)) and ignored & (1 << (signal.SIGINT - 1))
     os.kill(first, signal.SIGKILL)
     await _until(lambda: fronted.pid not in (None, first), deadline_s=15.0)
     assert not psutil.pid_exists(first) or psutil.Process(first).status() == "zombie"
@@ -273,3 +279,62 @@ def test_snapshot_json_is_what_the_front_serves() -> None:
     assert stale.lookup("a") is None
     stale.confirm(1, time.monotonic())  # the worker answered "unchanged" (304) just now
     assert stale.lookup("a") is not None
+
+
+async def _raw(url: str, request: bytes) -> tuple[int, dict[str, str], bytes]:
+    """One request as given, byte for byte (no client normalising its path); the answer."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(request)
+        await writer.drain()
+        raw = await asyncio.wait_for(reader.read(), timeout=10)
+    finally:
+        writer.close()
+        await writer.wait_closed()
+    head, _, body = raw.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines[1:])
+    return int(lines[0].split()[1]), headers, body
+
+
+async def test_the_front_answers_byte_for_byte_as_the_worker(worker: FakeWorker) -> None:
+    """Odd requests, sent as raw bytes to the worker's own server and through the front over the
+    same worker: the same status, body and (for HEAD) length."""
+    same_answer = [
+        b"GET /connectors/x/../y/status HTTP/1.1\r\n\r\n",
+        b"GET //foo/connectors HTTP/1.1\r\n\r\n",
+        b"GET /connectors/%zz/status HTTP/1.1\r\n\r\n",
+        b"GET /connectors?expand=bogus HTTP/1.1\r\n\r\n",
+        b"GET /connectors/a%2Fb/status HTTP/1.1\r\n\r\n",
+        b"HEAD /connectors HTTP/1.1\r\n\r\n",
+        b"HEAD /connectors/" + NAME.encode() + b"/status HTTP/1.1\r\n\r\n",
+    ]
+    body = {"name": "zipped", "config": {"connector.class": "HangSink", "topics": "t"}}
+    zipped = gzip.compress(json.dumps(body).encode())
+    create = (
+        b"POST /connectors HTTP/1.1\r\nContent-Type: application/json\r\n"
+        b"Content-Encoding: gzip\r\nContent-Length: %d\r\n\r\n%s" % (len(zipped), zipped)
+    )
+    delete = b"DELETE /connectors/zipped HTTP/1.1\r\n\r\n"
+    async with (
+        serve(worker, local_settings()) as direct,
+        serve(worker, local_settings(), front=True) as fronted,
+        aiohttp.ClientSession(direct.url) as session,
+    ):
+        assert (await Client(session).create(NAME)).status == 201
+        for case in same_answer:
+            want = await _raw(direct.url, _close(case))
+            got = await _raw(fronted.url, _close(case))
+            assert (got[0], got[2]) == (want[0], want[2]), case
+            if case.startswith(b"HEAD"):
+                assert got[1].get("Content-Length") == want[1].get("Content-Length"), case
+        # A gzip body reaches the worker as sent: created (as the worker alone does), deleted.
+        for url in (direct.url, fronted.url):
+            assert (await _raw(url, _close(create)))[0] == 201, url
+            assert (await _raw(url, _close(delete)))[0] == 204, url
+
+
+def _close(request: bytes) -> bytes:
+    head, _, body = request.partition(b"\r\n\r\n")
+    return head + b"\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n" + body
