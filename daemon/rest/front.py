@@ -32,15 +32,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import json
 import logging
 import signal
 import socket
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -50,6 +47,7 @@ from yarl import URL
 from daemon.rest.api import accepts_json
 from daemon.rest.auth import BasicAuth
 from daemon.rest.errors import error_response
+from daemon.rest.frontspec import Spec
 from daemon.rest.mirror import (
     ACCESS_LOGGER,
     FORWARDED_PROTO,
@@ -57,7 +55,6 @@ from daemon.rest.mirror import (
     TOKEN_HEADER,
     Mirror,
 )
-from daemon.rest.settings import TlsSettings
 
 log = logging.getLogger("connectd.rest.front")
 access = logging.getLogger(ACCESS_LOGGER)
@@ -80,46 +77,6 @@ _HOP_BY_HOP = frozenset(
 _NOT_RELAYED = _HOP_BY_HOP | {"date", "server"}
 _DROPPED_FROM_CLIENTS = {TOKEN_HEADER.lower(), FORWARDED_PROTO.lower()}
 _READ_ONLY = frozenset({"GET", "HEAD", "OPTIONS"})
-
-
-@dataclass(frozen=True)
-class Spec:
-    """What the parent tells the front (one JSON object on stdin)."""
-
-    listeners: list[tuple[int, str]]
-    """(inherited file descriptor, scheme) per listening socket."""
-    back: str
-    token: str
-    max_body_bytes: int
-    request_timeout: float
-    shutdown_timeout: float
-    refresh_interval: float
-    log_level: str
-    log_format: str
-    credentials_file: str | None = None
-    tls: dict[str, Any] | None = None
-
-    @classmethod
-    def from_json(cls, line: bytes) -> Spec:
-        data = json.loads(line)
-        data["listeners"] = [(int(fd), str(scheme)) for fd, scheme in data["listeners"]]
-        return cls(**data)
-
-    def to_json(self) -> str:
-        return json.dumps(self.__dict__)
-
-    def tls_settings(self) -> TlsSettings | None:
-        if self.tls is None:
-            return None
-        t = self.tls
-        return TlsSettings(
-            keystore_location=Path(t["keystore_location"]),
-            key_password=t.get("key_password"),
-            truststore_location=(
-                Path(t["truststore_location"]) if t.get("truststore_location") else None
-            ),
-            client_auth=t.get("client_auth", "none"),
-        )
 
 
 def status_target(path: str) -> tuple[str, int | None] | None:

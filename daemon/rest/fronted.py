@@ -29,8 +29,8 @@ from types import TracebackType
 from aiohttp import web
 
 from daemon.errors import ConnectdError
-from daemon.rest.front import Spec
-from daemon.rest.server import Bound, bind
+from daemon.rest.frontspec import Spec
+from daemon.rest.server import Bound, Listening, bind
 from daemon.rest.settings import RestSettings
 
 log = logging.getLogger("connectd.rest")
@@ -45,7 +45,7 @@ class FrontStartFailed(ConnectdError):
     """The REST front process did not start serving."""
 
 
-class FrontedRestServer:
+class FrontedRestServer(Listening):
     """See the module docstring. ``token`` must be the ``front_token`` the app was made with."""
 
     def __init__(
@@ -76,20 +76,6 @@ class FrontedRestServer:
     @staticmethod
     def new_token() -> str:
         return secrets.token_urlsafe(32)
-
-    @property
-    def bound(self) -> tuple[Bound, ...]:
-        return tuple(self._bound)
-
-    @property
-    def urls(self) -> list[str]:
-        return [b.url for b in self._bound]
-
-    @property
-    def url(self) -> str:
-        if not self._bound:
-            raise RuntimeError("the server is not started")
-        return self._bound[0].url
 
     @property
     def pid(self) -> int | None:
@@ -134,17 +120,6 @@ class FrontedRestServer:
 
     def _spec(self) -> Spec:
         settings = self._settings
-        tls = None
-        if settings.tls is not None:
-            t = settings.tls
-            tls = {
-                "keystore_location": str(t.keystore_location),
-                "key_password": t.key_password,
-                "truststore_location": (
-                    str(t.truststore_location) if t.truststore_location else None
-                ),
-                "client_auth": t.client_auth,
-            }
         return Spec(
             listeners=[(sock.fileno(), scheme) for sock, scheme in self._sockets],
             back=self._back_path,
@@ -158,7 +133,7 @@ class FrontedRestServer:
             credentials_file=(
                 str(settings.credentials_file) if settings.credentials_file else None
             ),
-            tls=tls,
+            tls=Spec.tls_json(settings.tls),
         )
 
     async def _spawn(self) -> asyncio.subprocess.Process:

@@ -33,12 +33,10 @@ class Bound:
         return f"{self.listener.scheme}://{host}:{self.port}"
 
 
-class RestServer:
-    def __init__(self, app: web.Application, settings: RestSettings) -> None:
-        self._app = app
-        self._settings = settings
-        self._runner: web.AppRunner | None = None
-        self._bound: list[Bound] = []
+class Listening:
+    """What a server tells of its bound listeners (kept in ``_bound`` while it serves)."""
+
+    _bound: list[Bound]
 
     @property
     def bound(self) -> tuple[Bound, ...]:
@@ -55,6 +53,14 @@ class RestServer:
         if not self._bound:
             raise RuntimeError("the server is not started")
         return self._bound[0].url
+
+
+class RestServer(Listening):
+    def __init__(self, app: web.Application, settings: RestSettings) -> None:
+        self._app = app
+        self._settings = settings
+        self._runner: web.AppRunner | None = None
+        self._bound: list[Bound] = []
 
     async def start(self) -> None:
         settings = self._settings
