@@ -24,7 +24,6 @@ import socket
 import sys
 import tempfile
 from pathlib import Path
-from types import TracebackType
 
 from aiohttp import web
 
@@ -96,12 +95,7 @@ class FrontedRestServer(Listening):
             await runner.setup()
             await web.UnixSite(runner, self._back_path).start()
             for listener in settings.listeners:
-                try:
-                    socks = await bind(listener)
-                except OSError as exc:
-                    raise OSError(
-                        exc.errno, f"cannot listen on {listener}: {exc.strerror}"
-                    ) from exc
+                socks = await bind(listener)
                 self._sockets += [(sock, listener.scheme) for sock in socks]
                 self._bound.append(Bound(listener, socks[0].getsockname()[1]))
             for sock, _ in self._sockets:
@@ -218,18 +212,6 @@ class FrontedRestServer(Listening):
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
-
-    async def __aenter__(self) -> FrontedRestServer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
 
 async def _end(proc: asyncio.subprocess.Process, grace: float) -> None:

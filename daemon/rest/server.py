@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Self
 
 from aiohttp import web
 
@@ -33,10 +35,29 @@ class Bound:
         return f"{self.listener.scheme}://{host}:{self.port}"
 
 
-class Listening:
-    """What a server tells of its bound listeners (kept in ``_bound`` while it serves)."""
+class Listening(ABC):
+    """What every REST server offers: ``start``/``close`` (also as ``async with``) and its
+    bound listeners (kept in ``_bound`` while it serves)."""
 
     _bound: list[Bound]
+
+    @abstractmethod
+    async def start(self) -> None: ...
+
+    @abstractmethod
+    async def close(self) -> None: ...
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
 
     @property
     def bound(self) -> tuple[Bound, ...]:
@@ -73,12 +94,7 @@ class RestServer(Listening):
         sockets: list[socket.socket] = []
         try:
             for listener in settings.listeners:
-                try:
-                    socks = await bind(listener)
-                except OSError as exc:
-                    raise OSError(
-                        exc.errno, f"cannot listen on {listener}: {exc.strerror}"
-                    ) from exc
+                socks = await bind(listener)
                 sockets += socks
                 for sock in socks:
                     site = web.SockSite(
@@ -103,22 +119,18 @@ class RestServer(Listening):
             await runner.cleanup()
         self._bound.clear()
 
-    async def __aenter__(self) -> RestServer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
-
 
 async def bind(listener: Listener) -> list[socket.socket]:
     """Listening sockets for every address of the listener's host (all interfaces when the
-    host is empty). With port 0 every address gets the port the first one was given."""
+    host is empty). With port 0 every address gets the port the first one was given.
+    ``OSError`` naming the listener if any address cannot be bound (none is left open)."""
+    try:
+        return await _bind_addresses(listener)
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot listen on {listener}: {exc.strerror}") from exc
+
+
+async def _bind_addresses(listener: Listener) -> list[socket.socket]:
     loop = asyncio.get_running_loop()
     infos = await loop.getaddrinfo(
         listener.host or None,
