@@ -404,7 +404,7 @@ def _rest_server(
     if not config.rest_front_process:
         app = create_app(worker, settings=settings, metrics=metrics, registry=registry)
         return Server(app, settings)
-    # Status answered from a child process with its own GIL (daemon.rest.front): requests do
+    # Status answered from a child process with its own GIL (daemon.rest.front.child): requests do
     # not wait behind the consumers on this loop.
     token = FrontedRestServer.new_token()
     app = create_app(

@@ -45,7 +45,7 @@ from daemon.connectors.api import (
     in_range,
 )
 from daemon.connectors.converters import BatchConverter, make_converter
-from daemon.connectors.parquet_config import write_timeout
+from daemon.connectors.parquet.settings import write_timeout
 from daemon.connectors.records import RawBatch, RecordBatch
 from daemon.errors import ConnectdError, WriteFailed, WriteTimeout
 
@@ -104,7 +104,7 @@ def write_staged_then_block(
     spark: Any, batch: Any, *, marker: str | None = None, **kwargs: Any
 ) -> None:
     """ParquetSink's write, then block forever: a write killed after its files were staged."""
-    from daemon.connectors.parquet_write import write_staged
+    from daemon.connectors.parquet.write import write_staged
 
     write_staged(spark, batch, **kwargs)
     block_forever(spark, batch, task="write_staged_then_block", marker=marker)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from daemon.rest.app import create_app, operations
 from daemon.rest.auth import passwd_main
 from daemon.rest.context import ClusterIdentified, HealthReporting
-from daemon.rest.fronted import FrontedRestServer
+from daemon.rest.front.parent import FrontedRestServer
 from daemon.rest.server import Bound, RestServer
 from daemon.rest.settings import RestSettings, TlsSettings
 

@@ -8,7 +8,7 @@ committed offsets after a failed write) — waits, and polls again; the dead-let
 the topic again for those partitions, so a retry never dead-letters a record twice.
 
 The consumer-group commit carries, with a dead-letter topic, each partition's dead-letter bound
-as the offset's metadata (``dlq.py``, point 3).
+as the offset's metadata (``deadletter/index.py``, point 3).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from daemon.connectors.api import TaskContext, TaskId
 from daemon.connectors.records import OffsetRange, TopicPartition
 from daemon.errors import ConnectdError
 from daemon.runtime.consumer import TaskConsumer
-from daemon.runtime.errant import ErrantRecords
+from daemon.runtime.deadletter.policy import ErrantRecords
 from daemon.runtime.steps import RetryPolicy
 
 log = logging.getLogger("connectd.task")
@@ -43,7 +43,8 @@ class Retrying:
         raise NotImplementedError
 
     async def _group_commit(self, offsets: Mapping[TopicPartition, int]) -> None:
-        """With a dead-letter topic, each offset carries its dead-letter bound (``dlq.py``)."""
+        """With a dead-letter topic, each offset carries its dead-letter bound (see
+        ``deadletter.index``)."""
         assert self.consumer is not None
         bounds = self._errant.metadata(offsets) if self._errant is not None else None
         await self.consumer.commit(offsets, bounds)

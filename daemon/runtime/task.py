@@ -11,7 +11,7 @@ coroutine then runs the close path — ``pre_commit`` with ``context.is_closing`
 the open partitions, ``stop``. ``kill()`` cancels whatever is left: an executor write in progress
 is cancelled, which kills and reaps its executor's process tree before the cancellation returns.
 
-Records a converter or the sink's ``reject`` refused go through ``errant.py`` (``errors.*``,
+Records a converter or the sink's ``reject`` refused go through ``deadletter.policy`` (``errors.*``,
 the dead-letter topic) before ``put``; retriable failures of a step are retried per
 ``errors.retry.timeout`` (``retrying.py``).
 """
@@ -39,7 +39,7 @@ from daemon.connectors.records import OffsetRange, RawBatch, RecordBatch, TopicP
 from daemon.errors import ConnectdError, TaskTimeout
 from daemon.logs import set_task_context
 from daemon.runtime.consumer import TaskConsumer, consumer_settings, group_id
-from daemon.runtime.errant import ErrantRecords
+from daemon.runtime.deadletter.policy import ErrantRecords
 from daemon.runtime.executors import ExecutorBinding, Executors
 from daemon.runtime.rebalance import Rebalancing
 from daemon.runtime.retrying import Retrying
@@ -300,7 +300,7 @@ class Incarnation(Rebalancing, Retrying):
         raise TaskTimeout(f"task {self.id}: a poll did not return (a rebalance never ended?)")
 
     async def _deliver(self, polled: Mapping[TopicPartition, list[Any]]) -> int:
-        """Convert, apply the error policy (``errant.py``), ``put``; how many records."""
+        """Convert, apply the error policy (``deadletter/policy.py``), ``put``; how many records."""
         assert self._converter is not None and self.task is not None
         converter = self._converter
 

@@ -26,7 +26,7 @@ import pyarrow as pa
 from support.spark import spark_settings
 
 from daemon.connectors.api import TaskContext, TaskId
-from daemon.connectors.parquet import ParquetSinkTask
+from daemon.connectors.parquet.sink import ParquetSinkTask
 from daemon.connectors.records import TopicPartition
 from daemon.connectors.testing import sample_batch
 from daemon.executor import ExecutorPool

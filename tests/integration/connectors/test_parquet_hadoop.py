@@ -23,7 +23,7 @@ from support.kafka import produce
 from support.kafka_fixtures import TopicFactory
 
 from daemon.connectors.api import SinkTask
-from daemon.connectors.parquet import ParquetSinkConnector, ParquetSinkTask
+from daemon.connectors.parquet.sink import ParquetSinkConnector, ParquetSinkTask
 from daemon.runtime.model import SinkOffset
 from daemon.storage.commitlog import META, CommitRecord
 

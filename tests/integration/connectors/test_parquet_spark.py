@@ -18,7 +18,7 @@ import pytest
 from support.spark import ThreadedPool, alive, walk_tree
 
 from daemon.connectors.api import TaskContext
-from daemon.connectors.parquet import ParquetSinkTask
+from daemon.connectors.parquet.sink import ParquetSinkTask
 from daemon.connectors.records import RecordBatch, TopicPartition
 from daemon.connectors.testing import sample_batch
 from daemon.errors import CommitRejected, WriteTimeout

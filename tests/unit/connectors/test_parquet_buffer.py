@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from daemon.connectors.parquet_buffer import RecordBuffer
+from daemon.connectors.parquet.buffer import RecordBuffer
 from daemon.connectors.records import OffsetRange, RecordBatch, TopicPartition
 from daemon.connectors.testing import sample_batch
 from daemon.errors import CommitRejected

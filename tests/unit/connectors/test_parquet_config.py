@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from daemon.connectors import default_registry
-from daemon.connectors.parquet import (
+from daemon.connectors.parquet.sink import (
     ParquetSettings,
     ParquetSinkConnector,
     ParquetSinkTask,

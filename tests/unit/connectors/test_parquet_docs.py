@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from daemon.connectors import ConfigDef, TaskContext, TaskId, TopicPartition
-from daemon.connectors.parquet import CONFIG_DEF
+from daemon.connectors.parquet.sink import CONFIG_DEF
 from daemon.connectors.testing import EchoSinkConnector, HangSinkConnector, sample_batch
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "connectors.md"

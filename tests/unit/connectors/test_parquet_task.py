@@ -15,7 +15,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from daemon.connectors.api import TaskContext, TaskId
-from daemon.connectors.parquet import ParquetSinkConnector, ParquetSinkTask
+from daemon.connectors.parquet.sink import ParquetSinkConnector, ParquetSinkTask
 from daemon.connectors.records import TopicPartition
 from daemon.connectors.testing import LocalRunner, sample_batch
 from daemon.errors import CommitRejected, ConfigError, WriteTimeout

@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from daemon.connectors.parquet_write import data_files, write_staged
+from daemon.connectors.parquet.write import data_files, write_staged
 from daemon.connectors.testing import sample_batch
 from daemon.executor.handoff import Batch, write_table
 
@@ -70,7 +70,7 @@ def test_text_formats_flatten_headers_and_may_be_gzipped(tmp_path: Path) -> None
 
 def test_the_module_imports_nothing_heavy() -> None:
     code = (
-        "import sys, daemon.connectors.parquet_write as w; "
+        "import sys, daemon.connectors.parquet.write as w; "
         "print(sorted(m for m in ('pyspark', 'pyarrow.parquet', 'aiohttp') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -27,7 +27,7 @@ from support.fake_worker import Client, FakeWorker, local_settings, serve
 from daemon.config import Listener
 from daemon.rest import FrontedRestServer, RestSettings, TlsSettings, create_app
 from daemon.rest.auth import hash_password
-from daemon.rest.front import status_target
+from daemon.rest.front.child import status_target
 
 NAME = "sink-hang-connector"
 
@@ -262,7 +262,7 @@ async def test_status_requests_are_logged_by_the_front(
 
 
 def test_snapshot_json_is_what_the_front_serves() -> None:
-    from daemon.rest.mirror import Mirror
+    from daemon.rest.front.mirror import Mirror
 
     mirror = Mirror(max_age=60)
     status = {"name": "a", "connector": {"state": "RUNNING"}, "tasks": [{"id": 3, "x": "é"}]}

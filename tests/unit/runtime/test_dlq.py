@@ -4,7 +4,7 @@ offsets, and the index that keeps a record from being dead-lettered twice."""
 from __future__ import annotations
 
 from daemon.connectors.records import TopicPartition
-from daemon.runtime.dlq import (
+from daemon.runtime.deadletter.index import (
     H_ORIGIN,
     DeadLetterIndex,
     Failure,

@@ -15,8 +15,8 @@ from daemon.connectors.api import TaskId
 from daemon.connectors.converters import BatchConverter, make_converter
 from daemon.connectors.records import OffsetRange, RawBatch, TopicPartition
 from daemon.errors import ConversionError, RecordRejected
-from daemon.runtime.dlq import Failure, Headers, decode_bound, origin
-from daemon.runtime.errant import ErrantRecords, apply_tolerance, without_rows
+from daemon.runtime.deadletter.index import Failure, Headers, decode_bound, origin
+from daemon.runtime.deadletter.policy import ErrantRecords, apply_tolerance, without_rows
 
 TP = TopicPartition("t", 0)
 ID = TaskId("c", 0)

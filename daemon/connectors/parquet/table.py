@@ -9,11 +9,11 @@ guarantees (``daemon.storage.commitlog``):
   exclusively, move into place. Raises if anything failed; then ``abort(commit_id)`` must run
   (the executor is gone by then) and says whether the commit landed after all.
   ``crash_after`` (Hadoop tables; fault tests only) SIGKILLs the executor at that point of
-  the flush job (``parquet_jobs.CRASH_POINTS``).
+  the flush job (``parquet.jobs.CRASH_POINTS``).
 
 ``LocalTable`` keeps the commit log in the daemon (``asyncio.to_thread``; the executor only
 writes the staging dir). ``HadoopTable`` runs every step as an executor job (see
-``daemon.connectors.parquet_jobs``): one job per flush does the write and the commit, so a
+``daemon.connectors.parquet.jobs``): one job per flush does the write and the commit, so a
 hung filesystem call is killed at the write deadline like a hung write.
 """
 
@@ -28,15 +28,15 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from daemon.connectors.api import SinkTaskContext
-from daemon.connectors.parquet_config import ParquetSettings
-from daemon.connectors.parquet_jobs import raise_for
-from daemon.connectors.parquet_write import tidy
+from daemon.connectors.parquet.jobs import raise_for
+from daemon.connectors.parquet.settings import ParquetSettings
+from daemon.connectors.parquet.write import tidy
 from daemon.connectors.records import OffsetRange, TopicPartition
 from daemon.storage.commitlog import CommitLog, DataFile
 
 log = logging.getLogger("connectd.connectors.parquet")
 
-JOBS = "daemon.connectors.parquet_jobs"
+JOBS = "daemon.connectors.parquet.jobs"
 #: Deadline of the small commit-log jobs (open, fence and read, abort, offsets).
 LOG_JOB_TIMEOUT = 120.0
 

@@ -134,14 +134,14 @@ def flush(
     task: int,
     epoch: int,
     ranges: Sequence[Sequence[Any]],
-    write_function: str = "daemon.connectors.parquet_write:write_staged",
+    write_function: str = "daemon.connectors.parquet.write:write_staged",
     write_kwargs: Mapping[str, Any] | None = None,
     crash_after: str | None = None,
 ) -> dict[str, Any]:
     """Write ``batch`` and commit it as covering ``ranges`` ([topic, partition, start, end]),
     in this job. ``{"files": n, "seconds": s, "write_seconds": w}``, or ``{"error": ...}``
     after the staged files were deleted. ``crash_after``: see ``CRASH_POINTS``."""
-    from daemon.connectors.parquet_write import tidy
+    from daemon.connectors.parquet.write import tidy
 
     began = time.monotonic()
     offsets = [OffsetRange(str(t), int(p), int(s), int(e)) for t, p, s, e in ranges]

@@ -2,7 +2,7 @@
 
 ``start()`` serves the app on a Unix socket in a private directory (mode 0700), binds every
 configured listener here (so a bind error is raised here, naming the listener, as
-``RestServer`` raises it), and starts ``python -m daemon.rest.front`` with the listening
+``RestServer`` raises it), and starts ``python -m daemon.rest.front.child`` with the listening
 sockets; it returns once the front answers on all of them, or raises with nothing left running.
 The sockets stay open here too, so a front that dies is replaced on the same sockets (after
 1 s, then up to 30 s between attempts) without a connection refused in between; its exit is
@@ -28,7 +28,7 @@ from pathlib import Path
 from aiohttp import web
 
 from daemon.errors import ConnectdError
-from daemon.rest.frontspec import Spec
+from daemon.rest.front.protocol import Spec
 from daemon.rest.server import Bound, Listening, bind
 from daemon.rest.settings import RestSettings
 
@@ -136,7 +136,7 @@ class FrontedRestServer(Listening):
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-c",
-            "import sys; from daemon.rest.front import main; sys.exit(main())",
+            "import sys; from daemon.rest.front.child import main; sys.exit(main())",
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             pass_fds=[sock.fileno() for sock, _ in self._sockets],

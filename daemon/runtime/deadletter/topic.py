@@ -2,7 +2,8 @@
 
 ``DeadLetterTopic`` is what a task incarnation holds when ``errors.tolerance=all`` and
 ``errors.deadletterqueue.topic.name`` are set. Why producing and reading back give each dead
-letter exactly once across kills is argued in ``daemon.runtime.dlq``; this module is the I/O.
+letter exactly once across kills is argued in ``daemon.runtime.deadletter.index``; this
+module is the I/O.
 
 - ``start``: creates the topic if it does not exist, as Connect does (one partition, the
   configured ``errors.deadletterqueue.topic.replication.factor``; a factor the cluster cannot
@@ -31,7 +32,7 @@ from aiokafka.errors import KafkaError, for_code
 
 from daemon.connectors.records import TopicPartition
 from daemon.errors import ConfigError, DeadLetterQueueError
-from daemon.runtime.dlq import Headers, decode_bound, lowest, origin
+from daemon.runtime.deadletter.index import Headers, decode_bound, lowest, origin
 
 log = logging.getLogger("connectd.task")
 RF_KEY = "errors.deadletterqueue.topic.replication.factor"

@@ -20,7 +20,7 @@ How a task keeps exactly-once (DESIGN.md, "Exactly-once into the sink"):
   interval has passed, and returns the offsets durable in the table; the runtime commits those
   to the consumer group for lag tools only.
 
-Where the commit log runs (``parquet_table``): for a local table (a path or ``file:`` URI) in
+Where the commit log runs (``parquet.table``): for a local table (a path or ``file:`` URI) in
 the daemon, in threads; for a table on a Hadoop filesystem (``hdfs://``, ``viewfs://``,
 ``abfs://``, ``s3a://`` …) inside executor jobs, through the executor's JVM: one job per flush
 writes, commits and moves the files, so a hung filesystem call is killed at the write deadline.
@@ -41,8 +41,9 @@ from typing import Any, ClassVar
 from daemon import __version__
 from daemon.config.problems import Problem
 from daemon.connectors.api import ConfigDef, SinkConnector, SinkTask, SinkTaskContext
-from daemon.connectors.parquet_buffer import RecordBuffer
-from daemon.connectors.parquet_config import (
+from daemon.connectors.parquet.buffer import RecordBuffer
+from daemon.connectors.parquet.jobs import raise_for
+from daemon.connectors.parquet.settings import (
     CONFIG_DEF,
     ParquetSettings,
     check_config,
@@ -51,9 +52,8 @@ from daemon.connectors.parquet_config import (
     table_path,
     write_timeout,
 )
-from daemon.connectors.parquet_jobs import raise_for
-from daemon.connectors.parquet_table import JOBS, LOG_JOB_TIMEOUT, TableLog, table_log
-from daemon.connectors.parquet_write import tidy
+from daemon.connectors.parquet.table import JOBS, LOG_JOB_TIMEOUT, TableLog, table_log
+from daemon.connectors.parquet.write import tidy
 from daemon.connectors.records import OffsetRange, RecordBatch, TopicPartition
 from daemon.errors import ConfigError
 from daemon.storage.commitlog import META, CommitLog
@@ -196,11 +196,11 @@ class ParquetSinkTask(SinkTask):
     """One task of a ParquetSink. Subclasses may point ``write_function`` at another executor
     function with ``write_staged``'s signature (tests do, to hang a write on purpose)."""
 
-    write_function: ClassVar[str] = "daemon.connectors.parquet_write:write_staged"
+    write_function: ClassVar[str] = "daemon.connectors.parquet.write:write_staged"
 
     def crash_after(self) -> str | None:
         """Fault injection for tests (Hadoop tables): a point of the next flush job at which
-        its executor SIGKILLs itself (``parquet_jobs.CRASH_POINTS``); ``None`` in production."""
+        its executor SIGKILLs itself (``parquet.jobs.CRASH_POINTS``); ``None`` in production."""
         return None
 
     async def start(self, config: Mapping[str, str], context: SinkTaskContext) -> None:
@@ -332,3 +332,7 @@ class ParquetSinkTask(SinkTask):
 
 def _describe(ranges: Collection[OffsetRange]) -> str:
     return ", ".join(f"{r.tp}@{r.start}..{r.end}" for r in ranges)
+
+
+# Their public home is the package (see its ``__init__``).
+ParquetSinkConnector.__module__ = ParquetSinkTask.__module__ = "daemon.connectors.parquet"

@@ -8,7 +8,7 @@ it worse: each GIL hand-over can cost the 5 ms switch interval). This process ha
 What it does:
 - serves the listening sockets it inherits (http, https with the worker's PEM files);
 - answers ``GET /connectors/{c}/status`` and ``GET /connectors/{c}/tasks/{t}/status`` from the
-  status mirror (``daemon.rest.mirror``), after the same ``Accept`` and basic-auth checks the
+  status mirror (``daemon.rest.front.mirror``), after the same ``Accept`` and basic-auth checks the
   worker makes, logging the request as the worker's access log would;
 - passes every other request, and every status request the mirror cannot answer exactly, to
   the worker's own REST app over a Unix socket, headers and body (at most
@@ -47,14 +47,14 @@ from yarl import URL
 from daemon.rest.api import accepts_json
 from daemon.rest.auth import BasicAuth
 from daemon.rest.errors import error_response
-from daemon.rest.frontspec import Spec
-from daemon.rest.mirror import (
+from daemon.rest.front.mirror import (
     ACCESS_LOGGER,
     FORWARDED_PROTO,
     SNAPSHOT_PATH,
     TOKEN_HEADER,
     Mirror,
 )
+from daemon.rest.front.protocol import Spec
 
 log = logging.getLogger("connectd.rest.front")
 access = logging.getLogger(ACCESS_LOGGER)

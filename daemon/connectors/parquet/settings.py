@@ -10,7 +10,7 @@ from typing import Any
 
 from daemon.config.problems import Problem, error
 from daemon.connectors.api import REQUIRED, ConfigDef, ConfigType, Importance, in_range, one_of
-from daemon.connectors.parquet_write import COMPRESSION, FORMATS
+from daemon.connectors.parquet.write import COMPRESSION, FORMATS
 from daemon.errors import ConfigError, InvalidConfig
 
 WRITE_TIMEOUT_KEY = "task.write.timeout.ms"

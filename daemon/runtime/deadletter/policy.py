@@ -10,7 +10,7 @@ refuses it. ``ErrantRecords`` decides, per batch, before the batch reaches ``put
   ``errors.log.enable`` each gets an ERROR line naming the connector, task, stage, topic,
   partition and offset — and, only with ``errors.log.include.messages``, its key, value and
   headers; with ``errors.deadletterqueue.topic.name`` each is produced to the dead-letter topic
-  exactly once (``daemon.runtime.dlq`` has the argument) before ``put`` sees the batch.
+  exactly once (``daemon.runtime.deadletter.index`` has the argument) before ``put`` sees the batch.
 """
 
 from __future__ import annotations
@@ -29,8 +29,7 @@ from daemon.connectors.converters import BatchConverter
 from daemon.connectors.records import BadRecord, OffsetRange, RecordBatch, TopicPartition
 from daemon.errors import ConversionError, RecordRejected
 from daemon.runtime.consumer import client_settings
-from daemon.runtime.deadletter import DeadLetterTopic
-from daemon.runtime.dlq import (
+from daemon.runtime.deadletter.index import (
     DeadLetterIndex,
     Failure,
     dead_letter_headers,
@@ -38,6 +37,7 @@ from daemon.runtime.dlq import (
     encode_bound,
     qualified_name,
 )
+from daemon.runtime.deadletter.topic import DeadLetterTopic
 
 log = logging.getLogger("connectd.task")
 #: Longest key, value or headers text an errors.log.include.messages line shows, in bytes.
