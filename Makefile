@@ -18,7 +18,7 @@ export KAFKA_VERSION
 help:
 	@echo "make demo        run connectd on the example configs against a local broker"
 	@echo "make test        lint, then unit and integration tests (starts its own broker)"
-	@echo "make lint        ruff format --check, ruff check, mypy --strict on daemon/"
+	@echo "make lint        ruff format --check, ruff check, mypy --strict, the layer rule (dev/check_layers.py)"
 	@echo "make kafka-up    start the development broker (KAFKA_PORT, default 9092)"
 	@echo "make kafka-down  stop it"
 	@echo "make bench       benchmarks (bench/; QUICK=1 for a short run); make soak: long runs"
@@ -47,6 +47,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check daemon tests bench dev
 	$(VENV)/bin/ruff check daemon tests bench dev
 	$(VENV)/bin/mypy
+	$(PY) dev/check_layers.py
 
 fmt: $(STAMP)
 	$(VENV)/bin/ruff format daemon tests bench dev

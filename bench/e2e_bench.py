@@ -29,9 +29,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from daemon.config import Mode, parse_worker
+from daemon.config.plan import LaunchPlan
 from daemon.daemon import Daemon
 from daemon.executor import ExecutorPool, PoolSettings
-from daemon.launch import LaunchPlan
 from daemon.logs import setup_logging
 from daemon.storage.commitlog import META, CommitRecord
 from daemon.storage.standalone import MemoryStore

@@ -55,8 +55,8 @@ from aiokafka.errors import KafkaError  # noqa: E402
 from support.kafka import KafkaBroker, create_topic, unique_topic_name  # noqa: E402
 
 from daemon.config import Mode, parse_worker  # noqa: E402
+from daemon.config.plan import LaunchPlan  # noqa: E402
 from daemon.daemon import Daemon  # noqa: E402
-from daemon.launch import LaunchPlan  # noqa: E402
 from daemon.logs import setup_logging  # noqa: E402
 
 CONNECTOR = "bench"

@@ -3,16 +3,29 @@
 Exit codes follow sysexits and tell systemd what happened: 0 clean, 78 a configuration error
 (not worth restarting), 69 a required service unavailable at start (no usable Java; no Kafka
 broker answering within ``startup.kafka.timeout.ms``), 1 anything else.
+
+A run goes from parsed arguments to a configured daemon: every configuration file is loaded and
+validated first (all problems at once, exit 78, ``daemon.config.plan``), then a Java runtime
+Spark can use must be present (exit 69), and only then the daemon runs until it is told to stop
+(``daemon.daemon.Daemon.run``).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from daemon import __version__
 from daemon.errors import ConfigError, ConnectdError, JavaUnavailable, ServiceUnavailable
+
+if TYPE_CHECKING:
+    from daemon.config.plan import LaunchPlan
+
+log = logging.getLogger("connectd.launch")
 
 EX_OK = 0
 EX_SOFTWARE = 1
@@ -86,8 +99,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             from daemon.rest import passwd_main
 
             return passwd_main(args.args)
-        from daemon.launch import launch
-
         return launch(args)
     except ConfigError as exc:
         print(f"connectd: configuration error: {exc}", file=sys.stderr)
@@ -100,3 +111,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EX_SOFTWARE
     except KeyboardInterrupt:
         return EX_OK
+
+
+def plan(args: argparse.Namespace) -> LaunchPlan:
+    """Load the files the command names; raises InvalidConfig with every problem found."""
+    from daemon.config.plan import load_plan
+
+    if args.command == "run":
+        return load_plan("run", config=Path(args.config))
+    return load_plan(
+        args.command,
+        worker=Path(args.worker),
+        connectors=[Path(p) for p in getattr(args, "connectors", [])],
+    )
+
+
+def launch(args: argparse.Namespace) -> int:
+    """Validate, then run the daemon in the requested mode until it is told to stop."""
+    launch_plan = plan(args)
+    from daemon.logs import setup_logging
+
+    # Logging first, so that the warnings below come out in log.format (one JSON object each).
+    setup_logging(launch_plan.worker.log_level.value, launch_plan.worker.log_format.value)
+    for problem in launch_plan.warnings:
+        log.warning("configuration warning: %s", problem)
+    from daemon.javacheck import find_java
+
+    find_java()
+    from daemon.daemon import Daemon
+
+    return Daemon(launch_plan).run()

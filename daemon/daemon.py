@@ -4,22 +4,22 @@
 ``async with Daemon(plan, handle_signals=False) as d: ...`` or ``await d.serve()``. Nothing is
 global: several daemons can live in one process (tests run a few, sharing one warm pool).
 
-Lifecycle: ``start`` makes the process a child subreaper (orphans of killed executors come back
-to us), starts the executor pool in the background (executors need seconds: tasks wait for them,
-the daemon does not), binds the REST listeners, then starts the worker's connectors. ``shutdown``
-stops taking records and runs every task's stop sequence in parallel, closes the REST server,
-then closes the pool (its close kills what is left). When ``shutdown`` returns nothing the
-daemon started is alive.
+Its parts are built in ``daemon.assembly``. Lifecycle: ``start`` makes the process a child
+subreaper (orphans of killed executors come back to us), starts the executor pool in the
+background (executors need seconds: tasks wait for them, the daemon does not), binds the REST
+listeners, then starts the worker's connectors. ``shutdown`` stops taking records and runs every
+task's stop sequence in parallel, closes the REST server, then closes the pool (its close kills
+what is left). When ``shutdown`` returns nothing the daemon started is alive.
 
 Before anything is started, the brokers must answer within ``startup.kafka.timeout.ms``
 (``daemon.kafkacheck``; else ``ServiceUnavailable``, exit 69).
 
 Signals are recorded, not handled, in the handler: SIGTERM/SIGINT set the stop event, SIGHUP
-the reload event. A reload reads the worker and connector files again (``launch.reread``), all
-or nothing: if any file is broken, every problem is logged (file and key) and the running set is
-kept exactly as it was; else added connectors start, changed ones restart, ones whose file now
-names another connector are deleted. A second SIGTERM/SIGINT forces the exit at once, after
-killing every executor's process tree.
+the reload event. A reload reads the worker and connector files again
+(``daemon.config.plan.reread``), all or nothing: if any file is broken, every problem is logged
+(file and key) and the running set is kept exactly as it was; else added connectors start,
+changed ones restart, ones whose file now names another connector are deleted. A second
+SIGTERM/SIGINT forces the exit at once, after killing every executor's process tree.
 """
 
 from __future__ import annotations
@@ -33,33 +33,24 @@ import os
 import signal
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any
 
+from daemon.assembly import RestServer, kill_timeout, new_pool, rest_server, start_relay
 from daemon.config import Mode, WorkerConfig
-from daemon.connectors.api import ConnectorRegistry, default_registry
+from daemon.config.plan import LaunchPlan, reread
+from daemon.connectors.registry import ConnectorRegistry, default_registry, validate_connector
 from daemon.errors import ConnectdError, InvalidConfig
-from daemon.launch import LaunchPlan, reread
 from daemon.metrics import Metrics
 from daemon.runtime.executors import Executors
 from daemon.runtime.looplag import LoopLag
-from daemon.runtime.worker import Worker, validate_connector
+from daemon.runtime.worker import Worker
 from daemon.storage.standalone import ConfigStore, StandaloneStore
 from daemon.systemd import Notifier, StatusLine
 
 log = logging.getLogger("connectd.daemon")
 
 EX_FORCED = 1
-
-
-class RestServer(Protocol):
-    @property
-    def urls(self) -> list[str]: ...
-
-    async def start(self) -> None: ...
-
-    async def close(self) -> None: ...
 
 
 class Daemon:
@@ -146,7 +137,7 @@ class Daemon:
             await self._wait_for_kafka()
             await self._start_pool()
             store = self._store or StandaloneStore(self.config.state_dir)
-            kill = self._kill_timeout or _kill_timeout(self.executors)
+            kill = self._kill_timeout or kill_timeout(self.executors)
             self.worker = Worker(
                 self.config,
                 self._require_executors(),
@@ -158,7 +149,7 @@ class Daemon:
             self.metrics.watch_worker(self.worker)
             self.metrics.watch_pool(self._require_executors())
             if self._want_rest:
-                self.rest = _rest_server(self.worker, self.config, self.metrics, self.registry)
+                self.rest = rest_server(self.worker, self.config, self.metrics, self.registry)
                 await self.rest.start()
                 if self.rest.urls:
                     self.worker.set_worker_id(self.rest.urls[0].split("://", 1)[1])
@@ -192,29 +183,10 @@ class Daemon:
     async def _start_pool(self) -> None:
         if self.executors is not None:
             return
-        from daemon.executor import ExecutorPool, PoolSettings
-
-        c = self.config
-        log_path = None
-        from daemon.logs import OutputRelay, relay_output
-
-        if relay_output(c.log_format.value):  # Spark's lines become JSON / journal lines too
-            self._relay = OutputRelay()
-            self._relay.start()
-            log_path = Path(self._relay.path)
-        pool = ExecutorPool(
-            PoolSettings(
-                size=c.executor_pool_size,
-                spares=c.executor_pool_spares,
-                spark_master=c.executor_spark_master,
-                spark_conf=dict(c.executor_spark_conf),
-                start_timeout=c.executor_start_timeout.total_seconds(),
-                log_path=log_path,
-            )
-        )
-        self._pool = pool
-        await pool.start()  # returns at once: the executors start in the background
-        self.executors = pool
+        self._relay = start_relay(self.config)  # set first: shutdown closes it if the pool fails
+        self._pool = new_pool(self.config, self._relay)
+        await self._pool.start()  # returns at once: the executors start in the background
+        self.executors = self._pool
 
     async def serve(self) -> None:
         """Start (if needed), run until asked to stop, shut down."""
@@ -386,34 +358,3 @@ class Daemon:
         with asyncio.Runner(loop_factory=factory) as runner:
             runner.run(self.serve())
         return 0
-
-
-def _kill_timeout(executors: Executors | None) -> float:
-    settings = getattr(executors, "settings", None)
-    kill = getattr(settings, "kill_timeout", 5.0)
-    return float(kill) + 10.0
-
-
-def _rest_server(
-    worker: Worker, config: WorkerConfig, metrics: Metrics, registry: ConnectorRegistry
-) -> RestServer:
-    from daemon.rest import FrontedRestServer, RestSettings, create_app
-    from daemon.rest import RestServer as Server
-
-    settings = RestSettings.from_worker_config(config)
-    if not config.rest_front_process:
-        app = create_app(worker, settings=settings, metrics=metrics, registry=registry)
-        return Server(app, settings)
-    # Status answered from a child process with its own GIL (daemon.rest.front.child): requests do
-    # not wait behind the consumers on this loop.
-    token = FrontedRestServer.new_token()
-    app = create_app(
-        worker, settings=settings, metrics=metrics, registry=registry, front_token=token
-    )
-    return FrontedRestServer(
-        app,
-        settings,
-        token=token,
-        log_level=config.log_level.value,
-        log_format=config.log_format.value,
-    )

@@ -7,6 +7,10 @@ cannot (a bad configuration, a missing class). Messages say what was wrong and w
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from daemon.structs import Problem
+
 
 class ConnectdError(Exception):
     """Base class for every error connectd raises on purpose."""
@@ -84,14 +88,6 @@ class CommitRejected(ConnectdError):
     """The sink's commit log refused a commit: a gap, an overlap, or an older epoch (a zombie)."""
 
     retriable = False
-
-
-import typing  # noqa: E402 (appended with InvalidConfig; this module only grows at the end)
-
-if typing.TYPE_CHECKING:  # only for annotations: daemon.config imports this module
-    from collections.abc import Sequence
-
-    from daemon.config.problems import Problem
 
 
 class InvalidConfig(ConfigError):

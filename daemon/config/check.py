@@ -13,10 +13,10 @@ from typing import Any, NoReturn, TextIO
 
 from daemon.config.definitions import ConnectorDefResolver
 from daemon.config.loaders import CONNECTOR_MARKERS, Kind, kind_of, load_connector, load_worker
+from daemon.config.modes import Mode
 from daemon.config.problems import Problem
 from daemon.config.properties import read_properties
 from daemon.config.toml import load_daemon_toml
-from daemon.config.worker import Mode
 from daemon.errors import InvalidConfig
 
 EX_OK, EX_USAGE, EX_CONFIG = 0, 64, 78

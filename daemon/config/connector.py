@@ -17,6 +17,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, model_validator
 
 from daemon.config import fields as f
+from daemon.config import values
+from daemon.config.clients import ConsumerSettings
 from daemon.config.fields import Expect, choice, setting
 from daemon.config.problems import Problem, error, warning
 from daemon.config.worker import WorkerConfig
@@ -123,13 +125,13 @@ class ConnectorConfig(BaseModel):
     topics_regex: TopicsRegex = setting(
         None, key="topics.regex", description="Consume every topic whose whole name matches."
     )
-    key_converter: f.OptConverterName = setting(
+    key_converter: values.OptConverterName = setting(
         None,
         key="key.converter",
         default_doc="the worker's",
         description="Key converter for this connector.",
     )
-    value_converter: f.OptConverterName = setting(
+    value_converter: values.OptConverterName = setting(
         None,
         key="value.converter",
         default_doc="the worker's",
@@ -216,7 +218,7 @@ class ConnectorConfig(BaseModel):
     predicates_config: f.StrDict = setting(
         {}, key="predicates.*", description="predicates.ALIAS.type and the predicates' settings."
     )
-    consumer_override: f.StrDict = setting(
+    consumer_override: ConsumerSettings = setting(
         {},
         key="consumer.override.*",
         description="Consumer settings for this connector's tasks, over the worker's consumer.*.",
@@ -305,7 +307,7 @@ class ConnectorConfig(BaseModel):
 
 def effective_converter(
     worker: WorkerConfig, connector: ConnectorConfig, which: Literal["key", "value"]
-) -> tuple[f.Converter, dict[str, str]]:
+) -> tuple[values.Converter, dict[str, str]]:
     """The converter a connector's tasks use for keys or values, and its settings.
 
     A connector that names its own converter gets exactly its own ``<which>.converter.*``

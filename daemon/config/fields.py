@@ -40,6 +40,14 @@ class Expect:
 
 
 @dataclass(frozen=True)
+class ClientKeys:
+    """Annotation marker of a prefix setting whose keys are a Kafka client's settings
+    (``consumer.*``): ``client`` names the table of known keys (``daemon.config.clients``)."""
+
+    client: str
+
+
+@dataclass(frozen=True)
 class Forever:
     """Annotation marker: ``None`` means "no limit" and is written ``-1``, as Connect does."""
 
@@ -87,6 +95,13 @@ def parse_ms(value: object) -> timedelta:
     return timedelta(milliseconds=ms)
 
 
+def parse_positive_ms(value: object) -> timedelta:
+    ms = parse_ms(value)
+    if ms <= timedelta(0):
+        raise ValueError(f"{value!r} is not positive")
+    return ms
+
+
 def _parse_ms_or_forever(value: object) -> timedelta | None:
     if value is None:
         return None
@@ -109,6 +124,16 @@ def parse_str(value: object) -> str:
     if isinstance(value, int | float) and not isinstance(value, bool):
         return str(value)
     raise ValueError(f"{value!r} is not a string")
+
+
+def parse_float(value: object) -> float:
+    """A ``float`` from a number or a trimmed decimal string (Python's ``float`` syntax)."""
+    _reject_bool(value)
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        return float(value.strip())
+    raise ValueError(f"{value!r} is not a number")
 
 
 def _parse_opt_str(value: object) -> str | None:
@@ -167,6 +192,9 @@ def _parse_str_dict(value: object) -> dict[str, str]:
 
 
 Millis = Annotated[timedelta, BeforeValidator(parse_ms), Expect("milliseconds as an integer ≥ 0")]
+PositiveMillis = Annotated[
+    timedelta, BeforeValidator(parse_positive_ms), Expect("milliseconds as an integer > 0")
+]
 MillisOrForever = Annotated[
     timedelta | None,
     BeforeValidator(_parse_ms_or_forever),
@@ -205,46 +233,6 @@ Limit = Annotated[
 FilePath = Annotated[Path, BeforeValidator(_parse_path), Expect("a file system path")]
 Password = Annotated[SecretStr, BeforeValidator(_parse_secret), Expect("a string")]
 StrDict = Annotated[dict[str, str], BeforeValidator(_parse_str_dict), Expect("settings")]
-
-
-class Converter(enum.StrEnum):
-    """The record converters connectd has, by short name. Connect's class names map onto them."""
-
-    STRING = "string"
-    JSON = "json"
-    BYTEARRAY = "bytearray"
-
-
-_CONVERTER_NAMES: dict[str, Converter] = {
-    "org.apache.kafka.connect.storage.stringconverter": Converter.STRING,
-    "stringconverter": Converter.STRING,
-    "org.apache.kafka.connect.json.jsonconverter": Converter.JSON,
-    "jsonconverter": Converter.JSON,
-    "org.apache.kafka.connect.converters.bytearrayconverter": Converter.BYTEARRAY,
-    "bytearrayconverter": Converter.BYTEARRAY,
-    **{c.value: c for c in Converter},
-}
-
-
-def parse_converter(value: object) -> Converter:
-    """A ``Converter`` from a short name or Connect's class name (any letter case)."""
-    if isinstance(value, Converter):
-        return value
-    if isinstance(value, str) and value.strip().lower() in _CONVERTER_NAMES:
-        return _CONVERTER_NAMES[value.strip().lower()]
-    raise ValueError(f"{value!r} is not a converter connectd has")
-
-
-_CONVERTER_EXPECTED = (
-    "string, json or bytearray (or Connect's StringConverter, JsonConverter, "
-    "ByteArrayConverter class names)"
-)
-ConverterName = Annotated[Converter, BeforeValidator(parse_converter), Expect(_CONVERTER_EXPECTED)]
-OptConverterName = Annotated[
-    Converter | None,
-    BeforeValidator(lambda v: None if v is None else parse_converter(v)),
-    Expect(_CONVERTER_EXPECTED),
-]
 
 
 def choice(
@@ -322,6 +310,8 @@ class SettingInfo:
     forever: bool
     group: str
     example: Any
+    client: str | None = None
+    """For a prefix setting of Kafka client settings: which client's (``ClientKeys``)."""
 
     @property
     def prefix(self) -> str | None:
@@ -354,6 +344,7 @@ def settings_of(model: type[BaseModel]) -> tuple[SettingInfo, ...]:
                 forever=any(isinstance(m, Forever) for m in markers),
                 group=str(extra.get("group", "")),
                 example=extra.get("example"),
+                client=next((m.client for m in markers if isinstance(m, ClientKeys)), None),
             )
         )
     return tuple(out)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, SecretStr
 
 from daemon.config import fields as f
+from daemon.config.clients import ConsumerSettings
 from daemon.config.fields import setting
 from daemon.config.problems import Problem, error, warning
 from daemon.config.values import (
@@ -102,7 +103,7 @@ class KafkaSettings(BaseModel):
         group=_KAFKA,
         description="https checks the broker's host name against its certificate.",
     )
-    consumer: f.StrDict = setting(
+    consumer: ConsumerSettings = setting(
         {},
         key="consumer.*",
         example={"max.poll.records": "500"},

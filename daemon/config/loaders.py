@@ -18,10 +18,11 @@ from pydantic import BaseModel
 from daemon.config.connector import ConnectorConfig
 from daemon.config.definitions import ConnectorDefResolver
 from daemon.config.jsonfile import read_connector_json
+from daemon.config.modes import Mode
 from daemon.config.parse import Loaded, parse_connector, parse_worker
 from daemon.config.problems import Problem, raise_if_errors
 from daemon.config.properties import read_properties
-from daemon.config.worker import Mode, WorkerConfig
+from daemon.config.worker import WorkerConfig
 from daemon.errors import InvalidConfig
 
 M = TypeVar("M", bound=BaseModel)

@@ -18,6 +18,7 @@ from daemon.config import ignored
 from daemon.config.connector import ConnectorConfig
 from daemon.config.definitions import ConnectorDefResolver
 from daemon.config.fields import SettingInfo, parse_list, settings_of
+from daemon.config.modes import Mode, mode_problems
 from daemon.config.problems import (
     Problem,
     Severity,
@@ -28,7 +29,7 @@ from daemon.config.problems import (
     warning,
 )
 from daemon.config.providers import Providers, has_reference, provider_specs, resolve_collect
-from daemon.config.worker import Mode, WorkerConfig, mode_problems
+from daemon.config.worker import WorkerConfig
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -211,8 +212,8 @@ def parse_connector(
         close = suggest(key, framework, cutoff=0.85)
         if close is not None:
             problems.append(unknown_key(key, [close], Severity.ERROR))
-        elif definition is not None and key not in definition.settings:
-            problems.append(unknown_key(key, definition.settings, Severity.WARNING))
+        elif definition is not None and key not in definition.keys:
+            problems.append(unknown_key(key, definition.keys, Severity.WARNING))
             own[key] = str(value)
         else:
             own[key] = str(value)

@@ -7,61 +7,14 @@ are raised together as one ``InvalidConfig`` (a ``ConfigError``).
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
-import enum
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable
 
 from daemon.errors import InvalidConfig
 
-
-class Severity(enum.StrEnum):
-    """How bad a problem is: errors stop the load, warnings are reported and the load goes on."""
-
-    ERROR = "error"
-    WARNING = "warning"
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong with a configuration.
-
-    ``str()`` gives one line: ``file[:line]: key: message[; expected ...]``, for example
-    ``worker.properties:7: offset.flush.interval.ms: 'abc' is not a number; expected
-    milliseconds as an integer ≥ 0``. The severity is not part of ``str()``; printers prefix it.
-    """
-
-    file: str | None
-    key: str | None
-    message: str
-    expected: str | None = None
-    severity: Severity = Severity.ERROR
-    line: int | None = None
-
-    @property
-    def is_error(self) -> bool:
-        return self.severity is Severity.ERROR
-
-    def __str__(self) -> str:
-        parts = []
-        if self.file is not None:
-            parts.append(self.file if self.line is None else f"{self.file}:{self.line}")
-        if self.key is not None:
-            parts.append(self.key)
-        parts.append(
-            self.message if self.expected is None else f"{self.message}; expected {self.expected}"
-        )
-        return ": ".join(parts)
-
-    def located(self, file: str | None, lines: Mapping[str, int] | None = None) -> Problem:
-        """This problem with ``file`` (if it has none) and the key's line number filled in."""
-        line = self.line
-        if line is None and lines is not None and self.key is not None:
-            line = lines.get(self.key)
-        return dataclasses.replace(
-            self, file=self.file if self.file is not None else file, line=line
-        )
+# The value types sit at the bottom of the layers (``daemon.errors`` carries them too).
+from daemon.structs import Problem as Problem
+from daemon.structs import Severity as Severity
 
 
 def error(key: str | None, message: str, expected: str | None = None) -> Problem:

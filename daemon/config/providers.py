@@ -25,17 +25,25 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from daemon.config.problems import Problem, error, raise_if_errors, warning
 from daemon.config.properties import read_properties
 from daemon.errors import ConfigError
 
-if TYPE_CHECKING:
-    from daemon.config.worker import WorkerConfig
-
 # Connect's own pattern (ConfigTransformer.DEFAULT_PATTERN): ${provider:[path:]key}.
 REFERENCE = re.compile(r"\$\{([^}]*?):(?:([^}]*?):)?([^}]*?)\}")
+
+
+class ProviderSettings(Protocol):
+    """The worker settings that configure providers (``WorkerConfig`` has them): the names in
+    ``config.providers`` and the ``config.providers.*`` keys without their prefix."""
+
+    @property
+    def config_providers(self) -> tuple[str, ...]: ...
+
+    @property
+    def config_provider_settings(self) -> Mapping[str, str]: ...
 
 
 class ConfigProvider(Protocol):
@@ -206,7 +214,7 @@ class Providers(Mapping[str, ConfigProvider]):
         return cls({name: spec.build() for name, spec in specs.items()})
 
     @classmethod
-    def from_worker(cls, worker: WorkerConfig) -> Providers:
+    def from_worker(cls, worker: ProviderSettings) -> Providers:
         specs, problems = provider_specs(worker.config_providers, worker.config_provider_settings)
         raise_if_errors(problems)
         return cls.from_specs(specs)

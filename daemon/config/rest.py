@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationInfo
 
 from daemon.config import fields as f
 from daemon.config.fields import setting
+from daemon.config.problems import warning
 from daemon.config.values import PemType
 
 _REST = "REST API"
@@ -103,3 +104,30 @@ class RestApiSettings(BaseModel):
         group=_REST,
         description="Whether HTTPS clients must present a certificate: none, requested, required.",
     )
+
+
+def map_deprecated_rest(data: Any, info: ValidationInfo) -> Any:
+    """``WorkerConfig``'s input with Connect's deprecated ``rest.host.name``/``rest.port``
+    mapped to ``listeners`` (unless ``listeners`` is set), warning about each key used."""
+    if not isinstance(data, dict):
+        return data
+
+    def given(name: str, key: str) -> Any:
+        return data.get(key, data.get(name))
+
+    host, port = given("rest_host_name", "rest.host.name"), given("rest_port", "rest.port")
+    if host is None and port is None:
+        return data
+    try:
+        port_number = int(str(port).strip()) if port is not None else 8083
+    except ValueError:
+        return data  # rest.port's own validation reports it
+    listener = f"http://{str(host or '').strip()}:{port_number}"
+    listeners_given = given("listeners", "listeners") is not None
+    outcome = "ignored: listeners is set" if listeners_given else f"mapped to listeners={listener}"
+    for key, value in (("rest.host.name", host), ("rest.port", port)):
+        if value is not None:
+            f.report(info, warning(key, f"deprecated (removed in Kafka 4.0); {outcome}"))
+    if listeners_given:
+        return data
+    return {**data, "listeners": listener}

@@ -26,9 +26,10 @@ from daemon.config.definitions import ConnectorDefResolver
 from daemon.config.fields import SettingInfo, settings_of
 from daemon.config.jsonfile import config_map
 from daemon.config.loaders import connector_values
+from daemon.config.modes import Mode
 from daemon.config.parse import Loaded, parse_connector, parse_worker
 from daemon.config.problems import Problem, Severity, error, raise_if_errors, unknown_key
-from daemon.config.worker import Mode, WorkerConfig
+from daemon.config.worker import WorkerConfig
 from daemon.errors import InvalidConfig
 
 TomlValue = str | int | bool | list[str]

@@ -188,3 +188,43 @@ def jaas_options(jaas: str) -> dict[str, str]:
         value = bare if quoted is None else re.sub(r"\\(.)", r"\1", quoted)
         options[match.group(1)] = value
     return options
+
+
+class Converter(enum.StrEnum):
+    """The record converters connectd has, by short name. Connect's class names map onto them."""
+
+    STRING = "string"
+    JSON = "json"
+    BYTEARRAY = "bytearray"
+
+
+_CONVERTER_NAMES: dict[str, Converter] = {
+    "org.apache.kafka.connect.storage.stringconverter": Converter.STRING,
+    "stringconverter": Converter.STRING,
+    "org.apache.kafka.connect.json.jsonconverter": Converter.JSON,
+    "jsonconverter": Converter.JSON,
+    "org.apache.kafka.connect.converters.bytearrayconverter": Converter.BYTEARRAY,
+    "bytearrayconverter": Converter.BYTEARRAY,
+    **{c.value: c for c in Converter},
+}
+
+
+def parse_converter(value: object) -> Converter:
+    """A ``Converter`` from a short name or Connect's class name (any letter case)."""
+    if isinstance(value, Converter):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _CONVERTER_NAMES:
+        return _CONVERTER_NAMES[value.strip().lower()]
+    raise ValueError(f"{value!r} is not a converter connectd has")
+
+
+_CONVERTER_EXPECTED = (
+    "string, json or bytearray (or Connect's StringConverter, JsonConverter, "
+    "ByteArrayConverter class names)"
+)
+ConverterName = Annotated[Converter, BeforeValidator(parse_converter), Expect(_CONVERTER_EXPECTED)]
+OptConverterName = Annotated[
+    Converter | None,
+    BeforeValidator(lambda v: None if v is None else parse_converter(v)),
+    Expect(_CONVERTER_EXPECTED),
+]

@@ -4,12 +4,11 @@ Each field is one setting, named by its Kafka Connect property (the alias). Conn
 what they mean in Connect; connectd's own keys (``state.dir``, ``executor.*``, ``log.*``,
 ``task.write.timeout.ms``, ``startup.kafka.timeout.ms``) are marked as such. Build one from a
 file with the loaders (``load_worker``), from a mapping with ``parse_worker``; both report every
-problem at once.
+problem at once. ``Mode`` and what each mode needs are in ``daemon.config.modes``.
 """
 
 from __future__ import annotations
 
-import enum
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
@@ -17,11 +16,12 @@ from typing import Any, Literal
 from pydantic import ConfigDict, ValidationInfo, model_validator
 
 from daemon.config import fields as f
+from daemon.config import values
 from daemon.config.fields import setting
 from daemon.config.kafka import KafkaSettings
-from daemon.config.problems import Problem, error, warning
+from daemon.config.problems import Problem
 from daemon.config.providers import provider_specs
-from daemon.config.rest import RestApiSettings
+from daemon.config.rest import RestApiSettings, map_deprecated_rest
 from daemon.config.values import (
     Listener,
     Listeners,
@@ -32,13 +32,11 @@ from daemon.config.values import (
     SparkMaster,
 )
 
+WRITE_TIMEOUT_KEY = "task.write.timeout.ms"
+"""connectd's write deadline; the runtime also passes it to each task in its configuration."""
+
 DEFAULT_STATE_DIR = Path("/var/lib/connectd")
 """Where the packaged service keeps its state (systemd ``StateDirectory=connectd``)."""
-
-
-class Mode(enum.StrEnum):
-    STANDALONE = "standalone"
-    DISTRIBUTED = "distributed"
 
 
 _REST, _CONV, _TASK, _START, _STORE, _GROUP, _PROV, _EXEC, _LOG = (
@@ -109,14 +107,14 @@ class WorkerConfig(KafkaSettings, RestApiSettings):
         description="Scheme other workers use to reach this one.",
     )
     # -- Converters --------------------------------------------------------------------------
-    key_converter: f.ConverterName = setting(
-        f.Converter.JSON,
+    key_converter: values.ConverterName = setting(
+        values.Converter.JSON,
         key="key.converter",
         group=_CONV,
         description="How record keys are read, unless a connector sets its own.",
     )
-    value_converter: f.ConverterName = setting(
-        f.Converter.JSON,
+    value_converter: values.ConverterName = setting(
+        values.Converter.JSON,
         key="value.converter",
         group=_CONV,
         description="How record values are read, unless a connector sets its own.",
@@ -162,9 +160,23 @@ class WorkerConfig(KafkaSettings, RestApiSettings):
     )
     task_write_timeout: f.Millis = setting(
         timedelta(milliseconds=60000),
-        key="task.write.timeout.ms",
+        key=WRITE_TIMEOUT_KEY,
         group=_TASK,
         description="connectd: deadline of one write; then it fails and its executor is killed.",
+    )
+    task_consumer_start_timeout: f.PositiveMillis = setting(
+        timedelta(milliseconds=60000),
+        key="task.consumer.start.timeout.ms",
+        group=_TASK,
+        description="connectd: deadline for a task's consumer to connect and subscribe; then "
+        "the task fails (raise it for slow or distant brokers).",
+    )
+    config_providers_resolve_timeout: f.PositiveMillis = setting(
+        timedelta(milliseconds=30000),
+        key="config.providers.resolve.timeout.ms",
+        group=_TASK,
+        description="connectd: deadline for resolving a configuration's ${provider:...} "
+        "references when a task starts or offsets are read (raise it for slow secret stores).",
     )
     errors_restart_enabled: f.Bool = setting(
         True,
@@ -356,30 +368,7 @@ class WorkerConfig(KafkaSettings, RestApiSettings):
     @model_validator(mode="before")
     @classmethod
     def _map_deprecated_rest(cls, data: Any, info: ValidationInfo) -> Any:
-        if not isinstance(data, dict):
-            return data
-
-        def given(name: str, key: str) -> Any:
-            return data.get(key, data.get(name))
-
-        host, port = given("rest_host_name", "rest.host.name"), given("rest_port", "rest.port")
-        if host is None and port is None:
-            return data
-        try:
-            port_number = int(str(port).strip()) if port is not None else 8083
-        except ValueError:
-            return data  # rest.port's own validation reports it
-        listener = f"http://{str(host or '').strip()}:{port_number}"
-        listeners_given = given("listeners", "listeners") is not None
-        outcome = (
-            "ignored: listeners is set" if listeners_given else f"mapped to listeners={listener}"
-        )
-        for key, value in (("rest.host.name", host), ("rest.port", port)):
-            if value is not None:
-                f.report(info, warning(key, f"deprecated (removed in Kafka 4.0); {outcome}"))
-        if listeners_given:
-            return data
-        return {**data, "listeners": listener}
+        return map_deprecated_rest(data, info)
 
     @model_validator(mode="after")
     def _check(self, info: ValidationInfo) -> WorkerConfig:
@@ -404,30 +393,3 @@ class WorkerConfig(KafkaSettings, RestApiSettings):
         else:
             extra, schemas = self.value_converter_config, self.value_converter_schemas_enable
         return {**extra, "schemas.enable": "true" if schemas else "false"}
-
-
-def mode_problems(worker: WorkerConfig, mode: Mode) -> list[Problem]:
-    """What ``mode`` needs from ``worker`` that it lacks, and what it will ignore.
-
-    Distributed mode requires ``group.id`` and the three storage topics, as Connect does: two
-    clusters that defaulted to the same topics would overwrite each other's configs.
-    """
-    problems: list[Problem] = []
-    distributed_keys = {
-        "group.id": worker.group_id,
-        "config.storage.topic": worker.config_storage_topic,
-        "offset.storage.topic": worker.offset_storage_topic,
-        "status.storage.topic": worker.status_storage_topic,
-    }
-    for key, value in distributed_keys.items():
-        if mode is Mode.DISTRIBUTED and value is None:
-            problems.append(
-                error(
-                    key,
-                    "required key is missing in distributed mode",
-                    "a name shared by this cluster's workers",
-                )
-            )
-        elif mode is Mode.STANDALONE and value is not None:
-            problems.append(warning(key, "ignored in standalone mode"))
-    return problems

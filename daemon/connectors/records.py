@@ -17,48 +17,14 @@ from typing import Any, Literal, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
+# Plain coordinates live at the bottom of the layers, so storage can name them too.
+from daemon.structs import OffsetRange as OffsetRange
+from daemon.structs import TopicPartition as TopicPartition
+
 #: Column names every batch table starts with: the Kafka coordinates of each row.
 COORDINATE_COLUMNS = ("kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp")
 #: Names a value field cannot use as a column name (it is stored as ``value_<name>`` instead).
 RESERVED_COLUMNS = frozenset((*COORDINATE_COLUMNS, "key", "value", "headers"))
-
-
-@dataclass(frozen=True, order=True, slots=True)
-class TopicPartition:
-    """A Kafka topic-partition. Hashable and ordered (by topic, then partition)."""
-
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
-
-
-@dataclass(frozen=True, order=True, slots=True)
-class OffsetRange:
-    """The offsets ``[start, end)`` of one topic-partition that a batch or a commit covers.
-
-    ``end`` is exclusive: it is the next offset to consume after this range. Ranges of
-    consecutive batches of one partition chain: each ``start`` is the previous ``end``, even when
-    offsets are missing in between (compacted topics, transaction markers, records dropped as
-    bad), so ranges come from consumer positions, not only from the records' own offsets.
-    """
-
-    topic: str
-    partition: int
-    start: int
-    end: int
-
-    def __post_init__(self) -> None:
-        if self.start < 0 or self.end < self.start:
-            raise ValueError(f"invalid offset range {self.start}..{self.end} for {self.tp}")
-
-    @property
-    def tp(self) -> TopicPartition:
-        return TopicPartition(self.topic, self.partition)
-
-    def __len__(self) -> int:
-        return self.end - self.start
 
 
 class TimestampType(enum.IntEnum):

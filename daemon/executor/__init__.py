@@ -9,13 +9,17 @@ must not pay for asyncio and pyarrow)::
     become_subreaper()                      # once, at daemon start
     async with ExecutorPool(PoolSettings(size=1, spares=1)) as pool:
         result = await pool.run("conn-0", "pkg.mod:write", table, timeout=60.0)
+        lease = pool.submit("conn-0", "pkg.mod:write", table, timeout=60.0)
+        accepted = await lease.accepted()   # which executor (id, pid), when (monotonic)
+        result = await lease.result()
 
-Modules: ``pool`` (leases, writes), ``supervisor`` (start, replace, back off, reap),
-``handle`` (one executor seen from the daemon), ``child`` (the executor's main loop),
-``pyworker`` (PySpark's worker daemon, made mortal), ``process`` (spawn, /proc, kill_tree),
-``protocol`` (messages), ``handoff`` (Arrow batch files), ``cds`` (JDK class-data sharing),
-``info`` (observability), ``settings``, ``testing`` (write functions that hang or crash on
-purpose, for tests and deployment checks).
+Modules: ``pool`` (writes; holds a ``supervisor``), ``lease`` (a submitted write: acceptance
+and result), ``gates`` (one write per task id), ``supervisor`` (start, replace, reap),
+``backoff`` (start failures), ``launch`` (spawning), ``handle`` (one executor seen from the
+daemon), ``child`` (the executor's main loop), ``pyworker`` (PySpark's worker daemon, made
+mortal), ``process`` (spawn, /proc, kill_tree), ``protocol`` (messages), ``handoff`` (Arrow batch
+files), ``cds`` (JDK class-data sharing), ``info`` (observability), ``settings``, ``testing``
+(write functions that hang or crash on purpose, for tests and deployment checks).
 """
 
 from __future__ import annotations
@@ -25,12 +29,15 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from daemon.executor.handoff import Batch
     from daemon.executor.info import ExecutorInfo, ExecutorState, PoolStatus
+    from daemon.executor.lease import Acceptance, WriteLease
     from daemon.executor.pool import ExecutorPool
     from daemon.executor.process import KillReport, become_subreaper, is_subreaper
     from daemon.executor.protocol import function_ref
     from daemon.executor.settings import PoolSettings
 
 _EXPORTS = {
+    "Acceptance": "daemon.executor.lease",
+    "WriteLease": "daemon.executor.lease",
     "Batch": "daemon.executor.handoff",
     "ExecutorInfo": "daemon.executor.info",
     "ExecutorState": "daemon.executor.info",
@@ -44,6 +51,7 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "Acceptance",
     "Batch",
     "ExecutorInfo",
     "ExecutorPool",
@@ -51,6 +59,7 @@ __all__ = [
     "KillReport",
     "PoolSettings",
     "PoolStatus",
+    "WriteLease",
     "become_subreaper",
     "function_ref",
     "is_subreaper",

@@ -61,9 +61,6 @@ class ExecutorProcess:
         self.rss_bytes: int | None = None
         self.exit_status: int | None = None
         self.reason: str | None = None  # why it is being killed / how it died
-        #: Set per write: the acknowledgement, then the outcome (Done or Failed).
-        self.accepted: asyncio.Future[None] | None = None
-        self.outcome: asyncio.Future[protocol.Done | protocol.Failed] | None = None
         self._on_message = on_message
         self._on_exit = on_exit
         self._loop = asyncio.get_running_loop()

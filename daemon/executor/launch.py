@@ -1,13 +1,83 @@
-"""How an executor is launched: its environment, its JVM's options, its ``Start`` message."""
+"""How an executor is launched: its environment, its JVM's options, its ``Start`` message, and
+the ``Launcher`` that holds what a pool's launches share (scratch directories, log file, the
+class-data-sharing plan)."""
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
-from daemon.executor import protocol
+from daemon.executor import cds, handoff, protocol
+from daemon.executor.handle import ExecutorProcess
 from daemon.executor.settings import PoolSettings
+
+
+class Launcher:
+    """Spawns one pool's executors (and its archive builder). ``prepare`` runs in a thread,
+    ``open`` on the loop, before the first ``spawn``; ``close`` after the last reap."""
+
+    def __init__(self, settings: PoolSettings) -> None:
+        self.settings = settings
+        self.handoff = handoff.ScratchDir(settings.handoff_dir or handoff.default_handoff_root())
+        self.work = handoff.ScratchDir(settings.work_dir or handoff.default_work_root())
+        self.cds: cds.CdsPlan | None = None
+        #: No archive is used or built (disabled, no Spark, or one broke an executor's start).
+        self.cds_off = not settings.cds or not settings.with_spark
+        self._env: dict[str, str] = {}
+        self._output_fd: int | None = None
+
+    def prepare(self) -> None:
+        """Blocking: sweep stale scratch directories, create ours, plan the archive."""
+        for scratch in (self.handoff, self.work):
+            handoff.sweep_stale(scratch.daemon_dir.parent)
+            scratch.create()
+        if not self.cds_off:
+            self.cds = cds.plan(self.settings.cds_dir, self.settings.session_conf())
+
+    def open(self) -> None:
+        self._env = environment(self.settings)
+        if self.settings.log_path is not None:
+            self._output_fd = os.open(
+                self.settings.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644
+            )
+
+    def spawn(
+        self,
+        ident: int,
+        on_message: Callable[[ExecutorProcess, protocol.Message], None],
+        on_exit: Callable[[ExecutorProcess], None],
+        archive_out: Path | None = None,
+    ) -> ExecutorProcess:
+        """Spawn an executor, or with ``archive_out`` the archive builder (``ident`` 0)."""
+        java, uses_cds = "", False
+        if self.cds is not None and not self.cds_off:
+            if archive_out is not None:
+                java = self.cds.builder_options(archive_out)
+            else:
+                java = self.cds.executor_options()
+                uses_cds = bool(java)
+        work_dir = self.work.path / (f"executor-{ident}" if ident else "cds-builder")
+        return ExecutorProcess.spawn(
+            ident,
+            start_message(self.settings, work_dir, java, archive_out),
+            env=self._env,
+            work_dir=work_dir,
+            uses_cds=uses_cds,
+            output_fd=self._output_fd,
+            on_message=on_message,
+            on_exit=on_exit,
+            argv_extra=("--build-archive",) if archive_out is not None else (),
+        )
+
+    def close(self) -> None:
+        """Blocking: remove the scratch directories, close the log file."""
+        self.handoff.remove()
+        self.work.remove()
+        if self._output_fd is not None:
+            os.close(self._output_fd)
+            self._output_fd = None
 
 
 def environment(settings: PoolSettings) -> dict[str, str]:

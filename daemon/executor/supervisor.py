@@ -1,7 +1,7 @@
 """Keeping executors alive: start, replace with backoff, watch heartbeats, kill and reap.
 
-``Supervisor`` is the half of the pool that deals with processes; ``ExecutorPool`` adds leases
-and writes on top. Invariants kept here:
+``Supervisor`` deals with processes; the ``ExecutorPool`` that holds it deals with writes and
+hears from it through the narrow ``PoolOwner`` protocol. Invariants kept here:
 
 * at most ``size + spares`` executors exist at once, counting the ones being killed: a
   replacement is spawned only after its predecessor's tree is reaped;
@@ -20,47 +20,58 @@ import logging
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from daemon.errors import ExecutorDied, ExecutorError, ExecutorStartFailed, PoolClosed
-from daemon.executor import cds, handoff, launch, process, protocol
+from daemon.executor import cds, launch, process, protocol
+from daemon.executor.backoff import StartBackoff
 from daemon.executor.handle import ExecutorProcess
-from daemon.executor.info import ExecutorState
+from daemon.executor.info import ExecutorInfo, ExecutorState, PoolStatus
 from daemon.executor.process import KillReport
 from daemon.executor.settings import PoolSettings
 
 log = logging.getLogger("connectd.executor")
 
 
+class PoolOwner(Protocol):
+    """What the supervisor tells the pool that holds it; called on the event loop."""
+
+    def executor_ready(self, ex: ExecutorProcess) -> None:
+        """``ex`` is idle now (ready for the first time, or back from a write)."""
+
+    def executor_message(self, ex: ExecutorProcess, msg: protocol.Message) -> None:
+        """``ex`` answered a write (``Accepted``, ``Done``, ``Failed``)."""
+
+    def executor_lost(self, ex: ExecutorProcess, error: ExecutorError) -> None:
+        """``ex`` died, or the pool is stopping: fail the write it holds, if any."""
+
+
 class Supervisor:
-    def __init__(self, settings: PoolSettings) -> None:
+    """The executors of one pool; ``owner`` hears when they become ready, answer or die."""
+
+    def __init__(self, settings: PoolSettings, owner: PoolOwner) -> None:
         self.settings = settings
+        self.owner = owner
         self._executors: dict[int, ExecutorProcess] = {}
         self._idle: deque[ExecutorProcess] = deque()
         self._ids = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
         # Kills and /proc scans get threads of their own: hand-off writes never delay a kill.
         self._threads = ThreadPoolExecutor(settings.target + 2, "connectd-executor-kill")
-        self._io_threads = ThreadPoolExecutor(settings.size + 1, "connectd-executor-io")
-        self._started = False
-        self._closed = False
+        self.io_threads = ThreadPoolExecutor(settings.size + 1, "connectd-executor-io")
+        self.started = False
+        self.closed = False
         self._changed = asyncio.Event()
         self._background: set[asyncio.Task[object]] = set()
-        self._streak = 0
-        self._backoff_until = 0.0
-        self._backoff_timer: asyncio.TimerHandle | None = None
+        self._backoff = StartBackoff(settings.backoff_initial, settings.backoff_max)
         self._problem: str | None = None
-        self._writes_done = self._kills = self._deaths = self._start_failures = 0
-        self._handoff = handoff.ScratchDir(settings.handoff_dir or handoff.default_handoff_root())
-        self._work = handoff.ScratchDir(settings.work_dir or handoff.default_work_root())
-        self._env: dict[str, str] = {}
-        self._output_fd: int | None = None
-        self._cds: cds.CdsPlan | None = None
-        self._cds_off = not settings.cds or not settings.with_spark
+        self._kills = self._deaths = 0
+        self._launcher = launch.Launcher(settings)
+        self.handoff = self._launcher.handoff
         self._builder: ExecutorProcess | None = None
         self._build_requested = False
 
@@ -68,7 +79,7 @@ class Supervisor:
 
     async def start(self) -> None:
         """Start the executors in the background and return at once (they need seconds)."""
-        if self._started:
+        if self.started:
             return
         if "CONNECTD_PARENT_PID" in os.environ:
             # A write function's module that starts a pool when imported would otherwise make
@@ -85,100 +96,74 @@ class Supervisor:
                 "connectd is not a child subreaper: orphans of killed executors go to PID 1;"
                 " call daemon.executor.become_subreaper() at start"
             )
-        conf = self.settings.session_conf()
-        await self._loop.run_in_executor(self._threads, self._prepare_dirs, conf)
-        if self._closed:  # closed while the directories were being prepared
+        await self._loop.run_in_executor(self._threads, self._launcher.prepare)
+        if self.closed:  # closed while the directories were being prepared
             return
-        self._env = launch.environment(self.settings)
-        if self.settings.log_path is not None:
-            self._output_fd = os.open(
-                self.settings.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644
-            )
-        self._started = True
+        self._launcher.open()
+        self.started = True
         self._fill()
         self._spawn_task(self._monitor())
 
-    def _prepare_dirs(self, conf: dict[str, str]) -> None:
-        for scratch in (self._handoff, self._work):
-            handoff.sweep_stale(scratch.daemon_dir.parent)
-            scratch.create()
-        if not self._cds_off:
-            self._cds = cds.plan(self.settings.cds_dir, conf)
-
-    def _running_loop(self) -> asyncio.AbstractEventLoop:
+    def running_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
             raise RuntimeError("the executor pool was not started")
         return self._loop
 
     def _spawn_task(self, coro: Coroutine[Any, Any, object]) -> None:
-        task: asyncio.Task[object] = self._running_loop().create_task(coro)
+        task: asyncio.Task[object] = self.running_loop().create_task(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    def _spawn(
-        self,
-        ident: int,
-        archive_out: Path | None = None,
-        on_exit: Callable[[ExecutorProcess], None] | None = None,
-    ) -> ExecutorProcess:
-        """Spawn an executor, or with ``archive_out`` the archive builder (``ident`` 0)."""
-        java, uses_cds = "", False
-        if self._cds is not None and not self._cds_off:
-            if archive_out is not None:
-                java = self._cds.builder_options(archive_out)
-            else:
-                java = self._cds.executor_options()
-                uses_cds = bool(java)
-        work_dir = self._work.path / (f"executor-{ident}" if ident else "cds-builder")
-        return ExecutorProcess.spawn(
-            ident,
-            launch.start_message(self.settings, work_dir, java, archive_out),
-            env=self._env,
-            work_dir=work_dir,
-            uses_cds=uses_cds,
-            output_fd=self._output_fd,
-            on_message=self._on_message if archive_out is None else lambda ex, msg: None,
-            on_exit=on_exit or self._on_exit,
-            argv_extra=("--build-archive",) if archive_out is not None else (),
-        )
-
     def _fill(self) -> None:
         """Spawn executors until ``size + spares`` exist, unless backing off."""
-        if not self._started or self._closed:
+        if not self.started or self.closed:
             return
-        loop = self._running_loop()
+        loop = self.running_loop()
         missing = self.settings.target - len(self._executors)
         if missing <= 0:
             return
-        if self._streak and loop.time() < self._backoff_until:
-            if self._backoff_timer is None:
-                self._backoff_timer = loop.call_at(self._backoff_until, self._backoff_over)
+        if self._backoff.waiting(loop, self._fill):
             return
         for _ in range(missing):
             ident = next(self._ids)
             try:
-                ex = self._spawn(ident)
+                ex = self._launcher.spawn(ident, self._on_message, self._on_exit)
             except OSError as exc:
                 self._start_failed(f"could not spawn an executor: {exc}")
                 self._fill()
                 return
             self._executors[ident] = ex
             log.info("executor %d started: pid %d", ident, ex.pid)
-        self._notify()
-
-    def _backoff_over(self) -> None:
-        self._backoff_timer = None
-        self._fill()
+        self.notify()
 
     def _start_failed(self, reason: str) -> None:
-        self._start_failures += 1
-        self._streak += 1
-        delay = min(
-            self.settings.backoff_initial * 2 ** (self._streak - 1), self.settings.backoff_max
-        )
-        self._backoff_until = self._running_loop().time() + delay
-        self._problem = f"{reason} (failure {self._streak} in a row; next start in {delay:g} s)"
+        delay = self._backoff.failed(self.running_loop().time())
+        streak = self._backoff.streak
+        self._problem = f"{reason} (failure {streak} in a row; next start in {delay:g} s)"
         log.error("executor pool: %s", self._problem)
+
+    # -- idle executors ---------------------------------------------------------------------
+
+    def take_idle(self) -> ExecutorProcess | None:
+        """An idle executor, now BUSY; None if there is none."""
+        while self._idle:
+            ex = self._idle.popleft()
+            if ex.state is ExecutorState.IDLE and not ex.terminating:
+                ex.state = ExecutorState.BUSY
+                return ex
+        return None
+
+    def make_idle(self, ex: ExecutorProcess) -> None:
+        """``ex`` finished its write: idle again, unless it is being killed or the pool closed."""
+        if ex.state is ExecutorState.BUSY and not ex.terminating:
+            ex.state = ExecutorState.IDLE
+            ex.last_heartbeat = time.monotonic()
+            if not self.closed:
+                self._idle.append(ex)
+        self.notify()
+
+    def any_busy(self) -> bool:
+        return any(e.state is ExecutorState.BUSY for e in self._executors.values())
 
     # -- observability and readiness ------------------------------------------------------
 
@@ -189,20 +174,55 @@ class Supervisor:
         try:
             async with asyncio.timeout(bound):
                 while self._ready_count() < n:
-                    if self._closed:
+                    if self.closed:
                         raise PoolClosed("the executor pool was closed while waiting for it")
-                    await self._wait_changed()
+                    await self.wait_changed()
         except TimeoutError:
             raise ExecutorStartFailed(
                 f"{self._ready_count()} of {n} executors ready after {bound:g} s"
                 + (f"; {self._problem}" if self._problem else "")
             ) from None
 
+    def snapshot(self) -> list[ExecutorInfo]:
+        """Every executor (including ones being killed), by id."""
+        return [ex.info() for ex in sorted(self._executors.values(), key=lambda e: e.ident)]
+
+    def status(self, writes_done: int) -> PoolStatus:
+        states = [ex.state for ex in self._executors.values()]
+        loop_time = self._loop.time() if self._loop is not None else 0.0
+        return PoolStatus(
+            size=self.settings.size,
+            spares=self.settings.spares,
+            closed=self.closed,
+            starting=states.count(ExecutorState.STARTING),
+            idle=states.count(ExecutorState.IDLE),
+            busy=states.count(ExecutorState.BUSY),
+            stopping=states.count(ExecutorState.KILLED) + states.count(ExecutorState.DEAD),
+            writes_done=writes_done,
+            kills=self._kills,
+            deaths=self._deaths,
+            start_failures=self._backoff.failures,
+            failure_streak=self._backoff.streak,
+            backoff_seconds=self._backoff.remaining(loop_time),
+            problem=self._problem,
+            cds_archive=str(self._launcher.cds.archive)
+            if self._launcher.cds and self._launcher.cds.ready()
+            else None,
+        )
+
+    def pids(self) -> list[int]:
+        """Every process owned now: executors (including those being killed) and the archive
+        builder; their JVMs and workers are their descendants."""
+        owned = [ex.pid for ex in self._executors.values()]
+        if self._builder is not None and not self._builder.exited:
+            owned.append(self._builder.pid)
+        return owned
+
     async def build_archive(self) -> Path | None:
         """Build the class-data-sharing archive now if it is missing (waits for the build);
         the archive's path, or None when there is none (no JDK found, disabled, failed)."""
-        plan = self._cds
-        if plan is None or self._cds_off:
+        plan = self._launcher.cds
+        if plan is None or self._launcher.cds_off:
             return None
         if not plan.auto:
             await self._build_archive(plan)
@@ -217,25 +237,19 @@ class Supervisor:
             ex.startup_seconds = time.monotonic() - ex.started_mono  # spawn → ready
             ex.java_pid = msg.java_pid
             ex.state = ExecutorState.IDLE
-            self._streak, self._problem = 0, None
-            if self._cds is not None and not ex.uses_cds:
+            self._backoff.succeeded()
+            self._problem = None
+            if self._launcher.cds is not None and not ex.uses_cds:
                 self._maybe_build_archive()
             log.info("executor %d ready in %.1f s", ex.ident, ex.startup_seconds)
-            self._on_ready(ex)
+            self._idle.append(ex)
+            self.owner.executor_ready(ex)
         elif isinstance(msg, protocol.StartFailed):
             ex.reason = msg.message.strip().splitlines()[-1] if msg.message.strip() else "?"
             log.error("executor %d failed to start:\n%s", ex.ident, msg.message)
-        elif isinstance(msg, protocol.Accepted):
-            if ex.accepted is not None and ex.seq == msg.seq and not ex.accepted.done():
-                ex.accepted.set_result(None)
-        elif (
-            isinstance(msg, protocol.Done | protocol.Failed)
-            and ex.outcome is not None
-            and ex.seq == msg.seq
-            and not ex.outcome.done()
-        ):
-            ex.outcome.set_result(msg)
-        self._notify()
+        elif isinstance(msg, protocol.Accepted | protocol.Done | protocol.Failed):
+            self.owner.executor_message(ex, msg)
+        self.notify()
 
     def _on_exit(self, ex: ExecutorProcess) -> None:
         """The executor ended without the pool killing it."""
@@ -244,27 +258,23 @@ class Supervisor:
         how = ex.exit_description()
         if ex.state is ExecutorState.STARTING:
             self._start_failed(f"executor pid {ex.pid} exited during start-up ({how}): {ex.reason}")
-            if self._cds is not None and ex.uses_cds:
-                self._cds_off = True  # never let a bad archive keep executors from starting
+            if self._launcher.cds is not None and ex.uses_cds:
+                self._launcher.cds_off = (
+                    True  # never let a bad archive keep executors from starting
+                )
         else:
             self._deaths += 1
             if ex.state is ExecutorState.IDLE:
                 self._start_failed(f"idle executor pid {ex.pid} died ({how})")
         task = f" while writing for task {ex.task_id}" if ex.task_id else ""
-        self._on_died(ex, ExecutorDied(f"executor pid {ex.pid} died{task}: {how}"))
+        self.owner.executor_lost(ex, ExecutorDied(f"executor pid {ex.pid} died{task}: {how}"))
         ex.state = ExecutorState.DEAD
         ex.reason = f"died: {how}"
-        self._retire(ex)
-
-    def _on_died(self, ex: ExecutorProcess, error: ExecutorError) -> None:
-        """Fail the executor's write, if any (the pool overrides)."""
-
-    def _on_ready(self, ex: ExecutorProcess) -> None:
-        self._idle.append(ex)
+        self.retire(ex)
 
     # -- kill and reap ----------------------------------------------------------------------
 
-    def _kill(
+    def kill(
         self, ex: ExecutorProcess, reason: str, *, counts_death: bool = False
     ) -> asyncio.Task[KillReport]:
         if not ex.terminating:
@@ -275,9 +285,9 @@ class Supervisor:
             ex.state = ExecutorState.KILLED
             ex.reason = reason
             log.warning("killing executor %d (pid %d): %s", ex.ident, ex.pid, reason)
-        return self._retire(ex)
+        return self.retire(ex)
 
-    def _retire(self, ex: ExecutorProcess) -> asyncio.Task[KillReport]:
+    def retire(self, ex: ExecutorProcess) -> asyncio.Task[KillReport]:
         """Kill what is left of ``ex``'s tree, reap it, then let a replacement start."""
         with contextlib.suppress(ValueError):
             self._idle.remove(ex)
@@ -285,7 +295,7 @@ class Supervisor:
         task = ex.terminate(self._threads, self.settings.kill_timeout)
         if first:
             task.add_done_callback(partial(self._gone, ex))
-        self._notify()
+        self.notify()
         return task
 
     def _gone(self, ex: ExecutorProcess, task: asyncio.Task[KillReport]) -> None:
@@ -296,15 +306,15 @@ class Supervisor:
             if report.leftovers:
                 self._problem = f"processes still running after kill: {list(report.leftovers)}"
                 log.error("executor %d: %s", ex.ident, self._problem)
-        self._notify()
+        self.notify()
         self._fill()
 
     # -- monitoring -------------------------------------------------------------------------
 
     async def _monitor(self) -> None:
-        loop = self._running_loop()
+        loop = self.running_loop()
         next_sample = 0.0
-        while not self._closed:
+        while not self.closed:
             await asyncio.sleep(self.settings.heartbeat_interval)
             now = time.monotonic()
             for ex in list(self._executors.values()):
@@ -315,23 +325,23 @@ class Supervisor:
                     self._start_failed(
                         f"executor pid {ex.pid} not ready after {self.settings.start_timeout:g} s"
                     )
-                    self._kill(ex, "start-up timed out")
+                    self.kill(ex, "start-up timed out")
                 elif (
                     ex.state is ExecutorState.IDLE
                     and now - ex.last_heartbeat > self.settings.heartbeat_timeout
                 ):
                     self._start_failed(f"idle executor pid {ex.pid} stopped sending heartbeats")
-                    self._kill(ex, "no heartbeat", counts_death=True)
+                    self.kill(ex, "no heartbeat", counts_death=True)
             if now >= next_sample:
                 next_sample = now + self.settings.sample_interval
                 procs = await loop.run_in_executor(self._threads, process.scan)
                 for ex in self._executors.values():
                     ex.update_tree(procs)
 
-    def _notify(self) -> None:
+    def notify(self) -> None:
         self._changed.set()
 
-    async def _wait_changed(self) -> None:
+    async def wait_changed(self) -> None:
         self._changed.clear()
         await self._changed.wait()
 
@@ -345,10 +355,10 @@ class Supervisor:
     # -- class-data-sharing archive ---------------------------------------------------------
 
     def _maybe_build_archive(self) -> None:
-        plan = self._cds
+        plan = self._launcher.cds
         if plan is None or plan.auto or not self.settings.cds_build:
             return
-        if self._build_requested or self._closed:
+        if self._build_requested or self.closed:
             return
         if self._ready_count() < self.settings.target:
             return  # build once the pool is warm, not while executors compete for the CPU
@@ -357,7 +367,9 @@ class Supervisor:
 
     async def _build_archive(self, plan: cds.CdsPlan) -> None:
         def start_builder(output: Path, exited: asyncio.Event) -> ExecutorProcess:
-            self._builder = self._spawn(0, output, on_exit=lambda ex: exited.set())
+            self._builder = self._launcher.spawn(
+                0, lambda ex, msg: None, lambda ex: exited.set(), output
+            )
             return self._builder
 
         await cds.build(
@@ -370,24 +382,19 @@ class Supervisor:
 
     # -- shutdown ---------------------------------------------------------------------------
 
-    async def _stop_everything(self, error: ExecutorError) -> None:
+    async def stop_everything(self, error: ExecutorError) -> None:
         """Kill every executor (and the archive builder), wait for the reaps, clean up."""
-        if self._backoff_timer is not None:
-            self._backoff_timer.cancel()
+        self._backoff.cancel()
         kills: list[asyncio.Task[KillReport]] = []
         for ex in list(self._executors.values()):
-            self._on_died(ex, error)
-            kills.append(self._kill(ex, "pool closed") if not ex.terminating else self._retire(ex))
+            self.owner.executor_lost(ex, error)
+            kills.append(self.kill(ex, "pool closed") if not ex.terminating else self.retire(ex))
         if self._builder is not None:
             kills.append(self._builder.terminate(self._threads, self.settings.kill_timeout))
         for task in list(self._background):
             task.cancel()
         await asyncio.gather(*kills, *self._background, return_exceptions=True)
-        loop = self._running_loop()
-        await loop.run_in_executor(self._threads, self._handoff.remove)
-        await loop.run_in_executor(self._threads, self._work.remove)
-        if self._output_fd is not None:
-            os.close(self._output_fd)
-            self._output_fd = None
+        loop = self.running_loop()
+        await loop.run_in_executor(self._threads, self._launcher.close)
         self._threads.shutdown(wait=False)
-        self._io_threads.shutdown(wait=False)
+        self.io_threads.shutdown(wait=False)

@@ -1,14 +1,14 @@
 """What the REST layer needs to know, taken from the worker's configuration once.
 
-``RestSettings.from_worker_config`` reads the ``WorkerConfig`` fields named below. Fields the
-config model does not declare (yet) take their documented defaults, so the REST layer works with
-any ``WorkerConfig`` version; the names are the contract:
+``RestSettings.from_worker_config`` reads the REST part of ``WorkerConfig``
+(``daemon.config.rest.RestApiSettings``, where each setting is declared with its default and
+documentation) and ``listeners``:
 
 ====================================================  ==========================================
 ``WorkerConfig`` field (property)                     meaning here
 ====================================================  ==========================================
 ``listeners`` (``listeners``)                         where to listen
-``rest_request_max_bytes``                            body cap → 413 (default 1 MiB)
+``rest_request_max_bytes``                            body cap → 413
 (``rest.request.max.bytes``)
 ``rest_request_timeout`` (``rest.request.timeout.ms``)  deadline of one worker call → 500
 ``rest_auth_basic_credentials_file``                  HTTP basic auth on when set
@@ -27,15 +27,20 @@ from __future__ import annotations
 
 import ssl
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from daemon.config import Listener, WorkerConfig
 from daemon.errors import ConfigError
 
-DEFAULT_LISTENER = Listener(scheme="http", host="127.0.0.1", port=8083)
-DEFAULT_MAX_BODY_BYTES = 1 << 20
+
+def _declared(name: str) -> Any:
+    """The default ``WorkerConfig`` declares for field ``name``: defaults are not repeated here."""
+    return WorkerConfig.model_fields[name].get_default(call_default_factory=True)
+
+
+DEFAULT_LISTENER: Listener = _declared("listeners")[0]
+DEFAULT_MAX_BODY_BYTES: int = _declared("rest_request_max_bytes")
 ClientAuth = Literal["none", "requested", "required"]
 
 
@@ -79,13 +84,13 @@ class RestSettings:
 
     listeners: tuple[Listener, ...] = (DEFAULT_LISTENER,)
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
-    request_timeout: float = 90.0
+    request_timeout: float = _declared("rest_request_timeout").total_seconds()
     """Seconds a request waits for the worker (Connect's 90 s); the operation itself goes on."""
     health_timeout: float = 10.0
     """Seconds ``/health`` waits for the worker's own loop to answer (Connect's 10 s)."""
     credentials_file: Path | None = None
-    topic_tracking: bool = True
-    topic_tracking_reset: bool = True
+    topic_tracking: bool = _declared("topic_tracking_enable")
+    topic_tracking_reset: bool = _declared("topic_tracking_allow_reset")
     tls: TlsSettings | None = None
     shutdown_timeout: float = 5.0
     """Seconds ``RestServer.close`` lets requests in flight finish."""
@@ -93,28 +98,22 @@ class RestSettings:
     @classmethod
     def from_worker_config(cls, config: WorkerConfig) -> RestSettings:
         """The REST settings a worker configuration asks for (see the module docstring)."""
-        timeout = getattr(config, "rest_request_timeout", None)
-        keystore = getattr(config, "listeners_https_ssl_keystore_location", None)
         tls = None
-        if keystore is not None:
-            password = getattr(config, "listeners_https_ssl_key_password", None)
-            if password is not None and hasattr(password, "get_secret_value"):
-                password = password.get_secret_value()  # a pydantic SecretStr
+        if config.listeners_https_ssl_keystore_location is not None:
+            password = config.listeners_https_ssl_key_password
             tls = TlsSettings(
-                keystore_location=Path(keystore),
-                key_password=None if password is None else str(password),
-                truststore_location=_opt_path(
-                    getattr(config, "listeners_https_ssl_truststore_location", None)
-                ),
-                client_auth=getattr(config, "listeners_https_ssl_client_auth", "none"),
+                keystore_location=config.listeners_https_ssl_keystore_location,
+                key_password=None if password is None else password.get_secret_value(),
+                truststore_location=config.listeners_https_ssl_truststore_location,
+                client_auth=config.listeners_https_ssl_client_auth,
             )
         return cls(
             listeners=tuple(config.listeners),
-            max_body_bytes=int(getattr(config, "rest_request_max_bytes", DEFAULT_MAX_BODY_BYTES)),
-            request_timeout=timeout.total_seconds() if isinstance(timeout, timedelta) else 90.0,
-            credentials_file=_opt_path(getattr(config, "rest_auth_basic_credentials_file", None)),
-            topic_tracking=bool(getattr(config, "topic_tracking_enable", True)),
-            topic_tracking_reset=bool(getattr(config, "topic_tracking_allow_reset", True)),
+            max_body_bytes=config.rest_request_max_bytes,
+            request_timeout=config.rest_request_timeout.total_seconds(),
+            credentials_file=config.rest_auth_basic_credentials_file,
+            topic_tracking=config.topic_tracking_enable,
+            topic_tracking_reset=config.topic_tracking_allow_reset,
             tls=tls,
         )
 
@@ -127,7 +126,3 @@ class RestSettings:
             )
         if self.max_body_bytes < 1:
             raise ConfigError("rest.request.max.bytes must be at least 1")
-
-
-def _opt_path(value: object) -> Path | None:
-    return None if value is None else Path(str(value))

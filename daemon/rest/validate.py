@@ -19,9 +19,9 @@ from typing import Any
 from pydantic import SecretStr
 
 from daemon.config import ConnectorConfig, SettingInfo, parse_connector, settings_of
-from daemon.config.definitions import ConnectorDefResolver
+from daemon.config.definitions import REQUIRED, ConfigKey, ConfigType, ConnectorDefResolver
 from daemon.config.problems import Problem, error
-from daemon.connectors.api import REQUIRED, ConfigKey, ConfigType, SinkConnector
+from daemon.connectors.api import SinkConnector
 from daemon.errors import InvalidConfig
 
 _HIGH = {"name", "connector.class", "tasks.max", "topics", "topics.regex"}

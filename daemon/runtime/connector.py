@@ -159,6 +159,7 @@ class ConnectorRuntime:
             executors=env.executors,
             graceful_timeout=env.graceful_timeout,
             kill_timeout=env.kill_timeout,
+            epoch_timeout=env.settings.epoch_timeout,
             policy=self._policy(),
             metrics=env.metrics,
             clock=env.clock,

@@ -88,9 +88,19 @@ def group_id(connector: str) -> str:
     return f"connect-{connector}"
 
 
+#: Seconds a poll may take beyond a ``put``'s deadline (a rebalance finishing, a fetch).
+POLL_MARGIN = 60.0
+
+
+def poll_bound(put_timeout: float) -> float:
+    """The longest a task waits between two polls, in seconds: a ``put``'s deadline plus
+    ``POLL_MARGIN``. Also the bound of one poll (``getmany`` waits for a rebalance to end)."""
+    return put_timeout + POLL_MARGIN
+
+
 def poll_bound_ms(put_timeout: float) -> int:
     """The smallest ``max.poll.interval.ms`` a task consumer gets (see the module docstring)."""
-    return int((put_timeout + 60.0) * 1000)
+    return int(poll_bound(put_timeout) * 1000)
 
 
 def consumer_settings(
@@ -238,6 +248,29 @@ class TaskConsumer:
         self._closing = False
         self._metrics = metrics if task_id is not None else None
         self._task_id = task_id
+
+    @classmethod
+    def for_task(
+        cls,
+        worker: WorkerConfig,
+        config: ConnectorConfig,
+        task_id: TaskId,
+        *,
+        put_timeout: float,
+        target: Partitions,
+        metrics: LagMetrics | None,
+    ) -> TaskConsumer:
+        """The consumer of one task of the connector ``config`` (``consumer_settings``),
+        subscribed to its ``topics`` or ``topics.regex``."""
+        pattern = config.topics_regex.pattern if config.topics_regex is not None else None
+        return cls(
+            consumer_settings(worker, config, task=task_id.task, put_timeout=put_timeout),
+            topics=config.topics,
+            pattern=pattern,
+            target=target,
+            metrics=metrics,
+            task_id=task_id,
+        )
 
     @property
     def group_id(self) -> str:

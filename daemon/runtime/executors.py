@@ -5,13 +5,14 @@ run on a pool it owns or on one it is given (tests share one warm pool between d
 
 ``ExecutorBinding`` is the ``ExecutorRunner`` of one task incarnation: it names the task id to
 the pool (so the pool never leases two executors to one task id at once), applies the worker's
-``task.write.timeout.ms`` when a sink passes no deadline, remembers every executor pid that wrote
-for the incarnation (the stop sequence checks each is gone), and refuses new writes once the
-incarnation is being killed: a zombie cannot start a write. With ``metrics``, every successful
-call records its rows and duration (``record_written``) and every executor the pool killed under
-this binding is counted: ``write deadline`` (``WriteTimeout``) and ``write cancelled`` (a write
-cancelled while an executor ran it, e.g. by a callback deadline). A kill by the stop sequence
-(the binding is closed first) is counted by the slot as ``task stop``, not here.
+``task.write.timeout.ms`` when a sink passes no deadline, and refuses new writes once the
+incarnation is being killed: a zombie cannot start a write. Each write is submitted as a
+``WriteLease`` (``daemon.executor.lease``), which says which executor accepted it and whether the
+pool killed that executor. With ``metrics``, every successful call records its rows and duration
+(``record_written``) and every executor the pool killed under this binding is counted:
+``write deadline`` (``WriteTimeout``) and ``write cancelled`` (a write cancelled while an
+executor held it, e.g. by a callback deadline). A kill by the stop sequence (the binding is
+closed first) is counted by the slot as ``task stop``, not here.
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from daemon.errors import PoolClosed, WriteTimeout
-from daemon.executor.process import ProcStat, read_stat
+from daemon.executor.lease import WriteLease
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -51,6 +52,62 @@ class Executors(Protocol):
     def snapshot(self) -> list[ExecutorInfo]: ...
 
     def status(self) -> PoolStatus: ...
+
+
+@runtime_checkable
+class LeasingExecutors(Executors, Protocol):
+    """A pool that hands a write over as a ``WriteLease`` (``ExecutorPool.submit``)."""
+
+    def submit(
+        self,
+        task_id: str,
+        fn: str,
+        batch: pa.Table | None = None,
+        *,
+        timeout: float,
+        kwargs: Mapping[str, Any] | None = None,
+        acquire_timeout: float | None = None,
+    ) -> WriteLease: ...
+
+
+def submit(
+    executors: Executors,
+    task_id: str,
+    fn: str,
+    batch: pa.Table | None,
+    *,
+    timeout: float,
+    kwargs: Mapping[str, Any],
+) -> WriteLease:
+    """``executors.submit(...)``; a pool with only ``run`` (a test double) gets its call wrapped
+    in a lease whose ``killed`` says whether an executor held the write when it was cancelled."""
+    if isinstance(executors, LeasingExecutors):
+        return executors.submit(task_id, fn, batch, timeout=timeout, kwargs=kwargs)
+    lease = WriteLease(task_id, asyncio.get_running_loop())
+    lease.start(_run_only(executors, lease, fn, batch, timeout, kwargs))
+    return lease
+
+
+async def _run_only(
+    executors: Executors,
+    lease: WriteLease,
+    fn: str,
+    batch: pa.Table | None,
+    timeout: float,
+    kwargs: Mapping[str, Any],
+) -> Any:
+    call = asyncio.ensure_future(
+        executors.run(lease.task_id, fn, batch, timeout=timeout, kwargs=kwargs)
+    )
+    try:
+        return await asyncio.shield(call)
+    except asyncio.CancelledError:
+        # Asked before the call is cancelled: the pool's clean-up forgets the executor.
+        lease.killed = executors.current_pid(lease.task_id) is not None
+        call.cancel()
+        call.add_done_callback(lambda f: f.cancelled() or f.exception())
+        await asyncio.wait([call])
+        raise
 
 
 class WriteMetrics(Protocol):
@@ -83,18 +140,11 @@ class ExecutorBinding:
         self.default_timeout = default_timeout
         self.metrics = metrics
         self._labels = task_labels(task_id)
-        #: Executor processes that wrote for this incarnation (pid → stat at first sight).
-        self.seen: dict[int, ProcStat] = {}
         self._closed: str | None = None
-        self._running = 0
 
     def close(self, reason: str) -> None:
         """Refuse writes from now on (the incarnation is being killed, or is over)."""
         self._closed = reason
-
-    @property
-    def busy(self) -> bool:
-        return self._running > 0
 
     async def run_in_executor(
         self, fn: str, batch: pa.Table | None, *, timeout: float, **kwargs: Any
@@ -104,25 +154,18 @@ class ExecutorBinding:
         if self._closed is not None:
             raise PoolClosed(f"task {self.task_id}: no more writes ({self._closed})")
         deadline = timeout if timeout > 0 else self.default_timeout
-        self._running += 1
-        leased: list[int] = []  # the executor that took this call, once the watch saw it
-        watch = asyncio.get_running_loop().create_task(self._watch(leased))
         began = time.monotonic()
+        lease = submit(self.executors, self.task_id, fn, batch, timeout=deadline, kwargs=kwargs)
         try:
-            result = await self.executors.run(
-                self.task_id, fn, batch, timeout=deadline, kwargs=kwargs
-            )
+            result = await lease.result()
         except WriteTimeout:
             self._killed("write deadline")
             raise
         except asyncio.CancelledError:
-            # The pool kills the executor of a cancelled write; not yet leased, nothing to kill.
-            if (leased or self.current_pid() is not None) and self._closed is None:
+            # The pool killed the executor that held the write (none if it was not leased yet).
+            if lease.killed and self._closed is None:
                 self._killed("write cancelled")
             raise
-        finally:
-            self._running -= 1
-            watch.cancel()
         if self.metrics is not None:
             rows = 0 if batch is None else batch.num_rows
             self.metrics.record_written(*self._labels, rows, time.monotonic() - began)
@@ -135,21 +178,3 @@ class ExecutorBinding:
     def current_pid(self) -> int | None:
         """The executor writing for this task id now, if any."""
         return self.executors.current_pid(self.task_id)
-
-    def note_pid(self) -> None:
-        """Record the executor writing for the task now (cheap: one /proc read)."""
-        pid = self.current_pid()
-        if pid is not None and pid not in self.seen:
-            stat = read_stat(pid)
-            if stat is not None:
-                self.seen[pid] = stat
-
-    async def _watch(self, leased: list[int]) -> None:
-        # The pool leases an executor a moment after the call: record it once it is known.
-        for _ in range(200):
-            self.note_pid()
-            pid = self.current_pid()
-            if pid is not None:
-                leased.append(pid)
-                return
-            await asyncio.sleep(0.05)

@@ -8,29 +8,13 @@ REST layer serialises them without renaming; connectd's additions (``incarnation
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-
-class State(enum.StrEnum):
-    """Connect's connector and task states."""
-
-    UNASSIGNED = "UNASSIGNED"
-    RUNNING = "RUNNING"
-    PAUSED = "PAUSED"
-    STOPPED = "STOPPED"
-    FAILED = "FAILED"
-    RESTARTING = "RESTARTING"
-
-
-class TargetState(enum.StrEnum):
-    """What an operator asked a connector to be (Connect's target state)."""
-
-    RUNNING = "RUNNING"
-    PAUSED = "PAUSED"
-    STOPPED = "STOPPED"
+# The state enums live at the bottom of the layers, so storage can name them too.
+from daemon.structs import State as State
+from daemon.structs import TargetState as TargetState
 
 
 @dataclass(frozen=True)

@@ -1,34 +1,24 @@
 """Connect's sink offsets API (KIP-875): read, alter and reset a connector's committed offsets.
 
 The truth for an exactly-once sink is the sink itself (its commit log): a connector class that
-keeps its own offsets implements the optional hooks below and is asked first. For the others the
-consumer group ``connect-<name>`` holds the offsets, read and changed with Kafka's group APIs.
-Altering and resetting also update the group, so lag tools agree with the sink.
+keeps its own offsets overrides the offsets hooks of ``SinkConnector`` and is asked first. For
+the others the consumer group ``connect-<name>`` holds the offsets, read and changed with
+Kafka's group APIs. Altering and resetting also update the group, so lag tools agree with the
+sink.
 
-Optional hooks on a ``SinkConnector`` subclass, called on a fresh instance from the event loop
-with the resolved connector configuration (do file I/O in a thread), under a deadline of
-``HOOK_TIMEOUT`` seconds; ``ParquetSink`` has all three:
-
-- ``async read_offsets(config, *, run_in_executor=None)``: the sink's committed next offsets by
-  ``TopicPartition`` (``None``: ask the consumer group);
-- ``async alter_offsets(config, offsets, *, run_in_executor=None)``: set (an int) or forget
-  (``None``) partitions' offsets;
-- ``async reset_offsets(config, *, run_in_executor=None)``: forget every partition's offset.
-
-``run_in_executor`` is passed only to hooks that declare that keyword (older hooks keep
-working). It is ``SinkTaskContext.run_in_executor``'s signature —
-``await run_in_executor("module:function", batch_or_None, timeout=seconds, **kwargs)`` — bound
-to the worker's executor pool under the task id ``<connector>-offsets``: for sinks whose state
-is reachable only from an executor (a table on a Hadoop filesystem, through the executor's
-JVM). A job past its deadline is killed like any write. ``None`` when the runtime has no pool.
+A connector that keeps its own offsets overrides ``SinkConnector.read_offsets``,
+``alter_offsets`` and ``reset_offsets`` (``daemon.connectors.base``, where their guarantees are
+stated; ``ParquetSink`` has all three). They are called on a fresh instance with the resolved
+connector configuration, under a deadline of ``HOOK_TIMEOUT`` seconds, with ``run_in_executor``
+bound to the worker's executor pool under the task id ``<connector>-offsets`` (``None`` when the
+runtime has no pool). The defaults keep nothing, so the group alone answers.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer
@@ -38,7 +28,7 @@ from aiokafka.protocol.admin import DeleteGroupsRequest
 from aiokafka.structs import OffsetAndMetadata
 
 from daemon.config import WorkerConfig
-from daemon.connectors.api import SinkConnector
+from daemon.connectors.api import ExecutorCall, SinkConnector
 from daemon.connectors.records import TopicPartition
 from daemon.runtime.consumer import client_settings, group_id, to_kafka
 from daemon.runtime.executors import ExecutorBinding, Executors
@@ -51,8 +41,6 @@ TIMEOUT = 30.0
 HOOK_TIMEOUT = 150.0
 _GROUP_ID_NOT_FOUND = 69
 
-ExecutorCall = Callable[..., Awaitable[Any]]
-
 
 def executor_call(executors: Executors | None, name: str, timeout: float) -> ExecutorCall | None:
     """``run_in_executor`` for connector ``name``'s offsets hooks (``None`` without a pool);
@@ -60,17 +48,6 @@ def executor_call(executors: Executors | None, name: str, timeout: float) -> Exe
     if executors is None:
         return None
     return ExecutorBinding(executors, f"{name}-offsets", timeout).run_in_executor
-
-
-async def _call_hook(hook: Callable[..., Any], *args: Any, run: ExecutorCall | None) -> Any:
-    try:
-        takes_run = "run_in_executor" in inspect.signature(hook).parameters
-    except (TypeError, ValueError):
-        takes_run = False
-    async with asyncio.timeout(HOOK_TIMEOUT):
-        if takes_run:
-            return await hook(*args, run_in_executor=run)
-        return await hook(*args)
 
 
 def _client_kwargs(worker: WorkerConfig, name: str) -> dict[str, Any]:
@@ -89,11 +66,10 @@ async def read_offsets(
     executors: Executors | None = None,
 ) -> list[SinkOffset]:
     """The connector's committed offsets: from the sink's hook if it has one, else the group."""
-    hook = getattr(connector, "read_offsets", None)
-    if callable(hook):
-        own = await _call_hook(hook, config, run=_run(worker, executors, name))
-        if own is not None:
-            return as_rest(own)
+    async with asyncio.timeout(HOOK_TIMEOUT):
+        own = await connector.read_offsets(config, run_in_executor=_run(worker, executors, name))
+    if own is not None:
+        return as_rest(own)
     async with asyncio.timeout(TIMEOUT):
         return as_rest(await group_offsets(worker, name))
 
@@ -127,9 +103,9 @@ async def alter_offsets(
     """Set partitions' next offsets in the sink (if it keeps them) and in the group. The caller
     checked that the connector is STOPPED (no task may commit meanwhile)."""
     wanted = {TopicPartition(o.topic, o.partition): o.offset for o in offsets}
-    hook = getattr(connector, "alter_offsets", None)
-    if callable(hook):
-        await _call_hook(hook, config, dict(wanted), run=_run(worker, executors, name))
+    run = _run(worker, executors, name)
+    async with asyncio.timeout(HOOK_TIMEOUT):
+        await connector.alter_offsets(config, dict(wanted), run_in_executor=run)
     async with asyncio.timeout(TIMEOUT):
         await commit_group_offsets(worker, name, wanted)
 
@@ -143,9 +119,8 @@ async def reset_offsets(
 ) -> None:
     """Forget every committed offset: in the sink (if it keeps them) and in the group (which
     is deleted, as Connect does)."""
-    hook = getattr(connector, "reset_offsets", None)
-    if callable(hook):
-        await _call_hook(hook, config, run=_run(worker, executors, name))
+    async with asyncio.timeout(HOOK_TIMEOUT):
+        await connector.reset_offsets(config, run_in_executor=_run(worker, executors, name))
     async with asyncio.timeout(TIMEOUT):
         await delete_group(worker, name)
 

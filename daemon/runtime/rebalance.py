@@ -1,15 +1,17 @@
-"""How a task incarnation hears about rebalances (a part of ``Incarnation``, kept apart).
+"""How a task incarnation hears about rebalances: ``Rebalancer``, the rebalance part an
+``Incarnation`` holds and hands to its consumer as the listener (``consumer.Partitions``).
 
-aiokafka calls its rebalance listener from its coordinator task, not from the task's coroutine.
-So each callback runs as a task of its own that ``Incarnation.kill`` can cancel, takes the
-incarnation's lock (one sink callback at a time: never concurrently with a ``put``), and never
-raises into aiokafka (a failure is handed to the main loop, which fails the incarnation).
+aiokafka calls the listener from its coordinator task, not from the task's coroutine. So each
+callback runs as a task of its own that ``cancel`` (from ``Incarnation.kill``) can cancel, takes
+the incarnation's lock (one sink callback at a time: never concurrently with a ``put``), and
+never raises into aiokafka: a failure is kept in ``failure`` and the main loop is woken, which
+raises it and so fails the incarnation.
 
-Revoked partitions get the closing ``pre_commit`` (``context.is_closing``), then ``close``.
-Assigned partitions were paused by the consumer at once; they get ``open`` (where an
-exactly-once sink seeks to its committed offsets), the seeks are applied, then they are
-released. Each callback bumps the rebalance generation: records handed out before it are not
-delivered (see ``Incarnation._main_loop``).
+Revoked partitions get the closing ``pre_commit`` (``context.is_closing``), then ``close``, and
+their positions are forgotten. Assigned partitions were paused by the consumer at once; new ones
+get a fresh epoch and ``open`` (where an exactly-once sink seeks to its committed offsets), then
+the seeks are applied and the partitions released. Each callback bumps the rebalance generation
+(``PartitionProgress``): records handed out before it are not delivered.
 """
 
 from __future__ import annotations
@@ -17,49 +19,78 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Protocol
 
-from daemon.connectors.api import SinkTask, TaskContext, TaskId
+from daemon.connectors.api import TaskId
 from daemon.connectors.records import TopicPartition
 from daemon.logs import set_task_context
-from daemon.runtime.consumer import TaskConsumer
+from daemon.runtime.context import TaskContext
+from daemon.runtime.progress import PartitionProgress
 from daemon.runtime.steps import names
 
 log = logging.getLogger("connectd.task")
-T = TypeVar("T")
 
 
-class Rebalancing:
-    """The rebalance half of ``Incarnation`` (which provides the state and helpers below)."""
+class RebalanceHost(Protocol):
+    """What the rebalance part needs from its incarnation (``Incarnation`` fits)."""
 
-    id: TaskId
-    epoch: int
-    draw_epoch: Callable[[], Awaitable[int]] | None
-    task: SinkTask | None
-    context: TaskContext | None
-    consumer: TaskConsumer | None
-    topics: set[str]
-    _lock: asyncio.Lock
-    _stopping: bool
-    _stop_event: asyncio.Event
-    _generation: int
-    _next: dict[TopicPartition, int]
-    _side: set[asyncio.Task[None]]
-    _side_failure: BaseException | None
+    @property
+    def id(self) -> TaskId: ...
 
-    async def _commit(
-        self, *, closing: bool, partitions: frozenset[TopicPartition] | None = None
+    @property
+    def asked(self) -> bool:
+        """The stop sequence asked the incarnation to stop: rebalances change nothing more."""
+        ...
+
+    @property
+    def context(self) -> TaskContext | None:
+        """The sink's context (its assignment); ``None`` before the sink was started."""
+        ...
+
+    @property
+    def progress(self) -> PartitionProgress: ...
+
+    @property
+    def lock(self) -> asyncio.Lock:
+        """Held by whoever calls the sink: callbacks never overlap."""
+        ...
+
+    async def close_partitions(self, owned: frozenset[TopicPartition]) -> None:
+        """The closing ``pre_commit`` of ``owned``, then the sink's ``close``."""
+        ...
+
+    async def open_partitions(self, new: frozenset[TopicPartition]) -> None:
+        """The sink's ``open``."""
+        ...
+
+    def adopt_epoch(self, epoch: int) -> None:
+        """From now on the incarnation (and its sink's writes) hold ``epoch``."""
+        ...
+
+    def release(self, partitions: frozenset[TopicPartition]) -> None:
+        """Apply the sink's seeks, let the consumer fetch ``partitions`` (unless paused)."""
+        ...
+
+
+class Rebalancer:
+    """The rebalance part of one incarnation (see the module docstring)."""
+
+    def __init__(
+        self,
+        host: RebalanceHost,
+        wake: asyncio.Event,
+        draw_epoch: Callable[[], Awaitable[int]] | None,
+        epoch_timeout: float,
     ) -> None:
-        raise NotImplementedError
-
-    async def _call(self, name: str, coro: Awaitable[T]) -> T:
-        raise NotImplementedError
-
-    def _apply_seeks(self) -> None:
-        raise NotImplementedError
-
-    def _apply_pause(self) -> None:
-        raise NotImplementedError
+        """``wake``: set to wake the main loop after a failure. ``draw_epoch``: a fresh epoch
+        from the connector's counter, drawn within ``epoch_timeout`` seconds."""
+        self.host = host
+        self.draw_epoch = draw_epoch
+        self.epoch_timeout = epoch_timeout
+        #: The first failure of a callback; the main loop raises it.
+        self.failure: BaseException | None = None
+        self._wake = wake
+        self._running: set[asyncio.Task[None]] = set()
 
     async def partitions_revoked(self, partitions: frozenset[TopicPartition]) -> None:
         await self._side_call(self._revoke(partitions))
@@ -67,24 +98,31 @@ class Rebalancing:
     async def partitions_assigned(self, partitions: frozenset[TopicPartition]) -> None:
         await self._side_call(self._assign(partitions))
 
+    def cancel(self) -> None:
+        """Cancel the callbacks in progress (the incarnation is being killed)."""
+        for task in self._running:
+            if not task.done():
+                task.cancel()
+
     async def _side_call(self, work: Awaitable[None]) -> None:
-        """Run a listener callback as a task ``kill`` can cancel; never raise into aiokafka."""
+        """Run a listener callback as a task ``cancel`` can cancel; never raise into aiokafka."""
+        host = self.host
 
         async def body() -> None:
-            set_task_context(self.id.connector, self.id.task)
+            set_task_context(host.id.connector, host.id.task)
             await work
 
         task = asyncio.get_running_loop().create_task(body())
-        self._side.add(task)
+        self._running.add(task)
         try:
             await asyncio.wait([task])
         finally:
-            self._side.discard(task)
+            self._running.discard(task)
         if not task.cancelled() and task.exception() is not None:
             exc = task.exception()
             assert exc is not None
-            self._side_failure = exc
-            self._stop_event.set()  # wake the main loop, which raises it
+            self.failure = exc
+            self._wake.set()  # wake the main loop, which raises it
 
     async def _take_new_epoch(self) -> None:
         """Draw a fresh epoch before opening newly assigned partitions.
@@ -94,42 +132,38 @@ class Rebalancing:
         a zombie. Drawing from the connector's counter here keeps DESIGN.md's rule: whoever owns
         a partition now holds a higher epoch than every earlier owner.
         """
-        if self.draw_epoch is None or self.context is None:
+        if self.draw_epoch is None or self.host.context is None:
             return
-        async with asyncio.timeout(30.0):
+        async with asyncio.timeout(self.epoch_timeout):
             epoch = await self.draw_epoch()
-        self.epoch = epoch
-        self.context.set_epoch(epoch)
-        log.info("Task %s takes epoch %d for its new partitions", self.id, epoch)
+        self.host.adopt_epoch(epoch)
+        log.info("Task %s takes epoch %d for its new partitions", self.host.id, epoch)
 
     async def _revoke(self, partitions: frozenset[TopicPartition]) -> None:
-        async with self._lock:
-            if self._stopping or self.context is None:
+        host = self.host
+        async with host.lock:
+            context = host.context
+            if host.asked or context is None:
                 return
-            self._generation += 1
-            owned = partitions & self.context.assignment()
+            host.progress.rebalanced()
+            owned = partitions & context.assignment()
             if owned:
                 log.info("Partitions revoked: %s", names(owned))
-                await self._commit(closing=True, partitions=owned)
-                assert self.task is not None
-                await self._call("close", self.task.close(owned))
-            self.context.set_assignment(self.context.assignment() - owned)
-            for tp in owned:
-                self._next.pop(tp, None)
+                await host.close_partitions(owned)
+            context.set_assignment(context.assignment() - owned)
+            host.progress.forget(owned)
 
     async def _assign(self, partitions: frozenset[TopicPartition]) -> None:
-        async with self._lock:
-            if self._stopping or self.context is None or self.consumer is None:
+        host = self.host
+        async with host.lock:
+            context = host.context
+            if host.asked or context is None:
                 return
-            self._generation += 1
-            new = partitions - self.context.assignment()
-            self.context.set_assignment(self.context.assignment() | partitions)
+            host.progress.rebalanced()
+            new = partitions - context.assignment()
+            context.set_assignment(context.assignment() | partitions)
             if new:
                 log.info("Partitions assigned: %s", names(new))
                 await self._take_new_epoch()
-                assert self.task is not None
-                await self._call("open", self.task.open(new))
-            self._apply_seeks()
-            self.topics.update(tp.topic for tp in partitions)
-            self.consumer.release(partitions)
-            self._apply_pause()
+                await host.open_partitions(new)
+            host.release(partitions)

@@ -34,7 +34,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol
 
 from daemon.config import ConnectorConfig
 from daemon.errors import ConnectdError
@@ -91,11 +91,19 @@ class ScaledClock(Clock):
 
 REAL_CLOCK = Clock()
 
-_KEYS = {
-    "errors_restart_enabled": "errors.restart.enabled",
-    "errors_restart_max": "errors.restart.max",
-    "errors_restart_backoff_max": "errors.restart.backoff.max.ms",
-}
+
+class RestartSettings(Protocol):
+    """``errors.restart.*`` as ``WorkerConfig`` (the defaults) and ``ConnectorConfig`` declare
+    them."""
+
+    @property
+    def errors_restart_enabled(self) -> bool: ...
+
+    @property
+    def errors_restart_max(self) -> int | None: ...
+
+    @property
+    def errors_restart_backoff_max(self) -> datetime.timedelta: ...
 
 
 @dataclass(frozen=True)
@@ -112,25 +120,24 @@ class RestartPolicy:
 
     @classmethod
     def from_configs(
-        cls, worker: object, connector: ConnectorConfig, given: Collection[str] | None = None
+        cls,
+        worker: RestartSettings | None,
+        connector: ConnectorConfig,
+        given: Collection[str] | None = None,
     ) -> RestartPolicy:
-        """The worker's ``errors.restart.*`` (if its config declares them) with the keys the
-        connector sets itself (``given``: the keys of its raw config; None: all) over them."""
-        values: dict[str, Any] = {}
-        for name, key in _KEYS.items():
-            value = getattr(connector, name)
-            if given is not None and key not in given and hasattr(worker, name):
-                value = getattr(worker, name)
-            values[name] = value
-        backoff = values["errors_restart_backoff_max"]
+        """The worker's ``errors.restart.*`` with the keys the connector sets itself (``given``:
+        the keys of its raw config; None: all) over them. No worker: the connector's values."""
+
+        def source(key: str) -> RestartSettings:
+            return connector if worker is None or given is None or key in given else worker
+
+        max_restarts = source("errors.restart.max").errors_restart_max
         return cls(
-            enabled=bool(values["errors_restart_enabled"]),
-            max_restarts=-1
-            if values["errors_restart_max"] is None
-            else values["errors_restart_max"],
-            backoff_max=(
-                backoff.total_seconds() if isinstance(backoff, datetime.timedelta) else LONGEST
-            ),
+            enabled=source("errors.restart.enabled").errors_restart_enabled,
+            max_restarts=-1 if max_restarts is None else max_restarts,
+            backoff_max=source(
+                "errors.restart.backoff.max.ms"
+            ).errors_restart_backoff_max.total_seconds(),
         )
 
     def exhausted(self, count: int) -> bool:

@@ -22,7 +22,7 @@ from daemon.errors import StopFailed
 from daemon.runtime.executors import Executors
 from daemon.runtime.model import State, TaskStatus
 from daemon.runtime.restart import REAL_CLOCK, AutoRestarter, Clock, RestartPolicy
-from daemon.runtime.steps import TaskMetrics
+from daemon.runtime.steps import TaskMetrics, TaskSettings
 from daemon.runtime.stop import StopReport, stop_incarnation
 from daemon.runtime.task import Incarnation
 from daemon.storage.epochs import EpochStore
@@ -48,6 +48,7 @@ class TaskSlot:
         policy: RestartPolicy | None = None,
         metrics: TaskMetrics | None = None,
         clock: Clock = REAL_CLOCK,
+        epoch_timeout: float = TaskSettings.epoch_timeout,
     ) -> None:
         self.id = task_id
         self.make = make
@@ -56,6 +57,8 @@ class TaskSlot:
         self.graceful_timeout = graceful_timeout
         self.kill_timeout = kill_timeout
         self.metrics = metrics
+        #: How long drawing a new incarnation's epoch may take (``TaskSettings.epoch_timeout``).
+        self.epoch_timeout = epoch_timeout
         self.auto = AutoRestarter(
             f"Task {task_id}",
             f"POST /connectors/{task_id.connector}/tasks/{task_id.task}/restart",
@@ -103,7 +106,12 @@ class TaskSlot:
                 raise
 
     async def _restart(self, reason: str, cause: str) -> None:
-        """The one restart path (callers hold the lock): by hand and automatic alike."""
+        """The one restart path (callers hold the lock): by hand and automatic alike.
+
+        A new incarnation starts only after ``_stop`` returned, that is after the stop sequence
+        confirmed the old one's executor tree killed and reaped (``stop_incarnation``). If it
+        could not, its ``StopFailed`` propagates before ``_start``: no new incarnation starts
+        while the old one may still write."""
         self._restarting = True
         try:
             await self._stop(reason)
@@ -118,7 +126,7 @@ class TaskSlot:
             raise RuntimeError(f"task {self.id} already has a live incarnation")
         self._halted = False
         try:
-            async with asyncio.timeout(30.0):
+            async with asyncio.timeout(self.epoch_timeout):
                 epoch = await self.epochs.next_epoch_async(self.id.connector)
             inc = self.make(epoch)
         except Exception as exc:

@@ -1,21 +1,25 @@
-"""The pieces of a task's step that need no task state: deadlines, offset ranges, retries.
+"""The pieces of a task's step that need no task state: its settings (pacing and every named
+deadline, ``TaskSettings``), what it records (``TaskMetrics``), helpers that bound an await, and
+how its converters are built.
 
 Kept apart from ``task.py`` so the incarnation's control flow reads on one screen and these
-rules can be tested on their own.
+rules can be tested on their own. Partition positions are in ``progress.py``, retries in
+``retrying.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from daemon.config import ConnectorConfig, WorkerConfig
-from daemon.connectors.records import OffsetRange, TopicPartition
+from daemon.config import ConnectorConfig, WorkerConfig, effective_converter
+from daemon.connectors.converters import make_converter
+from daemon.connectors.records import TopicPartition
 from daemon.errors import ConnectdError, TaskTimeout
+from daemon.runtime.convert import BatchConverter
 
 log = logging.getLogger("connectd.task")
 T = TypeVar("T")
@@ -39,11 +43,31 @@ class TaskMetrics(Protocol):
 
 @dataclass(frozen=True)
 class TaskSettings:
-    """Deadlines and pacing of a task, in seconds, from the worker config."""
+    """Deadlines and pacing of a task, in seconds, from the worker config.
+
+    From the worker config: ``task.write.timeout.ms``, ``offset.flush.interval.ms`` (flush
+    interval and poll timeout), ``task.consumer.start.timeout.ms`` and
+    ``config.providers.resolve.timeout.ms``. The other deadlines bound the awaits around the
+    sink's callbacks that cross a boundary (Kafka, the epoch store); each is the longest wait
+    before the step fails (or, when closing, is given up with a warning).
+    """
 
     write_timeout: float = 60.0
     flush_interval: float = 10.0
     poll_timeout: float = 1.0
+    #: Starting the task's consumer (connecting, subscribing); past it the incarnation fails.
+    consumer_start_timeout: float = 60.0
+    #: Resolving ``${provider:...}`` references in a configuration (providers may read files or
+    #: ask a secret store).
+    resolve_timeout: float = 30.0
+    #: Committing offsets to the consumer group (for lag tools only: past it, a warning).
+    group_commit_timeout: float = 30.0
+    #: Closing the task's consumer at the end of an incarnation (past it, a warning).
+    consumer_close_timeout: float = 10.0
+    #: Drawing an epoch from the connector's counter (at start and on new partitions).
+    epoch_timeout: float = 30.0
+    #: Closing each dead-letter topic client (admin, producer, reader; past it, a warning).
+    client_close_timeout: float = 10.0
 
     @classmethod
     def from_worker(cls, worker: WorkerConfig) -> TaskSettings:
@@ -51,6 +75,8 @@ class TaskSettings:
             write_timeout=worker.task_write_timeout.total_seconds(),
             flush_interval=worker.offset_flush_interval.total_seconds(),
             poll_timeout=min(1.0, max(0.05, worker.offset_flush_interval.total_seconds())),
+            consumer_start_timeout=worker.task_consumer_start_timeout.total_seconds(),
+            resolve_timeout=worker.config_providers_resolve_timeout.total_seconds(),
         )
 
     @property
@@ -76,78 +102,37 @@ async def with_deadline(what: str, coro: Awaitable[T], timeout: float) -> T:
         ) from None
 
 
-def offset_ranges(
-    polled: Mapping[TopicPartition, Sequence[Any]], positions: Mapping[TopicPartition, int]
-) -> list[OffsetRange]:
-    """The ranges one poll covers: from each partition's position before the poll (the offset
-    after the last record delivered, or the seek target) to its last record + 1. Starting at the
-    position, not at the first record, keeps consecutive ranges chained across offsets that hold
-    no record (compaction, transaction markers)."""
-    ranges = []
-    for tp, records in polled.items():
-        first, last = records[0].offset, records[-1].offset
-        start = positions.get(tp, first)
-        if start > first:  # never expected: aiokafka drops records fetched before a seek
-            log.warning("%s: record %d comes before the position %d", tp, first, start)
-            start = first
-        ranges.append(OffsetRange(tp.topic, tp.partition, start, last + 1))
-    return ranges
-
-
-class RetryPolicy:
-    """``errors.retry.timeout`` / ``errors.retry.delay.max.ms`` for a task's delivery steps.
-
-    What is retried: a *retriable* ``ConnectdError`` (``WriteTimeout``, ``ExecutorDied``,
-    ``TaskTimeout``, ``DeadLetterQueueError``, ...) raised while delivering a batch (reading or
-    producing the dead-letter topic, the sink's ``reject`` or ``put``) or by the periodic
-    ``pre_commit``. Not retried: conversion (deterministic: the same bytes fail again), errors
-    that are not retriable, anything during a stop. A retry re-reads the failed batch from Kafka
-    (or from where the sink asked to seek), after a wait of 0.3 s doubling up to
-    ``errors.retry.delay.max.ms``; the time budget, counted from the first failure, is
-    ``errors.retry.timeout`` (0: no retry, the task fails at once; -1: no limit) and starts
-    again after a step succeeds. Once spent, the error fails the task (and the restart policy
-    takes over). ``clock`` is injectable for tests.
-    """
-
-    FIRST_DELAY = 0.3
-
-    def __init__(
-        self,
-        timeout: float | None,
-        delay_max: float,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.timeout = timeout
-        self.delay_max = delay_max
-        self.clock = clock
-        self.attempts = 0
-        self._first: float | None = None
-
-    @classmethod
-    def from_config(cls, config: ConnectorConfig) -> RetryPolicy:
-        timeout = config.errors_retry_timeout
-        return cls(
-            None if timeout is None else timeout.total_seconds(),
-            config.errors_retry_delay_max.total_seconds(),
+async def unless_set(
+    coro: Awaitable[T], event: asyncio.Event, timeout: float, late: Exception
+) -> T | None:
+    """``coro``'s result, or ``None`` as soon as ``event`` is set (``coro`` is then cancelled);
+    ``late`` is raised if neither happened within ``timeout`` seconds."""
+    work = asyncio.ensure_future(coro)
+    stop = asyncio.ensure_future(event.wait())
+    try:
+        done, _ = await asyncio.wait(
+            {work, stop}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
         )
+    finally:
+        for fut in (work, stop):
+            if not fut.done():
+                fut.cancel()
+    if work in done:
+        return work.result()
+    if stop in done:
+        return None
+    raise late
 
-    def next_delay(self, exc: BaseException) -> float | None:
-        """Seconds to wait before retrying after ``exc``; ``None``: do not retry, fail."""
-        if not (isinstance(exc, ConnectdError) and exc.retriable):
-            return None
-        now = self.clock()
-        if self._first is None:
-            self._first = now
-        left = None if self.timeout is None else self._first + self.timeout - now
-        if left is not None and left <= 0:
-            return None
-        delay = min(self.FIRST_DELAY * float(1 << min(self.attempts, 30)), self.delay_max)
-        self.attempts += 1
-        return delay if left is None else min(delay, left)
 
-    def succeeded(self) -> None:
-        self.attempts = 0
-        self._first = None
+async def log_failure(what: str, coro: Awaitable[Any]) -> None:
+    """Await ``coro``; an exception (not a cancel) is logged as ``<what> failed``, not raised
+    (for the steps of a close, which go on after one failed)."""
+    try:
+        await coro
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        log.error("%s failed: %s", what, exc, exc_info=not isinstance(exc, ConnectdError))
 
 
 def names(tps: Iterable[TopicPartition]) -> str:
@@ -165,3 +150,20 @@ def task_converter_options(
         **base,
         **{k.removeprefix(prefix): v for k, v in task_config.items() if k.startswith(prefix)},
     }
+
+
+def batch_converter(
+    worker: WorkerConfig, config: ConnectorConfig, task_config: Mapping[str, str]
+) -> BatchConverter:
+    """The key and value converters of a task: the connector's (or the worker's) converter
+    classes, with the options of ``task_converter_options``."""
+    key, key_opts = effective_converter(worker, config, "key")
+    value, value_opts = effective_converter(worker, config, "value")
+    return BatchConverter(
+        make_converter(
+            key.value, task_converter_options(key_opts, task_config, "key"), is_key=True
+        ),
+        make_converter(
+            value.value, task_converter_options(value_opts, task_config, "value"), is_key=False
+        ),
+    )

@@ -71,8 +71,14 @@ async def stop_incarnation(
 ) -> StopReport:
     """Run the stop sequence on ``inc``; returns once its executor is reaped.
 
-    Raises ``StopFailed`` when the coroutine or the executor's tree would not end within
-    ``kill_timeout`` after the kill. Safe to call on an incarnation that already ended.
+    The invariant enforced here: the task id is free for a new incarnation only once this has
+    returned. By then the incarnation's coroutine has ended; the executor that held its write,
+    if any, was SIGKILLed with its whole process tree and reaped by the pool (``waitpid``
+    returned, and ``kill_tree`` waited until no process of the tree ran); and this function has
+    confirmed that the pool holds no executor for the task id any more and, through /proc, that
+    the executor it saw writing is gone. If that cannot be confirmed within ``kill_timeout``
+    after the kill, it raises ``StopFailed`` and the caller must not start a new incarnation
+    (``TaskSlot._restart`` does not). Safe to call on an incarnation that already ended.
     """
     started = time.monotonic()
     task = str(inc.id)

@@ -11,9 +11,12 @@ coroutine then runs the close path — ``pre_commit`` with ``context.is_closing`
 the open partitions, ``stop``. ``kill()`` cancels whatever is left: an executor write in progress
 is cancelled, which kills and reaps its executor's process tree before the cancellation returns.
 
-Records a converter or the sink's ``reject`` refused go through ``deadletter.policy`` (``errors.*``,
-the dead-letter topic) before ``put``; retriable failures of a step are retried per
-``errors.retry.timeout`` (``retrying.py``).
+The incarnation holds its parts, each with its own state: ``progress`` (partition positions,
+the batch in delivery, the rebalance generation: ``progress.py``), ``rebalancer`` (the consumer's
+rebalance listener: ``rebalance.py``), ``retrier`` (``errors.retry.*``: ``retrying.py``) and,
+once started, ``pipeline`` (conversion and ``errors.*`` before ``put``: ``pipeline.py``). The
+rebalance and retry parts see the incarnation only through a narrow protocol (``RebalanceHost``,
+``RetryHost``). Deadlines other than the sink callbacks' are named in ``TaskSettings``.
 """
 
 from __future__ import annotations
@@ -25,39 +28,26 @@ import traceback
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
-from daemon.config import (
-    ConnectorConfig,
-    Providers,
-    WorkerConfig,
-    effective_converter,
-    parse_connector,
-    resolve,
-)
-from daemon.connectors.api import SinkTask, TaskContext, TaskId
-from daemon.connectors.converters import BatchConverter, ConversionResult, make_converter
-from daemon.connectors.records import OffsetRange, RawBatch, RecordBatch, TopicPartition
+from daemon.config import Providers, WorkerConfig, parse_connector, resolve
+from daemon.config.worker import WRITE_TIMEOUT_KEY
+from daemon.connectors.api import SinkTask, TaskId
+from daemon.connectors.records import RecordBatch, TopicPartition
 from daemon.errors import ConnectdError, TaskTimeout
 from daemon.logs import set_task_context
-from daemon.runtime.consumer import TaskConsumer, consumer_settings, group_id
-from daemon.runtime.deadletter.policy import ErrantRecords
+from daemon.runtime.consumer import TaskConsumer, poll_bound
+from daemon.runtime.context import TaskContext
 from daemon.runtime.executors import ExecutorBinding, Executors
-from daemon.runtime.rebalance import Rebalancing
-from daemon.runtime.retrying import Retrying
-from daemon.runtime.steps import (
-    RetryPolicy,
-    TaskMetrics,
-    TaskSettings,
-    offset_ranges,
-    task_converter_options,
-    with_deadline,
-)
+from daemon.runtime.pipeline import RecordPipeline
+from daemon.runtime.progress import PartitionProgress
+from daemon.runtime.rebalance import Rebalancer
+from daemon.runtime.retrying import Retrier
+from daemon.runtime.steps import TaskMetrics, TaskSettings, log_failure, unless_set, with_deadline
 
 log = logging.getLogger("connectd.task")
-WRITE_TIMEOUT_KEY = "task.write.timeout.ms"
 T = TypeVar("T")
 
 
-class Incarnation(Rebalancing, Retrying):
+class Incarnation:
     """One incarnation of one task id. Create, then ``start()``; see the module docstring."""
 
     def __init__(
@@ -77,7 +67,6 @@ class Incarnation(Rebalancing, Retrying):
         draw_epoch: Callable[[], Awaitable[int]] | None = None,
     ) -> None:
         self.id = task_id
-        self.draw_epoch = draw_epoch
         self.epoch = epoch
         self.first_epoch = epoch  # names this incarnation; ``epoch`` grows with rebalances
         self.worker = worker
@@ -101,18 +90,14 @@ class Incarnation(Rebalancing, Retrying):
         self._paused = paused
         self._metrics = metrics
         self._stopping = False
-        self._stop_event = asyncio.Event()
-        self._lock = asyncio.Lock()
-        self._generation = 0
-        self._next: dict[TopicPartition, int] = {}
-        self._converter: BatchConverter | None = None
-        self._config: ConnectorConfig | None = None
-        self._errant: ErrantRecords | None = None
-        self._retry = RetryPolicy(0.0, 0.0)
-        self._delivering: list[OffsetRange] = []
+        self._stop_event = asyncio.Event()  # set when asked to stop, or to wake the main loop
+        #: Held around every sink callback: the main loop's and the rebalance listener's.
+        self.lock = asyncio.Lock()
+        self.progress = PartitionProgress()
+        self.rebalancer = Rebalancer(self, self._stop_event, draw_epoch, settings.epoch_timeout)
+        self.retrier = Retrier(self, self._stop_event)
+        self.pipeline: RecordPipeline | None = None
         self._runner: asyncio.Task[None] | None = None
-        self._side: set[asyncio.Task[None]] = set()
-        self._side_failure: BaseException | None = None
 
     # ---- control (the stop sequence and the worker call these) ----
 
@@ -139,9 +124,9 @@ class Incarnation(Rebalancing, Retrying):
         self.killed = True
         self.ask()
         self.binding.close(reason)
-        for task in (self._runner, *self._side):
-            if task is not None and not task.done():
-                task.cancel()
+        if self._runner is not None and not self._runner.done():
+            self._runner.cancel()
+        self.rebalancer.cancel()
 
     def set_paused(self, paused: bool) -> None:
         """Connector pause: fetch nothing, deliver nothing, keep the partitions."""
@@ -169,46 +154,30 @@ class Incarnation(Rebalancing, Retrying):
                 self.running_since = time.monotonic()
                 log.info("Task %s (epoch %d) is running", self.id, self.epoch)
                 await self._main_loop()
-            if self._side_failure is not None:
-                raise self._side_failure
+            if self.rebalancer.failure is not None:
+                raise self.rebalancer.failure
             await self._close_path()
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             self.failure = exc
             self.trace = traceback.format_exc()
-            log.error(
-                "Task %s (epoch %d) failed:\n%s",
-                self.id,
-                self.epoch,
-                self.trace.rstrip(),
-            )
+            log.error("Task %s (epoch %d) failed:\n%s", self.id, self.epoch, self.trace.rstrip())
             await self._close_after_failure()
         finally:
             self.running = False
             self.binding.close("the incarnation is over")
             await self._close_consumer()
-            if self._errant is not None:
-                await self._errant.close()
+            if self.pipeline is not None:
+                await self.pipeline.close()
 
     async def _startup(self) -> None:
         conn = await self._resolve(self._raw_connector)
         task_config = await self._resolve(self._raw_task)
-        self._config = parse_connector(conn).config
-        cfg = self._config
-        key, key_opts = effective_converter(self.worker, cfg, "key")
-        value, value_opts = effective_converter(self.worker, cfg, "value")
-        self._converter = BatchConverter(
-            make_converter(
-                key.value, task_converter_options(key_opts, task_config, "key"), is_key=True
-            ),
-            make_converter(
-                value.value, task_converter_options(value_opts, task_config, "value"), is_key=False
-            ),
-        )
-        self._retry = RetryPolicy.from_config(cfg)
-        self._errant = ErrantRecords(self.id, cfg, self.worker, group_id(cfg.name), self._converter)
-        await self._errant.start()  # creates the dead-letter topic if there is one
+        cfg = parse_connector(conn).config
+        self.pipeline = RecordPipeline(self.id, self.worker, cfg, task_config, self.settings)
+        self.retrier.configure(cfg)
+        await self.pipeline.start()
         # The worker's write deadline, for sinks that read it from their configuration.
         task_config.setdefault(WRITE_TIMEOUT_KEY, str(int(self.settings.write_timeout * 1000)))
         self.task = self._task_class()
@@ -217,23 +186,20 @@ class Incarnation(Rebalancing, Retrying):
         await self._call("start", self.task.start(task_config, self.context))
         if self._stopping:
             return
-        settings = consumer_settings(
-            self.worker, cfg, task=self.id.task, put_timeout=self.settings.callback_timeout
-        )
-        self.consumer = TaskConsumer(
-            settings,
-            topics=cfg.topics,
-            pattern=cfg.topics_regex.pattern if cfg.topics_regex is not None else None,
-            target=self,
+        self.consumer = TaskConsumer.for_task(
+            self.worker,
+            cfg,
+            self.id,
+            put_timeout=self.settings.callback_timeout,
+            target=self.rebalancer,
             metrics=self._metrics,
-            task_id=self.id,
         )
-        async with asyncio.timeout(60.0):
+        async with asyncio.timeout(self.settings.consumer_start_timeout):
             await self.consumer.start()
 
     async def _resolve(self, config: Mapping[str, str]) -> dict[str, str]:
         # Providers may read files: off the loop, under a deadline.
-        async with asyncio.timeout(30.0):
+        async with asyncio.timeout(self.settings.resolve_timeout):
             return await asyncio.to_thread(resolve, config, self._providers)
 
     async def _main_loop(self) -> None:
@@ -244,97 +210,73 @@ class Incarnation(Rebalancing, Retrying):
             if self._stopping:
                 return
             delay: float | None = None
-            async with self._lock:
+            async with self.lock:
                 if self._stopping:
                     return
-                if self._side_failure is not None:
-                    raise self._side_failure
+                if self.rebalancer.failure is not None:
+                    raise self.rebalancer.failure
                 assert self.context is not None
                 try:
                     # Records handed out before a rebalance callback ran are not delivered: the
                     # callback's commit did not cover them; the new assignment fetches them again.
-                    if generation == self._generation and not self._paused:
+                    if generation == self.progress.generation and not self._paused:
                         owned = self.context.assignment()
                         if await self._deliver(
                             {tp: rs for tp, rs in polled.items() if tp in owned}
                         ):
-                            self._retry.succeeded()
+                            self.retrier.succeeded()
                     if time.monotonic() >= next_flush or self.context.take_commit_request():
                         await self._commit(closing=False)
                         next_flush = time.monotonic() + self.settings.flush_interval
-                        self._retry.succeeded()
+                        self.retrier.succeeded()
                 except ConnectdError as exc:
-                    delay = self._retry.next_delay(exc)
-                    if delay is None or self._stopping:
+                    delay = self.retrier.after(exc)  # rewinds the batch for a retry
+                    if delay is None:
                         raise
-                    self._rewind(exc, delay)
             if delay is not None:
-                await self._pause_for(delay)
+                await self.retrier.wait(delay)
 
     async def _fetch(self) -> tuple[int, dict[TopicPartition, list[Any]]]:
         assert self.consumer is not None
         records = await self.consumer.poll(int(self.settings.poll_timeout * 1000))
         # Read in the same step as the records were handed out: no callback ran in between.
-        return self._generation, records
+        return self.progress.generation, records
 
     async def _poll(self) -> tuple[int, dict[TopicPartition, list[Any]]]:
         """One fetch and the rebalance generation it belongs to; returns early (empty) when
         the stop sequence asks."""
-        fetch = asyncio.ensure_future(self._fetch())
-        stop = asyncio.ensure_future(self._stop_event.wait())
-        try:
-            # getmany waits for a rebalance to finish: bound that too.
-            done, _ = await asyncio.wait(
-                {fetch, stop},
-                timeout=self.settings.callback_timeout + 60.0,
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-        finally:
-            for fut in (fetch, stop):
-                if not fut.done():
-                    fut.cancel()
-        if fetch in done:
-            return fetch.result()
-        if stop in done:
-            return self._generation, {}
-        raise TaskTimeout(f"task {self.id}: a poll did not return (a rebalance never ended?)")
+        # getmany waits for a rebalance to finish: bound that too.
+        fetched = await unless_set(
+            self._fetch(),
+            self._stop_event,
+            poll_bound(self.settings.callback_timeout),
+            TaskTimeout(f"task {self.id}: a poll did not return (a rebalance never ended?)"),
+        )
+        return fetched if fetched is not None else (self.progress.generation, {})
 
     async def _deliver(self, polled: Mapping[TopicPartition, list[Any]]) -> int:
         """Convert, apply the error policy (``deadletter/policy.py``), ``put``; how many records."""
-        assert self._converter is not None and self.task is not None
-        converter = self._converter
-
+        assert self.pipeline is not None and self.task is not None
         # Before anything can fail: a retry re-reads these ranges (``retrying.py``).
-        ranges = self._delivering = offset_ranges(polled, self._next)
-
-        def convert() -> tuple[int, ConversionResult]:
-            # A loop over every record: never on the event loop (DESIGN.md), so in a thread.
-            records = [r for tp in sorted(polled) for r in polled[tp]]
-            return len(records), converter.convert(RawBatch.from_records(records), ranges)
-
-        if any(polled.values()):
-            async with asyncio.timeout(self.settings.callback_timeout):
-                count, result = await asyncio.to_thread(convert)
-        else:
-            count, result = convert()
-        assert self._errant is not None
+        ranges = self.progress.begin(polled)
+        count, result = await self.pipeline.convert(polled, ranges)
         self.topics.update(tp.topic for tp in polled)
         batch = result.batch
         rejected = await self._call("reject", self.task.reject(batch)) if len(batch) else {}
-        batch, failures = self._errant.sift(polled, result.bad, batch, rejected, type(self.task))
-        await self._errant.handle(failures, ranges, self._generation)
+        batch = await self.pipeline.sift(
+            polled, result, rejected, type(self.task), ranges, self.progress.generation
+        )
         await self._put(batch)
-        self._delivering = []
-        for r in ranges:
-            self._next[r.tp] = r.end
+        self.progress.delivered()
         if self._metrics is not None and count:
             self._metrics.record_consumed(self.id.connector, self.id.task, count)
-        self._apply_seeks()
+        self.apply_seeks()
         return count
 
     async def _put(self, batch: RecordBatch) -> None:
-        """``put``. A failure fails the incarnation: the slot's restart policy decides what
-        next (a new incarnation resumes from what the sink committed; see ``restart.py``)."""
+        """``put``. A failure is retried (``retrying.py``) or fails the incarnation: the slot's
+        restart policy decides what next (a new incarnation resumes from what the sink
+        committed; see ``restart.py``)."""
         assert self.task is not None
         await self._call("put", self.task.put(batch))
 
@@ -344,18 +286,21 @@ class Incarnation(Rebalancing, Retrying):
         """``pre_commit`` (under ``is_closing`` if ``closing``), then the group commit."""
         assert self.task is not None and self.context is not None
         scope = partitions if partitions is not None else self.context.assignment()
-        current = {tp: o for tp, o in self._next.items() if tp in scope}
+        current = self.progress.positions(scope)
         if closing:
             with self.context.closing():
                 durable = await self._call("pre_commit", self.task.pre_commit(current))
         else:
             durable = await self._call("pre_commit", self.task.pre_commit(current))
-        self._apply_seeks()
+        self.apply_seeks()
         offsets = {tp: o for tp, o in durable.items() if tp in scope}
         if offsets and self.consumer is not None:
             try:
-                async with asyncio.timeout(30.0):
-                    await self._group_commit(offsets)
+                # With a dead-letter topic, each offset carries its dead-letter bound as
+                # metadata (``deadletter/index.py``).
+                bounds = self.pipeline.metadata(offsets) if self.pipeline is not None else None
+                async with asyncio.timeout(self.settings.group_commit_timeout):
+                    await self.consumer.commit(offsets, bounds)
             except Exception as exc:  # the group's offsets are for lag tools only
                 log.warning("Could not commit offsets to the consumer group: %s", exc)
 
@@ -367,13 +312,45 @@ class Incarnation(Rebalancing, Retrying):
             f"task {self.id}: {name}()", coro, self.settings.callback_timeout
         )
 
-    def _apply_seeks(self) -> None:
+    # ---- what the parts see (``RebalanceHost``, ``RetryHost``) ----
+
+    def assignment(self) -> frozenset[TopicPartition]:
+        assert self.context is not None
+        return self.context.assignment()
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        assert self.consumer is not None
+        self.consumer.seek(tp, offset)
+        self.progress.seek(tp, offset)
+
+    def apply_seeks(self) -> None:
         if self.context is None or self.consumer is None:
             return
         for tp, offset in self.context.take_seeks().items():
-            self.consumer.seek(tp, offset)
-            self._next[tp] = offset
+            self.seek(tp, offset)
             log.info("Seeking %s to offset %d", tp, offset)
+
+    async def close_partitions(self, owned: frozenset[TopicPartition]) -> None:
+        assert self.task is not None
+        await self._commit(closing=True, partitions=owned)
+        await self._call("close", self.task.close(owned))
+
+    async def open_partitions(self, new: frozenset[TopicPartition]) -> None:
+        assert self.task is not None
+        await self._call("open", self.task.open(new))
+
+    def adopt_epoch(self, epoch: int) -> None:
+        assert self.context is not None
+        self.epoch = epoch
+        self.context.set_epoch(epoch)
+
+    def release(self, partitions: frozenset[TopicPartition]) -> None:
+        if self.consumer is None:
+            return
+        self.apply_seeks()
+        self.topics.update(tp.topic for tp in partitions)
+        self.consumer.release(partitions)
+        self._apply_pause()
 
     def _apply_pause(self) -> None:
         if self.context is None or self.consumer is None:
@@ -385,7 +362,7 @@ class Incarnation(Rebalancing, Retrying):
         """The graceful end: closing ``pre_commit``, ``close``, ``stop`` (errors are logged)."""
         if self.task is None:
             return
-        async with self._lock:
+        async with self.lock:
             await self._try("closing pre_commit and close", self._close_partitions())
             await self._try("stop", self._call("stop", self.task.stop()))
         log.info("Task %s (epoch %d) stopped", self.id, self.epoch)
@@ -395,8 +372,7 @@ class Incarnation(Rebalancing, Retrying):
             return
         owned = self.context.assignment()
         if owned:
-            await self._commit(closing=True, partitions=owned)
-            await self._call("close", self.task.close(owned))
+            await self.close_partitions(owned)
         self.context.set_assignment(frozenset())
 
     async def _close_after_failure(self) -> None:
@@ -410,24 +386,13 @@ class Incarnation(Rebalancing, Retrying):
         await self._try("stop", self._call("stop", self.task.stop()))
 
     async def _try(self, what: str, coro: Awaitable[Any]) -> None:
-        try:
-            await coro
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.error(
-                "Task %s: %s failed: %s",
-                self.id,
-                what,
-                exc,
-                exc_info=not isinstance(exc, ConnectdError),
-            )
+        await log_failure(f"Task {self.id}: {what}", coro)
 
     async def _close_consumer(self) -> None:
         if self.consumer is None:
             return
         try:
-            async with asyncio.timeout(10.0):
+            async with asyncio.timeout(self.settings.consumer_close_timeout):
                 await self.consumer.close()
         except Exception as exc:
             log.warning("Task %s: the consumer did not close cleanly: %s", self.id, exc)

@@ -13,14 +13,13 @@ import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 
-from daemon.config import Providers, WorkerConfig, parse_connector, resolve
-from daemon.config.problems import error, raise_if_errors
+from daemon.config import Providers, WorkerConfig, resolve
 from daemon.connectors.api import ConnectorRegistry, SinkConnector, default_registry
+from daemon.connectors.registry import validate_connector
 from daemon.errors import (
     Conflict,
     ConnectorExists,
     ConnectorNotFound,
-    InvalidConfig,
     StopFailed,
     TaskNotFound,
 )
@@ -44,24 +43,6 @@ log = logging.getLogger("connectd.worker")
 
 #: Bound on the kill + reap + /proc confirmation of one incarnation in the stop sequence.
 DEFAULT_KILL_TIMEOUT = 15.0
-
-
-def validate_connector(
-    name: str, config: Mapping[str, str], registry: ConnectorRegistry = default_registry
-) -> dict[str, str]:
-    """A connector config as stored (``name`` filled in), checked by the framework and by the
-    connector class; ``InvalidConfig`` with every problem (REST answers 400)."""
-    checked = {str(k): str(v) for k, v in config.items()}
-    if "name" in checked and checked["name"] != name:
-        raise InvalidConfig(
-            [error("name", f"{checked['name']!r} differs from the connector's name {name!r}")]
-        )
-    checked["name"] = name
-    parse_connector(checked, resolver=registry.config_def)
-    cls = registry.resolve(checked["connector.class"])
-    if cls.validate is not SinkConnector.validate:  # the class checks more than its keys
-        raise_if_errors(cls().validate(checked))
-    return checked
 
 
 class Worker:
@@ -287,7 +268,7 @@ class Worker:
 
     async def _offsets_target(self, name: str) -> tuple[SinkConnector, dict[str, str]]:
         c = self._get(name)
-        async with asyncio.timeout(30.0):
+        async with asyncio.timeout(self.env.settings.resolve_timeout):
             resolved = await asyncio.to_thread(resolve, c.config, self.env.providers)
         return self.registry.resolve(c.config["connector.class"])(), resolved
 

@@ -41,10 +41,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from daemon.connectors.records import OffsetRange, TopicPartition
 from daemon.errors import CommitRejected, StorageCorrupt
 from daemon.storage.fs import LocalFs, TableFs, join, parent
 from daemon.storage.records import FORMAT, CommitRecord, DataFile, Kind
+from daemon.structs import OffsetRange, TopicPartition
 
 __all__ = ["FORMAT", "META", "CommitLog", "CommitRecord", "DataFile", "Kind"]
 

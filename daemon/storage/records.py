@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from daemon.connectors.records import OffsetRange, TopicPartition
 from daemon.errors import StorageCorrupt
+from daemon.structs import OffsetRange, TopicPartition
 
 FORMAT = 1
 Kind = Literal["commit", "fence", "offsets"]

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Protocol
 
 from daemon.errors import StorageCorrupt
-from daemon.runtime.model import TargetState
 from daemon.storage.atomic import atomic_write, fsync_dir
+from daemon.structs import TargetState
 
 FORMAT = 1
 IO_TIMEOUT = 30.0

@@ -39,10 +39,10 @@ import psutil
 import pytest
 
 from daemon.config import Mode, parse_connector, parse_worker
+from daemon.config.plan import LaunchPlan
 from daemon.connectors.api import SinkConnector, SinkTask, SinkTaskContext
 from daemon.connectors.records import OffsetRange, RecordBatch, TopicPartition
 from daemon.daemon import Daemon
-from daemon.launch import LaunchPlan
 from daemon.runtime.executors import Executors
 from daemon.storage.commitlog import CommitLog
 from daemon.storage.standalone import ConfigStore

@@ -8,12 +8,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from daemon.config.definitions import (
+    REQUIRED,
+    ConfigDef,
+    ConfigType,
+    Importance,
+    in_range,
+    one_of,
+)
 from daemon.config.problems import Problem, error
-from daemon.connectors.api import REQUIRED, ConfigDef, ConfigType, Importance, in_range, one_of
+from daemon.config.worker import WRITE_TIMEOUT_KEY
 from daemon.connectors.parquet.write import COMPRESSION, FORMATS
-from daemon.errors import ConfigError, InvalidConfig
+from daemon.errors import ConfigError
 
-WRITE_TIMEOUT_KEY = "task.write.timeout.ms"
 DEFAULT_WRITE_TIMEOUT_MS = 60_000
 
 
@@ -78,14 +85,11 @@ def _check_partition_by(value: Any) -> None:
 
 
 class ParquetConfigDef(ConfigDef):
-    """ParquetSink's settings; ``validate`` also checks settings against each other (the
-    codec against the format), so ``check-config`` and REST validation see those problems."""
+    """ParquetSink's settings; settings are also checked against each other (the codec against
+    the format), so ``check-config`` and REST validation see those problems. ``parse`` also
+    gives the write deadline the runtime passes as ``task.write.timeout.ms``, in seconds."""
 
-    def validate(self, config: Mapping[str, str]) -> list[Problem]:
-        problems = super().validate(config)
-        if problems:
-            return problems
-        values = ConfigDef(keys=self.keys).parse(config)  # the plain checks passed
+    def cross_check(self, values: dict[str, Any], config: Mapping[str, str]) -> list[Problem]:
         return _cross_problems(values, config)
 
 
@@ -180,10 +184,7 @@ class ParquetSettings:
     @classmethod
     def from_config(cls, config: Mapping[str, str]) -> ParquetSettings:
         """``InvalidConfig`` listing every problem if the configuration is not usable."""
-        problems = [p for p in check_config(config) if p.is_error]
-        if problems:
-            raise InvalidConfig(problems)
-        values = CONFIG_DEF.parse(config)
+        values = CONFIG_DEF.parse(config)  # the one parse: every problem, or typed values
         return cls(
             path=table_location(values["path"]),
             format=values["format"].lower(),
@@ -191,7 +192,7 @@ class ParquetSettings:
             flush_max_records=values["flush.max.records"],
             flush_interval=values["flush.interval.ms"] / 1000.0,
             compression=values["compression"].strip().lower(),
-            write_timeout=write_timeout(config),
+            write_timeout=values[WRITE_TIMEOUT_KEY],
             hadoop=is_hadoop_uri(values["path"]),
         )
 
@@ -218,7 +219,7 @@ def check_config(config: Mapping[str, str]) -> list[Problem]:
     return CONFIG_DEF.validate(config)
 
 
-def _cross_problems(values: Mapping[str, Any], config: Mapping[str, str]) -> list[Problem]:
+def _cross_problems(values: dict[str, Any], config: Mapping[str, str]) -> list[Problem]:
     problems = []
     fmt, codec = values["format"].lower(), values["compression"].strip().lower()
     if codec and codec not in COMPRESSION[fmt]:
@@ -239,7 +240,7 @@ def _cross_problems(values: Mapping[str, Any], config: Mapping[str, str]) -> lis
             )
         )
     try:
-        _write_timeout(config)
+        values[WRITE_TIMEOUT_KEY] = _write_timeout(config) / 1000.0
     except ValueError as e:
         problems.append(error(WRITE_TIMEOUT_KEY, str(e), "milliseconds as an integer > 0"))
     return problems

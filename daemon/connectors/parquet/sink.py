@@ -34,13 +34,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
 from daemon import __version__
 from daemon.config.problems import Problem
-from daemon.connectors.api import ConfigDef, SinkConnector, SinkTask, SinkTaskContext
+from daemon.connectors.api import (
+    ConfigDef,
+    ExecutorCall,
+    SinkConnector,
+    SinkTask,
+    SinkTaskContext,
+)
 from daemon.connectors.parquet.buffer import RecordBuffer
 from daemon.connectors.parquet.jobs import raise_for
 from daemon.connectors.parquet.settings import (
@@ -157,10 +163,6 @@ class ParquetSinkConnector(SinkConnector):
                     commit_log.reset_offsets(connector=name)
 
         await asyncio.to_thread(reset)
-
-
-#: ``run_in_executor(fn, batch, *, timeout, **kwargs)``, as ``SinkTaskContext`` has it.
-ExecutorCall = Callable[..., Awaitable[Any]]
 
 
 def _table(config: Mapping[str, str]) -> str:

@@ -37,7 +37,7 @@ log = logging.getLogger("connectd.rest")
 REFRESH_INTERVAL = 0.1
 """Seconds between two status snapshots the front asks for (besides after each change)."""
 START_TIMEOUT = 60.0
-_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
 
 
 class FrontStartFailed(ConnectdError):

@@ -25,10 +25,10 @@ import pyarrow as pa
 
 from daemon.config import ConnectorConfig, ErrorTolerance, WorkerConfig
 from daemon.connectors.api import TaskId
-from daemon.connectors.converters import BatchConverter
 from daemon.connectors.records import BadRecord, OffsetRange, RecordBatch, TopicPartition
 from daemon.errors import ConversionError, RecordRejected
 from daemon.runtime.consumer import client_settings
+from daemon.runtime.convert import BatchConverter
 from daemon.runtime.deadletter.index import (
     DeadLetterIndex,
     Failure,
@@ -38,6 +38,7 @@ from daemon.runtime.deadletter.index import (
     qualified_name,
 )
 from daemon.runtime.deadletter.topic import DeadLetterTopic
+from daemon.runtime.steps import TaskSettings
 
 log = logging.getLogger("connectd.task")
 #: Longest key, value or headers text an errors.log.include.messages line shows, in bytes.
@@ -192,7 +193,10 @@ class ErrantRecords:
         worker: WorkerConfig,
         group: str,
         converter: BatchConverter,
+        *,
+        close_timeout: float = TaskSettings.client_close_timeout,
     ) -> None:
+        """``close_timeout``: how long ``close`` waits for each dead-letter topic client."""
         self.task_id = task_id
         self.converter = converter
         self.config = config
@@ -208,6 +212,7 @@ class ErrantRecords:
                 name,
                 replication_factor=config.errors_deadletterqueue_topic_replication_factor,
                 client=client,
+                close_timeout=close_timeout,
             )
 
     async def start(self) -> None:

@@ -33,6 +33,7 @@ from aiokafka.errors import KafkaError, for_code
 from daemon.connectors.records import TopicPartition
 from daemon.errors import ConfigError, DeadLetterQueueError
 from daemon.runtime.deadletter.index import Headers, decode_bound, lowest, origin
+from daemon.runtime.steps import TaskSettings
 
 log = logging.getLogger("connectd.task")
 RF_KEY = "errors.deadletterqueue.topic.replication.factor"
@@ -50,12 +51,15 @@ class DeadLetterTopic:
         replication_factor: int,
         client: Mapping[str, Any],
         timeout: float = 30.0,
+        close_timeout: float = TaskSettings.client_close_timeout,
     ) -> None:
         """``client``: aiokafka's connection arguments (``bootstrap_servers``, security,
-        ``client_id``), shared by the admin client, the producer and the reader."""
+        ``client_id``), shared by the admin client, the producer and the reader.
+        ``close_timeout``: how long ``close`` waits for each of them."""
         self.topic = topic
         self.replication_factor = replication_factor
         self.timeout = timeout
+        self.close_timeout = close_timeout
         self._client = dict(client)
         self._admin: AIOKafkaAdminClient | None = None
         self._producer: AIOKafkaProducer | None = None
@@ -235,7 +239,7 @@ class DeadLetterTopic:
         self._producer = self._reader = self._admin = None
         for close in closers:
             try:
-                async with asyncio.timeout(10.0):
+                async with asyncio.timeout(self.close_timeout):
                     await close()
             except asyncio.CancelledError:
                 current = asyncio.current_task()

@@ -25,11 +25,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/, for supp
 import pyarrow as pa
 from support.spark import spark_settings
 
-from daemon.connectors.api import TaskContext, TaskId
+from daemon.connectors.api import TaskId
 from daemon.connectors.parquet.sink import ParquetSinkTask
 from daemon.connectors.records import TopicPartition
 from daemon.connectors.testing import sample_batch
 from daemon.executor import ExecutorPool
+from daemon.runtime.context import TaskContext
 
 
 class Runner:

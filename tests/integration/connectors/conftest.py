@@ -14,8 +14,9 @@ import pyarrow as pa
 import pytest
 from support.spark import ThreadedPool
 
-from daemon.connectors.api import SinkTask, TaskContext, TaskId
+from daemon.connectors.api import SinkTask, TaskId
 from daemon.connectors.records import TopicPartition
+from daemon.runtime.context import TaskContext
 
 
 class PoolRunner:

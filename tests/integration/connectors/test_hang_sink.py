@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from support.spark import ThreadedPool, alive, walk_tree
 
-from daemon.connectors.api import TaskContext
 from daemon.connectors.records import TopicPartition
 from daemon.connectors.testing import HangSinkTask, sample_batch
 from daemon.errors import WriteTimeout
+from daemon.runtime.context import TaskContext
 
 pytestmark = pytest.mark.integration
 

@@ -17,12 +17,12 @@ import pyarrow.dataset as ds
 import pytest
 from support.spark import ThreadedPool, alive, walk_tree
 
-from daemon.connectors.api import TaskContext
 from daemon.connectors.parquet.sink import ParquetSinkTask
 from daemon.connectors.records import RecordBatch, TopicPartition
 from daemon.connectors.testing import sample_batch
 from daemon.errors import CommitRejected, WriteTimeout
 from daemon.executor.testing import table_checksum
+from daemon.runtime.context import TaskContext
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,4 @@
-"""launch.reread: what a reload (SIGHUP) reads, all or nothing, every problem located."""
+"""config.plan.reread: what a reload (SIGHUP) reads, all or nothing, every problem located."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 import daemon.connectors.builtin  # noqa: F401 (registers EchoSink)
+from daemon.cli import plan
+from daemon.config.plan import LaunchPlan, reread
 from daemon.connectors.api import default_registry
 from daemon.errors import InvalidConfig
-from daemon.launch import LaunchPlan, plan, reread
 
 CONNECTOR = "name=echo\nconnector.class=EchoSink\ntopics=t\ntasks.max=2\n"
 

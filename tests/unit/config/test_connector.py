@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 from daemon.config import (
-    BasicConfigDef,
+    ConfigDef,
+    ConfigKey,
+    ConfigType,
     ConnectorConfig,
     ConnectorConfigDef,
-    ConnectorSetting,
     Converter,
     ErrorTolerance,
     effective_converter,
@@ -228,20 +229,19 @@ def test_provider_references_are_checked_at_task_start() -> None:
 
 
 class _Def:
-    settings: Mapping[str, ConnectorSetting] = {
-        "path": ConnectorSetting("Where to write", required=True)
+    keys: Mapping[str, ConfigKey] = {
+        "path": ConfigKey("path", ConfigType.STRING, documentation="Where to write")
     }
 
     def validate(self, config: Mapping[str, str]) -> list:  # type: ignore[type-arg]
-        return BasicConfigDef(self.settings).validate(config)
+        return ConfigDef(dict(self.keys)).validate(config)
 
 
 def test_resolver_checks_connector_keys() -> None:
-    definition: ConnectorConfigDef = BasicConfigDef(
-        {
-            "path": ConnectorSetting("Where to write", required=True),
-            "flush.size": ConnectorSetting("Records per file", type="int", default="1000"),
-        }
+    definition: ConnectorConfigDef = (
+        ConfigDef()
+        .define("path", ConfigType.STRING, documentation="Where to write")
+        .define("flush.size", ConfigType.LONG, 1000, documentation="Records per file")
     )
     resolver = {"ParquetSink": definition}.get
     base = {**BASE, "connector.class": "ParquetSink"}
@@ -250,7 +250,7 @@ def test_resolver_checks_connector_keys() -> None:
     [warning] = warnings
     assert str(warning) == "pth: unknown key 'pth', did you mean 'path'?"
     errors = _problems({**base, "flush.size": "many"}, resolver=resolver)
-    assert "c.properties: path: required key is missing; expected Where to write" in errors
+    assert "c.properties: path: required setting is missing: Where to write" in errors
     assert "c.properties: flush.size: 'many' is not a number; expected an integer" in errors
     [error] = _problems({**BASE, "connector.class": "Nope"}, resolver=resolver)
     assert "connector.class: no connector class 'Nope' is installed" in error
@@ -259,7 +259,7 @@ def test_resolver_checks_connector_keys() -> None:
 def test_protocol_accepts_a_plain_class() -> None:
     resolver = {"X": _Def()}.get
     [error] = _problems({**BASE, "connector.class": "X"}, resolver=resolver)
-    assert "path: required key is missing" in error
+    assert "path: required setting is missing" in error
 
 
 def test_direct_construction() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from daemon.config.definitions import ConnectorConfigDef, ConnectorSetting
+from daemon.config.definitions import ConfigKey, ConnectorConfigDef
 from daemon.connectors import (
     REQUIRED,
     ConfigDef,
@@ -21,13 +21,13 @@ from daemon.connectors import (
     SinkConnector,
     SinkTask,
     SinkTaskContext,
-    TaskContext,
     TaskId,
     TopicPartition,
     in_range,
     one_of,
 )
 from daemon.errors import ConnectorNotFound, InvalidConfig
+from daemon.runtime.context import TaskContext
 
 TP0, TP1, TP2 = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("t", 2)
 
@@ -85,10 +85,13 @@ def test_configdef_validate_reports_every_problem_and_never_raises() -> None:
 
 def test_configdef_implements_the_config_layers_protocol() -> None:
     definition: ConnectorConfigDef = _def()  # mypy checks the protocol here
-    settings = definition.settings
-    assert settings["path"] == ConnectorSetting("Where the table is.", "string", None, True)
-    assert settings["flush.size"].type == "int" and settings["flush.size"].default == "1000"
-    assert settings["secret"].type == "password" and settings["secret"].default is None
+    keys = definition.keys
+    assert keys["path"] == ConfigKey(
+        "path", ConfigType.STRING, REQUIRED, Importance.HIGH, "Where the table is."
+    )
+    assert keys["path"].required and not keys["flush.size"].required
+    assert keys["flush.size"].type is ConfigType.INT and keys["flush.size"].default == 1000
+    assert keys["secret"].type is ConfigType.PASSWORD and keys["secret"].default is None
     with pytest.raises(ValueError, match="defined twice"):
         _def().define("path", ConfigType.STRING)
 
@@ -242,7 +245,7 @@ def test_registry_resolves_aliases_paths_and_connector_suffix(plugin_module: str
     assert reg.resolve(f"{plugin_module}:Good") is Connector
     assert reg.resolve(f"{plugin_module}.Good") is Connector
     definition = reg.config_def("GoodSink")
-    assert definition is not None and definition.settings == {}
+    assert definition is not None and definition.keys == {}
     assert reg.config_def("Nope") is None
 
 

@@ -10,7 +10,6 @@ import pyarrow as pa
 import pytest
 
 from daemon.connectors import (
-    BatchConverter,
     ByteArrayConverter,
     JsonConverter,
     OffsetRange,
@@ -21,6 +20,7 @@ from daemon.connectors import (
     make_converter,
 )
 from daemon.errors import ConfigError
+from daemon.runtime.convert import BatchConverter
 
 
 def raw(

@@ -141,4 +141,4 @@ def test_builtin_aliases_resolve() -> None:
     names = {p.class_name for p in default_registry.list_plugins()}
     assert "daemon.connectors.parquet.ParquetSinkConnector" in names
     settings = default_registry.config_def("ParquetSink")
-    assert settings is not None and settings.settings["path"].required
+    assert settings is not None and settings.keys["path"].required

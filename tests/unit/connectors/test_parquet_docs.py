@@ -12,9 +12,10 @@ from unittest import mock
 import pyarrow as pa
 import pytest
 
-from daemon.connectors import ConfigDef, TaskContext, TaskId, TopicPartition
+from daemon.connectors import ConfigDef, TaskId, TopicPartition
 from daemon.connectors.parquet.sink import CONFIG_DEF
 from daemon.connectors.testing import EchoSinkConnector, HangSinkConnector, sample_batch
+from daemon.runtime.context import TaskContext
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "connectors.md"
 

@@ -14,11 +14,12 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 
-from daemon.connectors.api import TaskContext, TaskId
+from daemon.connectors.api import TaskId
 from daemon.connectors.parquet.sink import ParquetSinkConnector, ParquetSinkTask
 from daemon.connectors.records import TopicPartition
 from daemon.connectors.testing import LocalRunner, sample_batch
 from daemon.errors import CommitRejected, ConfigError, WriteTimeout
+from daemon.runtime.context import TaskContext
 from daemon.storage.commitlog import CommitLog
 
 TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)

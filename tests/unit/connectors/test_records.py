@@ -8,7 +8,6 @@ import pyarrow as pa
 import pytest
 
 from daemon.connectors import (
-    BatchConverter,
     OffsetRange,
     RawBatch,
     RecordBatch,
@@ -18,6 +17,7 @@ from daemon.connectors import (
     make_converter,
 )
 from daemon.connectors.records import record_spans
+from daemon.runtime.convert import BatchConverter
 
 
 def test_topic_partition_is_hashable_ordered_and_frozen() -> None:

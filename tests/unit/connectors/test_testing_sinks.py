@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from daemon.connectors import default_registry
-from daemon.connectors.api import TaskContext, TaskId
+from daemon.connectors.api import TaskId
 from daemon.connectors.testing import (
     BLOCK_FUNCTION,
     COUNT_FUNCTION,
@@ -27,6 +27,7 @@ from daemon.connectors.testing import (
     sample_indices,
 )
 from daemon.errors import WriteFailed, WriteTimeout
+from daemon.runtime.context import TaskContext
 
 FAKE_PID = 424242
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
-from daemon.connectors.converters import BatchConverter, make_converter
+from daemon.connectors.converters import make_converter
 from daemon.connectors.records import RawBatch
+from daemon.runtime.convert import BatchConverter
 from daemon.runtime.steps import task_converter_options
 
 

@@ -12,9 +12,10 @@ import pytest
 from daemon.config import parse_connector, parse_worker
 from daemon.config.connector import ConnectorConfig
 from daemon.connectors.api import TaskId
-from daemon.connectors.converters import BatchConverter, make_converter
+from daemon.connectors.converters import make_converter
 from daemon.connectors.records import OffsetRange, RawBatch, TopicPartition
 from daemon.errors import ConversionError, RecordRejected
+from daemon.runtime.convert import BatchConverter
 from daemon.runtime.deadletter.index import Failure, Headers, decode_bound, origin
 from daemon.runtime.deadletter.policy import ErrantRecords, apply_tolerance, without_rows
 

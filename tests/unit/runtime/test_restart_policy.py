@@ -112,8 +112,8 @@ def test_worker_defaults_with_the_connectors_keys_over_them() -> None:
     own = {**CONNECTOR, "errors.restart.max": "5"}
     policy = RestartPolicy.from_configs(worker, parse_connector(own).config, given=own.keys())
     assert policy == RestartPolicy(enabled=False, max_restarts=5, backoff_max=600.0)
-    # A worker config without errors.restart.*: the connector's values (defaults included).
-    plain = RestartPolicy.from_configs(object(), parse_connector(own).config, given=own.keys())
+    # No worker config: the connector's values (defaults included).
+    plain = RestartPolicy.from_configs(None, parse_connector(own).config, given=own.keys())
     assert plain == RestartPolicy(max_restarts=5)
 
 

@@ -9,11 +9,13 @@ from dataclasses import dataclass
 import pytest
 
 from daemon.config import parse_connector
-from daemon.connectors.api import TaskContext, TaskId
+from daemon.connectors.api import TaskId
 from daemon.connectors.records import OffsetRange, TopicPartition
 from daemon.errors import ConversionError, TaskTimeout, WriteTimeout
-from daemon.runtime.retrying import Retrying
-from daemon.runtime.steps import RetryPolicy, TaskSettings, offset_ranges, with_deadline
+from daemon.runtime.context import TaskContext
+from daemon.runtime.progress import PartitionProgress, offset_ranges
+from daemon.runtime.retrying import Retrier, RetryPolicy
+from daemon.runtime.steps import TaskSettings, with_deadline
 
 TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)
 
@@ -102,35 +104,57 @@ class _Seeker:
         self.seeks.append((tp, offset))
 
 
-class _Retrier(Retrying):
-    """The retry half of an incarnation, on fakes."""
+class _Host:
+    """What the retry part of an incarnation sees (``RetryHost``), on fakes."""
 
     def __init__(self) -> None:
         self.id = TaskId("c", 0)
+        self.asked = False
         self.context = TaskContext(self.id, 1, {}, None)  # type: ignore[arg-type]
         self.context.set_assignment(frozenset({TP0, TP1}))
-        self.consumer = _Seeker()  # type: ignore[assignment]
-        self._stop_event = asyncio.Event()
-        self._next = {TP0: 10, TP1: 5}
-        self._errant = None
-        self._retry = RetryPolicy(None, 1.0)
-        self._delivering = [OffsetRange("t", 0, 10, 20), OffsetRange("t", 1, 5, 9)]
+        self.consumer = _Seeker()
+        self.progress = PartitionProgress()
+        self.progress.next = {TP0: 10, TP1: 5}
+        self.progress.delivering = [OffsetRange("t", 0, 10, 20), OffsetRange("t", 1, 5, 9)]
 
-    def _apply_seeks(self) -> None:
-        assert self.context is not None and self.consumer is not None
+    def assignment(self) -> frozenset[TopicPartition]:
+        return self.context.assignment()
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self.consumer.seek(tp, offset)
+        self.progress.seek(tp, offset)
+
+    def apply_seeks(self) -> None:
         for tp, offset in self.context.take_seeks().items():
-            self.consumer.seek(tp, offset)
-            self._next[tp] = offset
+            self.seek(tp, offset)
 
 
 async def test_a_retry_rereads_the_failed_batch_unless_the_sink_asked_to_seek() -> None:
-    r = _Retrier()
-    assert r.context is not None
-    r.context.offset(TP1, 2)  # the sink asked to re-read partition 1 from its committed offset
-    r._rewind(WriteTimeout("slow"), 0.3)
-    assert r.consumer.seeks == [(TP0, 10), (TP1, 5), (TP1, 2)]  # type: ignore[attr-defined]
-    assert r._next == {TP0: 10, TP1: 2} and r._delivering == []
+    host, wake = _Host(), asyncio.Event()
+    r = Retrier(host, wake)
+    r.policy = RetryPolicy(None, 1.0)
+    host.context.offset(TP1, 2)  # the sink asked to re-read partition 1 from its committed offset
+    assert r.after(WriteTimeout("slow")) == pytest.approx(0.3)
+    assert host.consumer.seeks == [(TP0, 10), (TP1, 5), (TP1, 2)]
+    assert host.progress.next == {TP0: 10, TP1: 2} and host.progress.delivering == []
     started = asyncio.get_running_loop().time()
-    r._stop_event.set()  # a stop cuts the wait short
-    await r._pause_for(30.0)
+    wake.set()  # a stop cuts the wait short
+    await r.wait(30.0)
     assert asyncio.get_running_loop().time() - started < 1.0
+
+
+def test_task_deadlines_from_the_worker_config() -> None:
+    from daemon.config import parse_worker
+
+    worker = parse_worker(
+        {
+            "bootstrap.servers": "127.0.0.1:9092",
+            "task.consumer.start.timeout.ms": "90000",
+            "config.providers.resolve.timeout.ms": "5000",
+        }
+    ).config
+    settings = TaskSettings.from_worker(worker)
+    assert settings.consumer_start_timeout == 90.0
+    assert settings.resolve_timeout == 5.0
+    # The deadlines with no key keep their defaults.
+    assert settings.epoch_timeout == TaskSettings().epoch_timeout

@@ -1,23 +1,21 @@
-"""From parsed command-line arguments to a configured daemon.
+"""What the daemon runs: the validated configuration files, and reading them again on reload.
 
-Loads and validates every configuration file first (all problems at once, exit 78), checks that
-a Java runtime Spark can use is present (exit 69), and only then runs the daemon until it is
-told to stop (``daemon.daemon.Daemon.run``). ``reread`` loads the same files again for a reload
-(SIGHUP), all or nothing.
+``load_plan`` loads the files a command names (every problem at once, as ``InvalidConfig``);
+``reread`` loads the same files again for a reload (SIGHUP), all or nothing, each connector
+checked by its class. The command line (``daemon.cli``) turns arguments into a ``LaunchPlan``;
+the daemon (``daemon.daemon.Daemon``) runs one.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from daemon.config import (
     ConnectorConfig,
-    DaemonConfig,
     Mode,
     Problem,
     WorkerConfig,
@@ -26,12 +24,6 @@ from daemon.config import (
     load_worker,
 )
 from daemon.errors import ConnectdError, ConnectorNotFound, InvalidConfig
-from daemon.javacheck import find_java
-
-if TYPE_CHECKING:
-    from daemon.connectors.api import ConnectorRegistry
-
-log = logging.getLogger("connectd.launch")
 
 
 @dataclass(frozen=True)
@@ -49,36 +41,56 @@ class LaunchPlan:
     config_file: Path | None = None
 
 
-def plan(args: argparse.Namespace) -> LaunchPlan:
-    """Load the files the command names; raises InvalidConfig with every problem found."""
+class ConnectorValidator(Protocol):
+    """What a reload asks of the connector registry
+    (``daemon.connectors.registry.ConnectorRegistry`` is one): the config as stored, or
+    ``InvalidConfig`` / ``ConnectorNotFound``."""
+
+    def validate(self, name: str, config: Mapping[str, str]) -> dict[str, str]: ...
+
+
+def load_plan(
+    command: str,
+    *,
+    config: Path | None = None,
+    worker: Path | None = None,
+    connectors: Sequence[Path] = (),
+) -> LaunchPlan:
+    """Load the files a command names: ``run`` reads the TOML ``config``; ``standalone`` and
+    ``distributed`` the ``worker`` properties and the ``connectors`` files. Raises
+    ``InvalidConfig`` with every problem found."""
     warnings: list[Problem] = []
-    if args.command == "run":
-        loaded_toml = load_daemon_toml(Path(args.config))
-        daemon: DaemonConfig = loaded_toml.config
+    if command == "run":
+        if config is None:
+            raise ValueError("the run command needs a TOML file")
+        loaded_toml = load_daemon_toml(config)
+        daemon = loaded_toml.config
         warnings += loaded_toml.warnings
         return LaunchPlan(
             mode=daemon.mode,
             worker=daemon.worker,
             connectors=daemon.connectors,
             warnings=tuple(warnings),
-            config_file=Path(args.config),
+            config_file=config,
         )
-    mode = Mode(args.command)
-    loaded_worker = load_worker(Path(args.worker), mode)
+    if worker is None:
+        raise ValueError(f"the {command} command needs a worker file")
+    mode = Mode(command)
+    loaded_worker = load_worker(worker, mode)
     warnings += loaded_worker.warnings
-    connectors: list[ConnectorConfig] = []
-    files = tuple(Path(p) for p in getattr(args, "connectors", []))
+    loaded_connectors: list[ConnectorConfig] = []
+    files = tuple(connectors)
     for path in files:
         loaded = load_connector(path)
         warnings += loaded.warnings
-        connectors.append(loaded.config)
+        loaded_connectors.append(loaded.config)
     return LaunchPlan(
         mode=mode,
         worker=loaded_worker.config,
-        connectors=tuple(connectors),
+        connectors=tuple(loaded_connectors),
         connector_files=files,
         warnings=tuple(warnings),
-        worker_file=Path(args.worker),
+        worker_file=worker,
     )
 
 
@@ -88,13 +100,11 @@ def _located(exc: Exception, file: Path, key: str | None = None) -> list[Problem
     return [Problem(str(file), key, str(exc))]
 
 
-def reread(current: LaunchPlan, registry: ConnectorRegistry) -> LaunchPlan:
+def reread(current: LaunchPlan, registry: ConnectorValidator) -> LaunchPlan:
     """``current``'s files read again, each connector validated by its class as the REST API
     would (an unknown class, a missing required key, a bad value); ``InvalidConfig`` carrying
     every error of every file, each naming its file and key. Blocking (file I/O, imports of
     connector classes): run it in a thread."""
-    from daemon.runtime.worker import validate_connector
-
     problems: list[Problem] = []
     worker, connectors = current.worker, list(current.connectors)
     if current.config_file is not None:
@@ -127,7 +137,7 @@ def reread(current: LaunchPlan, registry: ConnectorRegistry) -> LaunchPlan:
             )
         seen[config.name] = path
         try:
-            validate_connector(config.name, config.properties, registry)
+            registry.validate(config.name, config.properties)
         except ConnectorNotFound as exc:
             problems += _located(exc, path, "connector.class")
         except ConnectdError as exc:
@@ -135,18 +145,3 @@ def reread(current: LaunchPlan, registry: ConnectorRegistry) -> LaunchPlan:
     if problems:
         raise InvalidConfig(problems)
     return dataclasses.replace(current, worker=worker, connectors=tuple(connectors), warnings=())
-
-
-def launch(args: argparse.Namespace) -> int:
-    """Validate, then run the daemon in the requested mode until it is told to stop."""
-    launch_plan = plan(args)
-    from daemon.logs import setup_logging
-
-    # Logging first, so that the warnings below come out in log.format (one JSON object each).
-    setup_logging(launch_plan.worker.log_level.value, launch_plan.worker.log_format.value)
-    for problem in launch_plan.warnings:
-        log.warning("configuration warning: %s", problem)
-    find_java()
-    from daemon.daemon import Daemon
-
-    return Daemon(launch_plan).run()

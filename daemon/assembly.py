@@ -1,0 +1,87 @@
+"""The daemon's parts, built from the worker configuration: the executor pool (with the relay
+of its output into logging) and the REST server (on the worker's loop, or fronted by a child
+process). ``daemon.daemon.Daemon`` owns what these return and closes it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from daemon.config import WorkerConfig
+from daemon.connectors.registry import ConnectorRegistry
+from daemon.metrics import Metrics
+from daemon.runtime.executors import Executors
+from daemon.runtime.worker import Worker
+
+if TYPE_CHECKING:
+    from daemon.executor import ExecutorPool
+
+
+class RestServer(Protocol):
+    @property
+    def urls(self) -> list[str]: ...
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+def start_relay(c: WorkerConfig) -> Any:
+    """The relay of executors' output into logging, started; ``None`` unless ``log.format``
+    needs one (Spark's lines become JSON / journal lines too). Closed by its owner."""
+    from daemon.logs import OutputRelay, relay_output
+
+    if not relay_output(c.log_format.value):
+        return None
+    relay = OutputRelay()
+    relay.start()
+    return relay
+
+
+def new_pool(c: WorkerConfig, relay: Any) -> ExecutorPool:
+    """The executor pool the worker configuration describes, not started yet; its executors
+    write their output to ``relay`` if there is one."""
+    from daemon.executor import ExecutorPool, PoolSettings
+
+    return ExecutorPool(
+        PoolSettings(
+            size=c.executor_pool_size,
+            spares=c.executor_pool_spares,
+            spark_master=c.executor_spark_master,
+            spark_conf=dict(c.executor_spark_conf),
+            start_timeout=c.executor_start_timeout.total_seconds(),
+            log_path=Path(relay.path) if relay is not None else None,
+        )
+    )
+
+
+def kill_timeout(executors: Executors | None) -> float:
+    settings = getattr(executors, "settings", None)
+    kill = getattr(settings, "kill_timeout", 5.0)
+    return float(kill) + 10.0
+
+
+def rest_server(
+    worker: Worker, config: WorkerConfig, metrics: Metrics, registry: ConnectorRegistry
+) -> RestServer:
+    from daemon.rest import FrontedRestServer, RestSettings, create_app
+    from daemon.rest import RestServer as Server
+
+    settings = RestSettings.from_worker_config(config)
+    if not config.rest_front_process:
+        app = create_app(worker, settings=settings, metrics=metrics, registry=registry)
+        return Server(app, settings)
+    # Status answered from a child process with its own GIL (daemon.rest.front.child): requests do
+    # not wait behind the consumers on this loop.
+    token = FrontedRestServer.new_token()
+    app = create_app(
+        worker, settings=settings, metrics=metrics, registry=registry, front_token=token
+    )
+    return FrontedRestServer(
+        app,
+        settings,
+        token=token,
+        log_level=config.log_level.value,
+        log_format=config.log_format.value,
+    )

@@ -1,0 +1,147 @@
+"""The base classes a connector extends: ``SinkConnector`` and its ``SinkTask``.
+
+The guarantees the runtime gives them are in ``daemon.connectors.api``'s docstring.
+"""
+
+from __future__ import annotations
+
+import sys
+from abc import ABC, abstractmethod
+from collections.abc import Collection, Mapping
+
+from daemon.config.definitions import ConfigDef
+from daemon.connectors.protocols import ExecutorCall, SinkTaskContext
+from daemon.connectors.records import RecordBatch
+from daemon.structs import Problem, TopicPartition
+
+
+def _module_version(obj: object) -> str:
+    module = sys.modules.get(type(obj).__module__)
+    return str(getattr(module, "__version__", "unknown"))
+
+
+class SinkTask(ABC):
+    """A sink task (Connect's ``SinkTask``). See the module docstring for the guarantees."""
+
+    def version(self) -> str:
+        """The task's version; by default its module's ``__version__``."""
+        return _module_version(self)
+
+    @abstractmethod
+    async def start(self, config: Mapping[str, str], context: SinkTaskContext) -> None:
+        """Called once, first. Keep ``context``; read the task configuration."""
+
+    async def open(self, partitions: Collection[TopicPartition]) -> None:  # noqa: B027 (optional hook)
+        """Partitions were assigned; no ``put`` has delivered their records yet. Exactly-once
+        sinks read their committed offsets here and seek with ``context.offset``."""
+
+    @abstractmethod
+    async def put(self, batch: RecordBatch) -> None:
+        """Write a batch (may be empty). Records of one partition arrive in offset order; a
+        batch never repeats records already given unless a seek asked for them."""
+
+    async def reject(self, batch: RecordBatch) -> Mapping[int, BaseException]:
+        """Rows of ``batch.table`` this sink will not write, by row index, each with the
+        exception that says why (its class and message go to the log and the dead-letter
+        headers). Called before each ``put`` of a non-empty batch, under the callback deadline.
+        The runtime takes those rows out of the batch ``put`` receives (``ranges`` still cover
+        them) and applies ``errors.tolerance`` as to records a converter rejected: ``none``
+        fails the task naming the first one's topic, partition and offset; ``all`` skips them
+        (to the dead-letter topic, stage ``TASK_PUT``). Must not change the sink's state (a
+        retry may call it again with the same rows). Check with vectorised ``pyarrow.compute``,
+        not a Python loop over rows. Default: nothing rejected."""
+        return {}
+
+    async def flush(self, offsets: Mapping[TopicPartition, int]) -> None:  # noqa: B027 (optional hook)
+        """Make everything given to ``put`` durable (Connect's ``flush``)."""
+
+    async def pre_commit(
+        self, offsets: Mapping[TopicPartition, int]
+    ) -> Mapping[TopicPartition, int]:
+        """``offsets``: per partition, the offset after the last record given to ``put``.
+        Return the offsets that are durable in the sink (those get committed to the consumer
+        group); return fewer or smaller ones for data not yet durable. ``context.is_closing``
+        tells whether the partitions are about to be closed. Default: ``flush``, then all."""
+        await self.flush(offsets)
+        return offsets
+
+    async def close(self, partitions: Collection[TopicPartition]) -> None:  # noqa: B027 (optional hook)
+        """The partitions were revoked (after the closing ``pre_commit``): drop their state."""
+
+    @abstractmethod
+    async def stop(self) -> None:
+        """Called last, once, after ``close`` of every open partition (unless killed)."""
+
+
+class SinkConnector(ABC):
+    """A sink connector (Connect's ``SinkConnector``). Instantiated with no arguments.
+
+    ``config_def``, ``validate``, ``task_class``, ``task_configs`` and ``version`` are cheap and
+    synchronous (called from the event loop, also by the REST API on throw-away instances);
+    ``start`` and ``stop`` are coroutines with a deadline.
+    """
+
+    def __init__(self) -> None:
+        self.config: dict[str, str] = {}
+
+    def version(self) -> str:
+        """The connector's version; by default its module's ``__version__``."""
+        return _module_version(self)
+
+    def config_def(self) -> ConfigDef:
+        """The connector's own settings. Default: none."""
+        return ConfigDef()
+
+    def validate(self, config: Mapping[str, str]) -> list[Problem]:
+        """Problems with ``config`` (the whole connector configuration). Never raises for bad
+        values. Default: ``config_def().validate(config)``."""
+        return self.config_def().validate(config)
+
+    async def start(self, config: Mapping[str, str]) -> None:
+        """Called with the validated configuration before ``task_configs``. Default: keep it."""
+        self.config = dict(config)
+
+    @abstractmethod
+    def task_class(self) -> type[SinkTask]: ...
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        """At most ``max_tasks`` task configurations. Default: ``max_tasks`` copies of the
+        connector's configuration (partitions are spread by the consumer group)."""
+        return [dict(self.config) for _ in range(max_tasks)]
+
+    async def stop(self) -> None:  # noqa: B027 (optional hook)
+        """Called once when the connector is stopped or deleted, after its tasks stopped."""
+
+    # ---- offsets (Connect's KIP-875), for sinks that keep their own ----
+    #
+    # Called by the worker's offsets API (``daemon.runtime.offsets``) on a fresh instance, from
+    # the event loop, with the resolved connector configuration (do file I/O in a thread),
+    # under a deadline (``HOOK_TIMEOUT`` there); only while the connector is STOPPED for the
+    # two that change offsets, so no task commits meanwhile. ``run_in_executor`` is
+    # ``SinkTaskContext.run_in_executor``'s signature bound to the worker's executor pool under
+    # the task id ``<connector>-offsets`` (``None`` when the runtime has no pool): for state
+    # reachable only from an executor (a table on a Hadoop filesystem, through its JVM); a job
+    # past its deadline is killed like any write. The consumer group ``connect-<name>`` is
+    # read or changed as well by the runtime; these hooks only cover the sink's own copy.
+
+    async def read_offsets(
+        self, config: Mapping[str, str], *, run_in_executor: ExecutorCall | None = None
+    ) -> Mapping[TopicPartition, int] | None:
+        """The sink's committed next offset per partition, or ``None`` to let the runtime ask
+        the consumer group. Default: ``None`` (the sink keeps no offsets of its own)."""
+        return None
+
+    async def alter_offsets(  # noqa: B027 (optional hook)
+        self,
+        config: Mapping[str, str],
+        offsets: Mapping[TopicPartition, int | None],
+        *,
+        run_in_executor: ExecutorCall | None = None,
+    ) -> None:
+        """Set (an int) or forget (``None``) partitions' next offsets in the sink. Default:
+        nothing (the consumer group alone holds them)."""
+
+    async def reset_offsets(  # noqa: B027 (optional hook)
+        self, config: Mapping[str, str], *, run_in_executor: ExecutorCall | None = None
+    ) -> None:
+        """Forget every partition's offset kept in the sink. Default: nothing."""

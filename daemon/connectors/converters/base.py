@@ -1,0 +1,44 @@
+"""The converter extension point: ``Converter`` turns one side of a poll into Arrow columns."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import pyarrow as pa
+
+Side = Literal["key", "value"]
+
+
+@dataclass
+class Converted:
+    """One side (keys or values) of a batch, converted: columns as long as the batch.
+
+    Rows in ``errors`` hold nulls; ``BatchConverter`` drops them from the table.
+    """
+
+    columns: dict[str, pa.Array]
+    errors: dict[int, Exception] = field(default_factory=dict)
+    json_columns: frozenset[str] = frozenset()
+    value_columns: dict[str, str] | None = None
+    tombstones: pa.Array | None = None
+
+
+class Converter(ABC):
+    """Converts one side (keys or values) of a batch of raw records into Arrow columns."""
+
+    #: Connect's class name, used in messages and by ``list_converters()``.
+    connect_name: str = ""
+
+    def __init__(self) -> None:
+        self.side: Side = "value"
+
+    def configure(self, options: Mapping[str, str], *, is_key: bool) -> None:
+        """Apply the options (``<side>.converter.`` stripped). Raise ``ConfigError`` if invalid."""
+        self.side = "key" if is_key else "value"
+
+    @abstractmethod
+    def convert(self, data: Sequence[bytes | None]) -> Converted:
+        """Convert a batch's keys or values. Never raises for a bad record: reports it."""

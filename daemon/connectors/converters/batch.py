@@ -1,0 +1,120 @@
+"""One poll's converted columns assembled into a ``RecordBatch``, bad records set aside.
+
+``convert_poll`` is the whole conversion of a poll, given its key and value converters; the
+runtime's ``daemon.runtime.convert.BatchConverter`` holds a task's pair and calls it, and
+``daemon.connectors.testing.sample_batch`` builds batches with it as the runtime does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import accumulate, chain
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from daemon.connectors.converters.base import Converter, Side
+from daemon.connectors.records import BadRecord, OffsetRange, RawBatch, RecordBatch, record_spans
+
+HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+TIMESTAMP_TYPE = pa.timestamp("ms", tz="UTC")
+
+
+@dataclass(frozen=True, slots=True)
+class ConversionResult:
+    """The good records as a batch, and the bad ones (not in ``batch.table``)."""
+
+    batch: RecordBatch
+    bad: list[BadRecord]
+
+
+def convert_poll(
+    raw: RawBatch,
+    key: Converter,
+    value: Converter,
+    ranges: Sequence[OffsetRange] | None = None,
+) -> ConversionResult:
+    """Convert one poll. Never raises for a bad record: bad records are returned in ``bad``
+    and left out of the table, while ``batch.ranges`` still covers them. ``ranges``: the
+    poll's offset ranges when the caller knows them (saves a group-by over the records)."""
+    keys = key.convert(raw.keys)
+    values = value.convert(raw.values)
+    coords = coordinate_table(raw)
+    columns = {name: coords.column(name) for name in coords.column_names}
+    columns.update(keys.columns)
+    columns.update(values.columns)
+    columns["headers"] = headers_array(raw.headers, len(raw))
+    table = pa.table(columns)
+    tombstones = values.tombstones
+    stamp_types = None
+    if raw.timestamp_types is not None:
+        stamp_types = pa.array(raw.timestamp_types, pa.int8())
+    failed = sorted(keys.errors.keys() | values.errors.keys())
+    bad = [_bad_record(raw, i, keys.errors.get(i), values.errors.get(i)) for i in failed]
+    if failed:
+        drop = [False] * len(raw)
+        for i in failed:
+            drop[i] = True
+        keep = pc.invert(pa.array(drop, pa.bool_()))
+        table = table.filter(keep)
+        tombstones = tombstones.filter(keep) if tombstones is not None else None
+        stamp_types = stamp_types.filter(keep) if stamp_types is not None else None
+    batch = RecordBatch(
+        table,
+        tuple(sorted(ranges))
+        if ranges is not None
+        else tuple(sorted(record_spans(coords).values())),
+        value_columns=values.value_columns,
+        json_columns=keys.json_columns | values.json_columns,
+        tombstones=tombstones,
+        timestamp_types=stamp_types,
+    )
+    return ConversionResult(batch, bad)
+
+
+def _bad_record(
+    raw: RawBatch, i: int, key_error: Exception | None, value_error: Exception | None
+) -> BadRecord:
+    stage: Side = "key" if key_error is not None else "value"
+    error = key_error if key_error is not None else value_error
+    assert error is not None
+    cls = type(error)
+    return BadRecord(
+        raw.topics[i],
+        raw.partitions[i],
+        raw.offsets[i],
+        f"{stage} conversion failed: {error}",
+        f"{cls.__module__}.{cls.__qualname__}",
+        stage,
+        raw.keys[i],
+        raw.values[i],
+        tuple(raw.headers[i]) if raw.headers is not None else (),
+    )
+
+
+def coordinate_table(raw: RawBatch) -> pa.Table:
+    """The four ``kafka_*`` columns of a raw batch."""
+    stamps = pa.array(raw.timestamps, pa.int64())
+    stamps = pc.if_else(pc.less(stamps, 0), pa.scalar(None, pa.int64()), stamps)
+    return pa.table(
+        {
+            "kafka_topic": pa.array(raw.topics, pa.string()),
+            "kafka_partition": pa.array(raw.partitions, pa.int32()),
+            "kafka_offset": pa.array(raw.offsets, pa.int64()),
+            "kafka_timestamp": stamps.cast(TIMESTAMP_TYPE),
+        }
+    )
+
+
+def headers_array(headers: Sequence[Sequence[tuple[str, bytes | None]]] | None, n: int) -> pa.Array:
+    """``list<struct<key, value>>`` built from flattened lists, not record by record."""
+    if headers is None:
+        headers = [()] * n
+    offsets = pa.array(list(accumulate((len(h) for h in headers), initial=0)), pa.int32())
+    flat = list(chain.from_iterable(headers))
+    keys = pa.array([k for k, _ in flat], pa.string())
+    items = pa.StructArray.from_arrays(
+        [keys, pa.array([v for _, v in flat], pa.binary())], names=["key", "value"]
+    )
+    return pa.ListArray.from_arrays(offsets, items, type=HEADERS_TYPE)

@@ -1,0 +1,68 @@
+"""Converters by name: Connect's class names, simple names, short names or a Python path."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from typing import Any
+
+from daemon.connectors.converters.base import Converter, Side
+from daemon.connectors.converters.jsonconverter import JsonConverter
+from daemon.connectors.converters.text import ByteArrayConverter, StringConverter
+from daemon.errors import ConfigError
+
+
+def _builtin_converters() -> dict[str, type[Converter]]:
+    table: dict[str, type[Converter]] = {}
+    for cls, shorts in (
+        (StringConverter, ("string",)),
+        (JsonConverter, ("json",)),
+        (ByteArrayConverter, ("bytearray", "bytes")),
+    ):
+        for name in (cls.connect_name, cls.__name__, *shorts):
+            table[name.lower()] = cls
+    return table
+
+
+def list_converters() -> list[str]:
+    """Connect class names of the built-in converters."""
+    return sorted({cls.connect_name for cls in _builtin_converters().values()})
+
+
+def converter_class(name: str) -> type[Converter]:
+    """The converter class for a Connect class name, a short name or a ``module:Class`` path."""
+    name = name.strip()
+    builtin = _builtin_converters().get(name.lower())
+    if builtin is not None:
+        return builtin
+    known = ", ".join(list_converters())
+    if ":" in name:
+        module_name, _, attr = name.partition(":")
+        try:
+            obj: Any = importlib.import_module(module_name)
+            for part in attr.split("."):
+                obj = getattr(obj, part)
+        except (ImportError, AttributeError) as e:
+            raise ConfigError(f"converter {name!r} cannot be loaded: {e}") from e
+        if isinstance(obj, type) and issubclass(obj, Converter):
+            return obj
+        raise ConfigError(f"converter {name!r} is not a daemon.connectors.converters.Converter")
+    raise ConfigError(f"converter {name!r} is not supported; use one of: {known}")
+
+
+def make_converter(name: str, options: Mapping[str, str], *, is_key: bool) -> Converter:
+    """A configured converter from a name and its options, as the config layer gives them
+    (``daemon.config.effective_converter`` → ``(Converter.JSON, {"schemas.enable": "false"})``;
+    pass the enum's value, ``"json"``)."""
+    converter = converter_class(name)()
+    converter.configure(options, is_key=is_key)
+    return converter
+
+
+def converter_from_config(
+    config: Mapping[str, str], side: Side, *, default: str = "StringConverter"
+) -> Converter:
+    """The ``<side>.converter`` of ``config``, configured with its ``<side>.converter.*`` keys."""
+    prefix = f"{side}.converter."
+    options = {k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)}
+    return make_converter(config.get(f"{side}.converter", default), options, is_key=side == "key")

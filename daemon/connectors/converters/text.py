@@ -1,0 +1,92 @@
+"""Connect's ``ByteArrayConverter`` and ``StringConverter``, and the text decoding JSON shares.
+
+Both build Arrow arrays straight from the lists of bytes, with no Python work per record unless
+a record is bad.
+"""
+
+from __future__ import annotations
+
+import codecs
+from collections.abc import Mapping, Sequence
+
+import pyarrow as pa
+
+from daemon.connectors.converters.base import Converted, Converter
+from daemon.errors import ConfigError
+
+
+class ByteArrayConverter(Converter):
+    """Keeps the bytes as they are: a ``binary`` column."""
+
+    connect_name = "org.apache.kafka.connect.converters.ByteArrayConverter"
+
+    def convert(self, data: Sequence[bytes | None]) -> Converted:
+        return Converted({self.side: pa.array(data, pa.binary())})
+
+
+class StringConverter(Converter):
+    """Decodes text into a ``string`` column. Option ``encoding`` (default UTF-8)."""
+
+    connect_name = "org.apache.kafka.connect.storage.StringConverter"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.encoding = "utf-8"
+
+    def configure(self, options: Mapping[str, str], *, is_key: bool) -> None:
+        super().configure(options, is_key=is_key)
+        name = options.get("encoding", options.get("converter.encoding", "UTF-8"))
+        try:
+            self.encoding = codecs.lookup(name).name
+        except LookupError:
+            raise ConfigError(
+                f"{self.side}.converter.encoding: unknown encoding {name!r}; "
+                "use a standard name such as UTF-8 or ISO-8859-1"
+            ) from None
+
+    def convert(self, data: Sequence[bytes | None]) -> Converted:
+        column, errors = decode_text(data, self.encoding)
+        return Converted({self.side: column}, errors)
+
+
+def decode_text(
+    data: Sequence[bytes | None], encoding: str = "utf-8"
+) -> tuple[pa.Array, dict[int, Exception]]:
+    """Bytes → a ``string`` array. UTF-8 is validated by Arrow in one pass over the batch; only
+    when that fails (or for other encodings) are records decoded one by one."""
+    if encoding == "utf-8":
+        try:
+            return pa.array(data, pa.binary()).cast(pa.string()), {}
+        except pa.ArrowInvalid:
+            pass
+    texts, errors = decode_each(data, encoding)
+    return string_array(texts, errors), errors
+
+
+def decode_each(
+    data: Sequence[bytes | None], encoding: str = "utf-8"
+) -> tuple[list[str | None], dict[int, Exception]]:
+    texts: list[str | None] = []
+    errors: dict[int, Exception] = {}
+    for i, b in enumerate(data):
+        try:
+            texts.append(None if b is None else bytes(b).decode(encoding))
+        except UnicodeDecodeError as e:
+            errors[i] = e
+            texts.append(None)
+    return texts, errors
+
+
+def string_array(texts: list[str | None], errors: dict[int, Exception]) -> pa.Array:
+    """A ``string`` array; a text Arrow refuses (a lone surrogate) becomes its row's error."""
+    try:
+        return pa.array(texts, pa.string())
+    except (pa.ArrowException, UnicodeError):
+        for i, t in enumerate(texts):
+            try:
+                if t is not None:
+                    t.encode("utf-8")
+            except UnicodeEncodeError as e:
+                errors[i] = e
+                texts[i] = None
+        return pa.array(texts, pa.string())

@@ -1,0 +1,92 @@
+"""What a sink task may ask of the runtime: its context and the executor pool.
+
+Protocols only; the runtime implements them (``daemon.runtime.context.TaskContext``), and a
+test may pass its own (``daemon.connectors.testing.LocalRunner`` is an ``ExecutorRunner``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol, overload
+
+import pyarrow as pa
+
+from daemon.structs import TaskId, TopicPartition
+
+#: ``SinkTaskContext.run_in_executor`` as a bare callable, bound to a pool and a task id: what
+#: the offsets hooks of ``SinkConnector`` receive.
+ExecutorCall = Callable[..., Awaitable[Any]]
+
+
+class ExecutorRunner(Protocol):
+    """The runtime's hook to the executor pool (a Spark process that can be killed any time).
+
+    ``fn`` is an importable ``"package.module:function"`` called in the executor as
+    ``fn(spark, batch, **kwargs)`` (``batch`` handed over as Arrow, not pickled rows); its
+    return value must be picklable. Past ``timeout`` seconds (counted from the call, including
+    waiting for a free executor) the executor's process tree is killed and reaped and the call
+    raises ``WriteTimeout``; ``ExecutorDied`` / ``WriteFailed`` report other failures. When the
+    awaiting coroutine is cancelled the executor is killed too: no write outlives its caller.
+    """
+
+    async def run_in_executor(
+        self, fn: str, batch: pa.Table | None, *, timeout: float, **kwargs: Any
+    ) -> Any: ...
+
+
+class SinkTaskContext(Protocol):
+    """What a ``SinkTask`` can ask of the runtime (Connect's ``SinkTaskContext``, plus
+    ``is_closing`` from KIP-275, the incarnation's ``epoch`` and the executor).
+
+    Every method is non-blocking and only records a request; the runtime acts on it after the
+    current callback returns (seeks before the next fetch, commits at the next opportunity).
+    """
+
+    @property
+    def task_id(self) -> TaskId: ...
+
+    @property
+    def epoch(self) -> int:
+        """This incarnation's epoch: larger than every earlier incarnation's of the connector."""
+        ...
+
+    @property
+    def config(self) -> Mapping[str, str]:
+        """The task configuration ``start`` received."""
+        ...
+
+    @property
+    def is_closing(self) -> bool:
+        """True only while ``pre_commit`` runs just before the task's partitions are closed
+        (rebalance, stop, restart, shutdown): the last chance to make progress durable."""
+        ...
+
+    @overload
+    def offset(self, tp: TopicPartition, offset: int, /) -> None: ...
+    @overload
+    def offset(self, offsets: Mapping[TopicPartition, int], /) -> None: ...
+    def offset(self, *args: Any) -> None:
+        """Seek: the next record fetched for each partition has this offset."""
+        ...
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        """Stop fetching from these assigned partitions until ``resume``."""
+        ...
+
+    def resume(self, *partitions: TopicPartition) -> None: ...
+
+    def paused(self) -> frozenset[TopicPartition]: ...
+
+    def assignment(self) -> frozenset[TopicPartition]:
+        """The partitions currently assigned to this task."""
+        ...
+
+    def request_commit(self) -> None:
+        """Ask for ``pre_commit`` (and the consumer-group commit) as soon as possible."""
+        ...
+
+    async def run_in_executor(
+        self, fn: str, batch: pa.Table | None, *, timeout: float, **kwargs: Any
+    ) -> Any:
+        """Run ``fn`` in an executor process; see ``ExecutorRunner``."""
+        ...

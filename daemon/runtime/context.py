@@ -1,0 +1,130 @@
+"""The runtime's ``SinkTaskContext``: what a task's requests (seeks, pauses, commits) become.
+
+A task calls the connector-facing half (``daemon.connectors.protocols.SinkTaskContext``); the
+incarnation that owns the context reads and resets the requests through the runtime half
+after each callback returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, overload
+
+import pyarrow as pa
+
+from daemon.connectors.protocols import ExecutorRunner
+from daemon.structs import TaskId, TopicPartition
+
+
+class TaskContext:
+    """The runtime's ``SinkTaskContext``. Methods below the line are for the runtime only."""
+
+    def __init__(
+        self, task_id: TaskId, epoch: int, config: Mapping[str, str], runner: ExecutorRunner
+    ) -> None:
+        self._task_id = task_id
+        self._epoch = epoch
+        self._config = dict(config)
+        self._runner = runner
+        self._assignment: frozenset[TopicPartition] = frozenset()
+        self._paused: set[TopicPartition] = set()
+        self._seeks: dict[TopicPartition, int] = {}
+        self._commit_requested = False
+        self._closing = False
+
+    @property
+    def task_id(self) -> TaskId:
+        return self._task_id
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    @property
+    def config(self) -> Mapping[str, str]:
+        return self._config
+
+    @property
+    def is_closing(self) -> bool:
+        return self._closing
+
+    @overload
+    def offset(self, tp: TopicPartition, offset: int, /) -> None: ...
+    @overload
+    def offset(self, offsets: Mapping[TopicPartition, int], /) -> None: ...
+    def offset(self, *args: Any) -> None:
+        if len(args) == 2:
+            requests = {args[0]: args[1]}
+        elif len(args) == 1 and isinstance(args[0], Mapping):
+            requests = dict(args[0])
+        else:
+            raise TypeError("offset() takes (tp, offset) or ({tp: offset, ...})")
+        for tp, off in requests.items():
+            if not isinstance(tp, TopicPartition) or not isinstance(off, int) or off < 0:
+                raise ValueError(
+                    f"cannot seek {tp!r} to {off!r}: need a TopicPartition and an offset ≥ 0"
+                )
+        self._seeks.update(requests)
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        self._paused.update(self._assigned(partitions))
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        self._paused.difference_update(self._assigned(partitions))
+
+    def paused(self) -> frozenset[TopicPartition]:
+        return frozenset(self._paused)
+
+    def assignment(self) -> frozenset[TopicPartition]:
+        return self._assignment
+
+    def request_commit(self) -> None:
+        self._commit_requested = True
+
+    async def run_in_executor(
+        self, fn: str, batch: pa.Table | None, *, timeout: float, **kwargs: Any
+    ) -> Any:
+        return await self._runner.run_in_executor(fn, batch, timeout=timeout, **kwargs)
+
+    def _assigned(self, partitions: Collection[TopicPartition]) -> Collection[TopicPartition]:
+        stray = set(partitions) - self._assignment
+        if stray:
+            names = ", ".join(sorted(map(str, stray)))
+            raise ValueError(f"{names} not assigned to task {self._task_id}")
+        return partitions
+
+    # ---- runtime side ----
+
+    def set_epoch(self, epoch: int) -> None:
+        """A newer epoch for this incarnation, drawn when it takes over partitions: whoever owns
+        a partition now holds a higher epoch than every earlier owner (the commit log fences on
+        it), also when a rebalance moves a partition to a task that started earlier."""
+        if epoch < self._epoch:
+            raise ValueError(f"task {self._task_id}: epoch {epoch} is older than {self._epoch}")
+        self._epoch = epoch
+
+    def set_assignment(self, partitions: Collection[TopicPartition]) -> None:
+        """The runtime's new assignment; pauses and pending seeks of lost partitions are dropped."""
+        self._assignment = frozenset(partitions)
+        self._paused &= self._assignment
+        self._seeks = {tp: o for tp, o in self._seeks.items() if tp in self._assignment}
+
+    @contextmanager
+    def closing(self) -> Iterator[None]:
+        """Wrap the ``pre_commit`` call that precedes a close: ``is_closing`` is true inside."""
+        self._closing = True
+        try:
+            yield
+        finally:
+            self._closing = False
+
+    def take_seeks(self) -> dict[TopicPartition, int]:
+        """The seeks requested since the last call (assigned partitions only), cleared."""
+        seeks = {tp: o for tp, o in self._seeks.items() if tp in self._assignment}
+        self._seeks.clear()
+        return seeks
+
+    def take_commit_request(self) -> bool:
+        requested, self._commit_requested = self._commit_requested, False
+        return requested
