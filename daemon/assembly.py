@@ -6,10 +6,11 @@ process). ``daemon.daemon.Daemon`` owns what these return and closes it.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from daemon.config import WorkerConfig
 from daemon.connectors.registry import ConnectorRegistry
+from daemon.executor.settings import PoolSettings
 from daemon.metrics import Metrics
 from daemon.runtime.executors import Executors
 from daemon.runtime.worker import Worker
@@ -42,7 +43,7 @@ def start_relay(c: WorkerConfig) -> Any:
 def new_pool(c: WorkerConfig, relay: Any) -> ExecutorPool:
     """The executor pool the worker configuration describes, not started yet; its executors
     write their output to ``relay`` if there is one."""
-    from daemon.executor import ExecutorPool, PoolSettings
+    from daemon.executor import ExecutorPool
 
     return ExecutorPool(
         PoolSettings(
@@ -56,10 +57,19 @@ def new_pool(c: WorkerConfig, relay: Any) -> ExecutorPool:
     )
 
 
+@runtime_checkable
+class _Configured(Protocol):
+    """A pool that says how it is configured (``ExecutorPool``, and the tests' Spark pool)."""
+
+    @property
+    def settings(self) -> PoolSettings: ...
+
+
 def kill_timeout(executors: Executors | None) -> float:
-    settings = getattr(executors, "settings", None)
-    kill = getattr(settings, "kill_timeout", 5.0)
-    return float(kill) + 10.0
+    """The stop sequence's bound on kill + reap + /proc confirmation: the pool's own kill
+    timeout (the default one for a pool that does not say) plus 10 s of margin."""
+    settings = executors.settings if isinstance(executors, _Configured) else PoolSettings()
+    return settings.kill_timeout + 10.0
 
 
 def rest_server(

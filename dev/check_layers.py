@@ -89,6 +89,18 @@ def _resolve(name: str, modules: Mapping[str, Path]) -> str | None:
     return None
 
 
+def _dynamic_import(node: ast.AST) -> str | None:
+    """The module a call ``import_module("...")`` or ``__import__("...")`` names literally."""
+    if not isinstance(node, ast.Call) or not node.args:
+        return None
+    func = node.func
+    called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    first = node.args[0]
+    if called in ("import_module", "__import__") and isinstance(first, ast.Constant):
+        return first.value if isinstance(first.value, str) else None
+    return None
+
+
 def imports_of(
     name: str, path: Path, source: str, modules: Mapping[str, Path], package: str
 ) -> list[Edge]:
@@ -110,6 +122,9 @@ def imports_of(
                 base = ".".join([*anchor, base] if base else anchor)
             # `from a import b` imports a.b when b is a module, else a name in a.
             targets = [f"{base}.{alias.name}" for alias in node.names] or [base]
+        elif _dynamic_import(node) is not None:
+            # importlib.import_module("daemon.x") / __import__("daemon.x") with a literal name.
+            targets = [str(_dynamic_import(node))]
         else:
             continue
         for target in targets:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any, Protocol
 
 from daemon.config import fields as f
@@ -50,8 +49,16 @@ Validator = Callable[[Any], None]
 """Checks a parsed value; raises ``ValueError`` with a message saying what is wrong."""
 
 
+def _integer(text: str) -> int:
+    # Base 10, as Connect's ``ConfigDef`` reads them.
+    try:
+        return int(text.strip(), 10)
+    except ValueError:
+        raise ValueError(f"{text.strip()!r} is not an integer") from None
+
+
 def _int32(text: str) -> int:
-    number = f.parse_int_value(text)
+    number = _integer(text)
     if not -(2**31) <= number < 2**31:
         raise ValueError(f"{number} does not fit in a 32-bit int")
     return number
@@ -59,17 +66,26 @@ def _int32(text: str) -> int:
 
 def _ms(text: str) -> int:
     # Connectors get ``*.ms`` values as integer milliseconds, as in Connect.
-    return f.parse_ms(text) // timedelta(milliseconds=1)
+    number = _integer(text)
+    if number < 0:
+        raise ValueError(f"{number} is negative")
+    return number
 
 
-# Each type's parser (the worker settings' parsers) and what a value should look like.
+def _boolean(text: str) -> bool:
+    if text.strip().lower() not in ("true", "false"):
+        raise ValueError(f"{text.strip()!r} is not true or false")
+    return text.strip().lower() == "true"
+
+
+# Each type's parser and what a value should look like (the "expected" half of an error).
 _TYPES: dict[ConfigType, tuple[Callable[[str], Any], str | None]] = {
     ConfigType.STRING: (f.parse_str, None),
     ConfigType.PASSWORD: (f.parse_str, None),
     ConfigType.INT: (_int32, "a 32-bit integer"),
-    ConfigType.LONG: (f.parse_int_value, "an integer"),
-    ConfigType.DOUBLE: (f.parse_float, "a number"),
-    ConfigType.BOOLEAN: (f.parse_bool, "true or false"),
+    ConfigType.LONG: (_integer, "an integer"),
+    ConfigType.DOUBLE: (lambda text: float(text.strip()), "a number"),
+    ConfigType.BOOLEAN: (_boolean, "true or false"),
     ConfigType.LIST: (lambda text: list(f.parse_list(text)), "a comma-separated list"),
     ConfigType.MS: (_ms, "milliseconds as an integer ≥ 0"),
 }

@@ -171,9 +171,9 @@ class WorkerConfig(KafkaSettings, RestApiSettings):
         description="connectd: deadline for a task's consumer to connect and subscribe; then "
         "the task fails (raise it for slow or distant brokers).",
     )
-    config_providers_resolve_timeout: f.PositiveMillis = setting(
+    config_resolve_timeout: f.PositiveMillis = setting(
         timedelta(milliseconds=30000),
-        key="config.providers.resolve.timeout.ms",
+        key="config.resolve.timeout.ms",
         group=_TASK,
         description="connectd: deadline for resolving a configuration's ${provider:...} "
         "references when a task starts or offsets are read (raise it for slow secret stores).",

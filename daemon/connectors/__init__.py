@@ -89,8 +89,3 @@ __all__ = [
     "register_alias",
     "resolve_connector_class",
 ]
-
-#: Names that moved up to the runtime layer (the runtime's half of the task context, the
-#: per-task pair of converters), served from there until every importer imports them from their
-#: new home (then this goes). By name, not by import statement: a connector module must not
-#: depend on the runtime (``dev/check_layers.py``).

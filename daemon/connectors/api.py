@@ -59,7 +59,3 @@ from daemon.connectors.registry import register_alias as register_alias
 from daemon.connectors.registry import resolve_connector_class as resolve_connector_class
 from daemon.connectors.registry import validate_connector as validate_connector
 from daemon.structs import TaskId as TaskId
-
-#: Names that moved up to the runtime layer, served from there until every importer imports
-#: them from their new home (then this goes). By name, not by import statement: a connector
-#: module must not depend on the runtime (``dev/check_layers.py``).

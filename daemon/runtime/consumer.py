@@ -192,8 +192,8 @@ class LagMetrics(Protocol):
 
 
 class Partitions(Protocol):
-    """Who hears about rebalances: the task incarnation. Both run in aiokafka's coordinator
-    task; the incarnation serialises them with its own callbacks."""
+    """Who hears about rebalances: the incarnation's ``Rebalancer``. Both run in aiokafka's
+    coordinator task; the incarnation serialises them with its own callbacks."""
 
     async def partitions_revoked(self, partitions: frozenset[TopicPartition]) -> None: ...
 

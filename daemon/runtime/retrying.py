@@ -12,9 +12,10 @@ The whole story, in the order it happens:
    start (``PartitionProgress.rewind``), then the seeks the sink asked for are applied, and they
    win (ParquetSink asks to re-read from its committed offsets after a failed write).
 4. The main loop waits the delay outside the lock (``Retrier.wait``; a stop cuts it short) and
-   polls again. The dead-letter index forgot the failed batch's partitions when the batch failed
-   (``ErrantRecords.handle``), so it reads the dead-letter topic again for them: a retry never
-   dead-letters a record twice.
+   polls again. The re-read batch starts where the failed one did, so the dead-letter index
+   sees a start it did not expect and reads the dead-letter topic again for those partitions
+   (``ErrantRecords``; also when producing the dead letters itself failed, it forgets them): a
+   retry never dead-letters a record twice.
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ class TaskSettings:
 
     From the worker config: ``task.write.timeout.ms``, ``offset.flush.interval.ms`` (flush
     interval and poll timeout), ``task.consumer.start.timeout.ms`` and
-    ``config.providers.resolve.timeout.ms``. The other deadlines bound the awaits around the
+    ``config.resolve.timeout.ms``. The other deadlines bound the awaits around the
     sink's callbacks that cross a boundary (Kafka, the epoch store); each is the longest wait
     before the step fails (or, when closing, is given up with a warning).
     """
@@ -76,7 +76,7 @@ class TaskSettings:
             flush_interval=worker.offset_flush_interval.total_seconds(),
             poll_timeout=min(1.0, max(0.05, worker.offset_flush_interval.total_seconds())),
             consumer_start_timeout=worker.task_consumer_start_timeout.total_seconds(),
-            resolve_timeout=worker.config_providers_resolve_timeout.total_seconds(),
+            resolve_timeout=worker.config_resolve_timeout.total_seconds(),
         )
 
     @property

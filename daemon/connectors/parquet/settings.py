@@ -192,7 +192,7 @@ class ParquetSettings:
             flush_max_records=values["flush.max.records"],
             flush_interval=values["flush.interval.ms"] / 1000.0,
             compression=values["compression"].strip().lower(),
-            write_timeout=values[WRITE_TIMEOUT_KEY],
+            write_timeout=_write_timeout(config) / 1000.0,  # checked by the parse
             hadoop=is_hadoop_uri(values["path"]),
         )
 
@@ -240,7 +240,7 @@ def _cross_problems(values: dict[str, Any], config: Mapping[str, str]) -> list[P
             )
         )
     try:
-        values[WRITE_TIMEOUT_KEY] = _write_timeout(config) / 1000.0
+        _write_timeout(config)
     except ValueError as e:
         problems.append(error(WRITE_TIMEOUT_KEY, str(e), "milliseconds as an integer > 0"))
     return problems

@@ -251,7 +251,7 @@ def test_resolver_checks_connector_keys() -> None:
     assert str(warning) == "pth: unknown key 'pth', did you mean 'path'?"
     errors = _problems({**base, "flush.size": "many"}, resolver=resolver)
     assert "c.properties: path: required setting is missing: Where to write" in errors
-    assert "c.properties: flush.size: 'many' is not a number; expected an integer" in errors
+    assert "c.properties: flush.size: 'many' is not an integer; expected an integer" in errors
     [error] = _problems({**BASE, "connector.class": "Nope"}, resolver=resolver)
     assert "connector.class: no connector class 'Nope' is installed" in error
 

@@ -371,6 +371,6 @@ def test_startup_kafka_timeout_defaults_to_a_minute_and_zero_turns_it_off() -> N
 
 
 def test_task_deadlines_must_be_positive() -> None:
-    for key in ("task.consumer.start.timeout.ms", "config.providers.resolve.timeout.ms"):
+    for key in ("task.consumer.start.timeout.ms", "config.resolve.timeout.ms"):
         found = _errors({"bootstrap.servers": "b:9092", key: "0"})
         assert len(found) == 1 and key in found[0] and "> 0" in found[0], found

@@ -73,6 +73,8 @@ def test_an_import_of_a_higher_layer_is_reported_with_its_line(tmp_path: Path) -
         "def f():\n    from daemon.connectors import records\n",  # function-local
         "import typing\nif typing.TYPE_CHECKING:\n    import daemon.connectors.records\n",
         "from ..connectors import records\n",  # relative
+        "import importlib\nimportlib.import_module('daemon.connectors.records')\n",  # by name
+        "def f():\n    __import__('daemon.connectors.records')\n",
     ],
 )
 def test_every_kind_of_import_counts(tmp_path: Path, source: str) -> None:

@@ -150,7 +150,7 @@ def test_task_deadlines_from_the_worker_config() -> None:
         {
             "bootstrap.servers": "127.0.0.1:9092",
             "task.consumer.start.timeout.ms": "90000",
-            "config.providers.resolve.timeout.ms": "5000",
+            "config.resolve.timeout.ms": "5000",
         }
     ).config
     settings = TaskSettings.from_worker(worker)
