@@ -13,7 +13,7 @@ import time
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from daemon.rest.front.mirror import SNAPSHOT_PATH
+from daemon.rest.front.protocol import SNAPSHOT_PATH
 
 log = logging.getLogger("connectd.rest.access")
 

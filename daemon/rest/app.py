@@ -18,7 +18,7 @@ from daemon.rest.api import Operation, register
 from daemon.rest.auth import BasicAuth
 from daemon.rest.context import CONTEXT, RestContext
 from daemon.rest.errors import error_middleware
-from daemon.rest.front.mirror import SNAPSHOT_PATH, forwarded_scheme, snapshot_route
+from daemon.rest.front.protocol import SNAPSHOT_PATH, forwarded_scheme, snapshot_route
 from daemon.rest.openapi import build
 from daemon.rest.settings import RestSettings
 from daemon.runtime.model import WorkerAPI

@@ -47,14 +47,14 @@ from yarl import URL
 from daemon.rest.api import accepts_json
 from daemon.rest.auth import BasicAuth
 from daemon.rest.errors import error_response
-from daemon.rest.front.mirror import (
+from daemon.rest.front.mirror import Mirror
+from daemon.rest.front.protocol import (
     ACCESS_LOGGER,
     FORWARDED_PROTO,
     SNAPSHOT_PATH,
     TOKEN_HEADER,
-    Mirror,
+    Spec,
 )
-from daemon.rest.front.protocol import Spec
 
 log = logging.getLogger("connectd.rest.front")
 access = logging.getLogger(ACCESS_LOGGER)

@@ -1,14 +1,85 @@
-"""``Spec``: what the parent (``FrontedRestServer``) tells the REST front process, as one JSON
-line on the front's stdin. The key's password travels here, never in argv or the environment."""
+"""Everything that passes between the daemon (the parent, ``FrontedRestServer``) and the REST
+front process (the child), in one place.
+
+- ``Spec``: what the parent tells the child at start, as one JSON line on the child's stdin (the
+  key's password travels here, never in argv or the environment); closing that stdin tells the
+  child to stop.
+- The back socket: the child passes requests to the worker's app on a Unix socket in a 0700
+  directory, with ``FORWARDED_PROTO`` naming its client's scheme (``forwarded_scheme``).
+- The snapshot: the worker answers ``GET SNAPSHOT_PATH`` on the back socket (``snapshot_route``)
+  with every connector's status as ``GET /connectors/{c}/status`` would answer it, numbered by a
+  counter that only grows; the child keeps it in its ``Mirror``. The route checks a per-start
+  secret (``TOKEN_HEADER``) the child sends, and the child drops that header from clients'
+  requests, so no client reaches the snapshot past authentication.
+"""
 
 from __future__ import annotations
 
+import hmac
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from aiohttp import web
+from aiohttp.typedefs import Handler
+
+from daemon.errors import ConnectorNotFound
+from daemon.rest.errors import compact_json, error_response
 from daemon.rest.settings import TlsSettings
+from daemon.runtime.model import WorkerAPI
+
+SNAPSHOT_PATH = "/_connectd/snapshot"
+TOKEN_HEADER = "X-Connectd-Front-Token"
+FORWARDED_PROTO = "X-Forwarded-Proto"
+"""Set by the front to the scheme its client used (the worker's ``Location`` headers name it)."""
+ACCESS_LOGGER = "connectd.rest.access"
+
+
+@web.middleware
+async def forwarded_scheme(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Behind the front: the request's scheme is the one the front's client used."""
+    proto = request.headers.get(FORWARDED_PROTO)
+    if proto in ("http", "https") and proto != request.scheme:
+        request = request.clone(scheme=proto)
+    return await handler(request)
+
+
+def snapshot_route(worker: WorkerAPI, token: str) -> web.RouteDef:
+    """The back's ``GET SNAPSHOT_PATH``: ``{"seq", "access_log", "connectors": {name: status}}``
+    (``access_log``: whether request lines are logged at the worker's current levels).
+
+    ``seq`` grows only when the content changes; a request whose ``If-None-Match`` names the
+    current ``seq`` gets 304 and no body (most refreshes: states change rarely)."""
+    last = _Last()
+
+    async def snapshot(request: web.Request) -> web.Response:
+        given = request.headers.get(TOKEN_HEADER, "")
+        if not hmac.compare_digest(given.encode(), token.encode()):
+            return error_response(404, "HTTP 404 Not Found")
+        statuses: dict[str, Any] = {}
+        for name in worker.connector_names():
+            try:
+                statuses[name] = worker.connector_status(name).to_json()
+            except ConnectorNotFound:  # deleted between the two calls: not in this snapshot
+                continue
+        access = logging.getLogger(ACCESS_LOGGER).isEnabledFor(logging.INFO)
+        content = compact_json({"access_log": access, "connectors": statuses})
+        if content != last.content:
+            last.seq, last.content = last.seq + 1, content
+        seq = last.seq
+        if request.headers.get("If-None-Match") == str(seq):
+            return web.Response(status=304)
+        return web.Response(text=f'{{"seq":{seq},{content[1:]}', content_type="application/json")
+
+    return web.get(SNAPSHOT_PATH, snapshot)
+
+
+@dataclass
+class _Last:
+    seq: int = 0
+    content: str = ""
 
 
 @dataclass(frozen=True)
