@@ -4,6 +4,8 @@ failures that back off."""
 from __future__ import annotations
 
 import asyncio
+import logging
+import re
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -12,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import uvloop
+from support.daemon import wait_until
 from support.spark import ThreadedPool, alive, reap, spark_settings, walk_tree
 
 from daemon.errors import WriteTimeout
@@ -86,8 +89,7 @@ def test_spark_pool_under_uvloop(tmp_path: Path) -> None:
             write = asyncio.create_task(
                 pool.run("uv-0", f"{T}:hang_in_udf", timeout=8, kwargs={"marker": str(marker)})
             )
-            while not marker.exists():
-                await asyncio.sleep(0.05)
+            await wait_until(marker.exists, 120, "the UDF hanging in a PySpark worker")
             pid = pool.current_pid("uv-0")
             assert pid is not None
             tree = walk_tree(pid)
@@ -103,20 +105,53 @@ def test_spark_pool_under_uvloop(tmp_path: Path) -> None:
     assert rows == 1000 and left == []
 
 
+SPAWNED = re.compile(r"executor (\d+) started: pid (\d+)")
+FAILED = re.compile(r"failure (\d+) in a row; next start in ([\d.]+) s")
+
+
 async def test_executors_that_keep_failing_to_start_back_off(
-    make_pool: Callable[..., Awaitable[ExecutorPool]],
+    make_pool: Callable[..., Awaitable[ExecutorPool]], caplog: pytest.LogCaptureFixture
 ) -> None:
+    """Each start failure waits ``0.5 * 2**(n-1)`` s before the next spawn: measured between
+    the pool's own log records of the failure and of the next spawn (their timestamps)."""
+    caplog.set_level(logging.INFO, logger="connectd.executor")
     # A 1 KB heap: the JVM refuses to start, every time, within a second.
     pool = await make_pool(
         spares=0, spark_conf={"spark.driver.memory": "1k"}, backoff_initial=0.5, cds=False
     )
-    deadline = time.monotonic() + 90
-    while pool.status().start_failures < 3 and time.monotonic() < deadline:
-        await asyncio.sleep(0.2)
+
+    def events() -> list[tuple[str, int, float]]:
+        """("spawn", executor id, t) and ("fail", streak, t), in the order they happened."""
+        out = []
+        for r in caplog.records:
+            if r.name != "connectd.executor":
+                continue
+            message = r.getMessage()
+            if m := SPAWNED.search(message):
+                out.append(("spawn", int(m[1]), r.created))
+            elif m := FAILED.search(message):
+                out.append(("fail", int(m[1]), r.created))
+        return out
+
+    # Four spawns: three waits to measure (0.5, 1 and 2 s).
+    await wait_until(
+        lambda: sum(kind == "spawn" for kind, _, _ in events()) >= 4, 120, "a fourth start"
+    )
+    got = events()[:7]
+    assert [(kind, n) for kind, n, _ in got] == [
+        ("spawn", 1), ("fail", 1), ("spawn", 2), ("fail", 2), ("spawn", 3), ("fail", 3),
+        ("spawn", 4),
+    ]  # fmt: skip
+    failures = [r.getMessage() for r in caplog.records if FAILED.search(r.getMessage())][:3]
+    assert [m.split("next start in ")[1] for m in failures] == ["0.5 s)", "1 s)", "2 s)"]
+    assert all("JAVA_GATEWAY_EXITED" in m for m in failures), failures
+    # The measured wait from each failure to the next spawn: at least the backoff (less a
+    # little clock granularity), and not much more (2 shared cores: up to 1 s of slack).
+    waits = [got[i + 1][2] - got[i][2] for i in (1, 3, 5)]
+    for expected, measured in zip((0.5, 1.0, 2.0), waits, strict=True):
+        assert expected - 0.05 <= measured <= expected + 1.0, (expected, waits)
+    print(f"\nwaits between a failure and the next start: {[round(w, 3) for w in waits]} s")
+    assert waits[0] < waits[1] < waits[2], waits  # the waits grow
     status = pool.status()
     assert status.start_failures >= 3 and status.failure_streak >= 3
     assert status.problem is not None and "JAVA_GATEWAY_EXITED" in status.problem
-    assert "next start in" in status.problem
-    assert status.backoff_seconds > 0 or status.starting == 1
-    # Failures came at most at the backoff's pace: 0.5 + 1 s between the first three.
-    assert time.monotonic() - (deadline - 90) > 1.5

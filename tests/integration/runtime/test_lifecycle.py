@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.daemon import (
@@ -30,8 +32,10 @@ from support.kafka_fixtures import TopicFactory
 from support.spark import ThreadedPool
 
 from daemon.config import load_connector
+from daemon.connectors.records import TopicPartition
 from daemon.daemon import Daemon
 from daemon.errors import ConnectorNotFound
+from daemon.runtime.consumer import TaskConsumer
 from daemon.runtime.model import SinkOffset, State
 from daemon.runtime.worker import Worker
 
@@ -70,6 +74,48 @@ def _delivered_once(key: str, topic: str, n: int) -> bool:
     return len(counts) == n and max(counts.values()) == 1
 
 
+def _consumers(worker: Worker, name: str) -> list[TaskConsumer]:
+    """The Kafka consumers of the connector's live incarnations, by task number."""
+    slots = worker._connectors[name].slots
+    consumers = []
+    for number in sorted(slots):
+        inc = slots[number].inc
+        assert inc is not None and inc.consumer is not None, f"task {number} has no consumer"
+        consumers.append(inc.consumer)
+    return consumers
+
+
+async def _positions(consumers: Sequence[TaskConsumer]) -> dict[TopicPartition, int]:
+    """Each assigned partition's position: the next offset its consumer hands to the task."""
+    out = {}
+    for consumer in consumers:
+        for tp in consumer.assignment():
+            out[tp] = await asyncio.wait_for(consumer.position(tp), 10)
+    return out
+
+
+class PollCounter:
+    """Counts the polls of each consumer, and the records they returned, from now on: each
+    consumer's ``poll`` is wrapped in place (``monkeypatch`` puts it back at teardown)."""
+
+    def __init__(self, consumers: Sequence[TaskConsumer], monkeypatch: pytest.MonkeyPatch) -> None:
+        self.polls = [0] * len(consumers)
+        self.records = 0
+        for i, consumer in enumerate(consumers):
+            monkeypatch.setattr(consumer, "poll", self._counted(i, consumer.poll))
+
+    def _counted(
+        self, i: int, poll: Callable[..., Awaitable[dict[Any, list[Any]]]]
+    ) -> Callable[..., Awaitable[dict[Any, list[Any]]]]:
+        async def counted(*args: Any, **kwargs: Any) -> dict[Any, list[Any]]:
+            got = await poll(*args, **kwargs)
+            self.polls[i] += 1
+            self.records += sum(len(records) for records in got.values())
+            return got
+
+        return counted
+
+
 async def _daemon(
     run_daemon: DaemonFactory, kafka_bootstrap: str, tmp_path: Path, pool: ThreadedPool
 ) -> Worker:
@@ -85,6 +131,7 @@ async def test_pause_resume_stop_restart_delete(
     kafka_topic: TopicFactory,
     plain_pool: ThreadedPool,
     tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     topic = await kafka_topic(partitions=3)
     key = uuid.uuid4().hex
@@ -98,17 +145,32 @@ async def test_pause_resume_stop_restart_delete(
     first = _epochs(worker, "life")
     assert len(set(first)) == 2  # one counter per connector: two tasks, two epochs
 
-    # Pause: tasks keep their partitions but nothing is delivered.
+    # Pause: tasks keep their partitions but fetch and deliver nothing.
     mark = _marks(key)
+    consumers = _consumers(worker, "life")
     await worker.pause_connector("life")
     assert worker.connector_status("life").state is State.PAUSED
     assert {t.state for t in worker.connector_status("life").tasks} == {State.PAUSED}
+    held = await _positions(consumers)
+    assert set(held) == {TopicPartition(topic, p) for p in range(3)}
+    assert sum(held.values()) == 300
     await produce(kafka_bootstrap, topic, 100)
-    await asyncio.sleep(3.0)  # a window in which a running task would have delivered them
+    # Every task polls on while paused: three polls each, all begun after the records were in
+    # the topic, returned nothing; the positions stayed; nothing was delivered.
+    polls = PollCounter(consumers, monkeypatch)
+    await wait_until(lambda: min(polls.polls) >= 3, 30, "three polls of each paused task")
+    assert polls.records == 0
+    assert await _positions(consumers) == held
     assert len(put_offsets(key)) == 300
     assert _since(key, mark) == ([], [])  # pausing ends no incarnation
     await worker.resume_connector("life")
     await wait_until(lambda: _delivered_once(key, topic, 400), 60, "400 records delivered once")
+    # What was produced during the pause came after resume, each record once, from the
+    # positions the partitions were held at.
+    resumed = put_offsets(key)[300:]
+    assert len(resumed) == len(set(resumed)) == 100
+    assert all(o >= held[TopicPartition(t, p)] for t, p, o in resumed), (held, resumed)
+    assert polls.records == 100
 
     # Restart one task: the stop sequence's close path ran, then a larger epoch started.
     # (Task 0 keeps its incarnation, though the rebalance that follows may hand it partitions
@@ -129,6 +191,10 @@ async def test_pause_resume_stop_restart_delete(
     assert worker.connector_info("life").tasks == ()
     assert _since(key, mark) == ([], [0, 1])
 
+    # Nothing was delivered twice across the restart and the stop.
+    delivered = put_offsets(key)
+    assert len(delivered) == len(set(delivered)) == 400
+
     # Offsets: STOPPED allows altering the group's offsets.
     offsets = await worker.get_offsets("life")
     assert sum(o.offset for o in offsets) == 400
@@ -143,7 +209,15 @@ async def test_pause_resume_stop_restart_delete(
     await worker.resume_connector("life")
     assert worker.connector_status("life").state is State.RUNNING
     assert min(_epochs(worker, "life")) > max(after)
-    await wait_until(lambda: len(put_offsets(key)) >= 800, 60, "records delivered again")
+
+    def reread() -> list[tuple[str, int, int]] | None:
+        again = put_offsets(key)[400:]
+        return again if len(set(again)) == 400 else None
+
+    # Every record exactly once more: as many rows as distinct offsets as produced.
+    again = await wait_until(reread, 60, "the 400 records delivered again")
+    assert len(again) == len(set(again)) == 400
+    assert set(again) == set(delivered)
 
     # Delete: tasks stopped, the connector gone.
     mark = _marks(key)

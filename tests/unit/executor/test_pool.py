@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 import uvloop
+from support.daemon import wait_until
 
 from daemon.errors import (
     ExecutorDied,
@@ -24,6 +25,7 @@ from daemon.errors import (
     WriteTimeout,
 )
 from daemon.executor import ExecutorPool, ExecutorState, PoolSettings, function_ref
+from daemon.executor.lease import Acceptance, WriteLease
 from daemon.executor.process import ProcStat, read_stat, scan, tree
 
 T = "daemon.executor.testing"
@@ -62,6 +64,11 @@ async def make_pool(tmp_path: Path) -> AsyncIterator[MakePool]:
         await pool.close(graceful_timeout=0)
 
 
+async def _accepted(lease: WriteLease) -> Acceptance:
+    """The executor's acknowledgement of ``lease``: the write is running in it now."""
+    return await asyncio.wait_for(lease.accepted(), 10)
+
+
 def _running(stats: dict[int, ProcStat]) -> list[int]:
     out = []
     for pid, stat in stats.items():
@@ -92,8 +99,7 @@ async def test_hung_write_is_killed_at_its_deadline_and_the_spare_takes_over(
     write = asyncio.create_task(
         pool.run("conn-0", f"{T}:hang_in_python", kwargs={"marker": str(marker)}, timeout=1.0)
     )
-    while not marker.exists():
-        await asyncio.sleep(0.01)
+    await wait_until(marker.exists, 10, "the write hanging in its executor")
     pid = pool.current_pid("conn-0")
     assert pid is not None and pid == int(marker.read_text())
     hung_tree = tree(pid, scan(), session=pid)
@@ -135,8 +141,7 @@ async def test_cancelling_the_await_kills_the_executor(make_pool: MakePool, tmp_
     write = asyncio.create_task(
         pool.run("conn-0", f"{T}:hang_in_python", kwargs={"marker": str(marker)}, timeout=60)
     )
-    while not marker.exists():
-        await asyncio.sleep(0.01)
+    await wait_until(marker.exists, 10, "the write hanging in its executor")
     pid = int(marker.read_text())
     write.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -146,29 +151,35 @@ async def test_cancelling_the_await_kills_the_executor(make_pool: MakePool, tmp_
 
 
 async def test_one_task_never_writes_twice_at_once(make_pool: MakePool) -> None:
-    pool = await make_pool()
-    first = asyncio.create_task(
-        pool.run("conn-0", f"{T}:sleep", kwargs={"seconds": 0.5}, timeout=5)
-    )
-    await asyncio.sleep(0.1)
+    # Two executors that may both write: what makes a task's writes wait is its own gate,
+    # not a full pool.
+    pool = await make_pool(size=2, spares=0)
+    first = pool.submit("conn-0", f"{T}:sleep", kwargs={"seconds": 0.5}, timeout=5)
+    await _accepted(first)
     began = time.monotonic()
-    # The spare is idle, but this task's previous write still holds an executor.
+    # The other executor is idle, but this task's previous write still holds one: the next
+    # write waits for it to end.
     await pool.run("conn-0", f"{T}:whoami", timeout=5)
     assert time.monotonic() - began > 0.3 and first.done()
-    # Another task takes the spare at once.
-    other = asyncio.create_task(
-        pool.run("conn-0", f"{T}:sleep", kwargs={"seconds": 0.5}, timeout=5)
-    )
-    await asyncio.sleep(0.05)
+    assert await first == 0.5
+    # Past its acquire deadline, a second write of a busy task is refused...
+    other = pool.submit("conn-0", f"{T}:sleep", kwargs={"seconds": 2.0}, timeout=5)
+    holder = (await _accepted(other)).pid
     with pytest.raises(ExecutorUnavailable, match="previous write"):
         await pool.run("conn-0", f"{T}:whoami", timeout=5, acquire_timeout=0.1)
-    await other
+    # ...while another task takes the idle executor at once.
+    took = time.monotonic()
+    got = await pool.run("conn-1", f"{T}:whoami", timeout=5, acquire_timeout=1.0)
+    assert not other.done(), "conn-0's write ended early: the check proves nothing"
+    assert got["pid"] != holder and time.monotonic() - took < 1.0
+    assert pool.current_pid("conn-0") == holder
+    assert await other == 2.0
 
 
 async def test_waiting_for_a_free_executor_is_bounded(make_pool: MakePool) -> None:
     pool = await make_pool(spares=0)
-    busy = asyncio.create_task(pool.run("a", f"{T}:sleep", kwargs={"seconds": 1.0}, timeout=5))
-    await asyncio.sleep(0.1)
+    busy = pool.submit("a", f"{T}:sleep", kwargs={"seconds": 1.0}, timeout=5)
+    await _accepted(busy)
     with pytest.raises(ExecutorUnavailable, match="1 busy"):
         await pool.run("b", f"{T}:whoami", timeout=5, acquire_timeout=0.2)
     assert await busy == 1.0
@@ -179,9 +190,9 @@ async def test_idle_executor_without_heartbeat_is_replaced(make_pool: MakePool) 
     pool = await make_pool(spares=0)
     (victim,) = pool.snapshot()
     os.kill(victim.pid, signal.SIGSTOP)  # alive, but its heartbeats stop
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(e.pid == victim.pid for e in pool.snapshot()):
-        await asyncio.sleep(0.05)
+    await wait_until(
+        lambda: all(e.pid != victim.pid for e in pool.snapshot()), 10, "the silent one removed"
+    )
     assert read_stat(victim.pid) is None
     assert "heartbeat" in (pool.status().problem or "")
     await pool.wait_ready(1, timeout=30)
@@ -193,8 +204,8 @@ async def test_close_finishes_running_writes_then_kills_everything(
 ) -> None:
     pool = await make_pool()
     pids = [e.pid for e in pool.snapshot()]
-    write = asyncio.create_task(pool.run("a", f"{T}:sleep", kwargs={"seconds": 0.3}, timeout=5))
-    await asyncio.sleep(0.05)
+    write = pool.submit("a", f"{T}:sleep", kwargs={"seconds": 0.3}, timeout=5)
+    await _accepted(write)  # running when the close comes
     await pool.close(graceful_timeout=5)
     assert await write == 0.3
     assert all(read_stat(p) is None for p in pids)
@@ -206,13 +217,13 @@ async def test_close_finishes_running_writes_then_kills_everything(
 
 async def test_close_kills_writes_past_the_graceful_deadline(make_pool: MakePool) -> None:
     pool = await make_pool(spares=0)
-    write = asyncio.create_task(pool.run("a", f"{T}:hang_in_python", timeout=60))
-    await asyncio.sleep(0.2)
-    pid = pool.current_pid("a")
+    write = pool.submit("a", f"{T}:hang_in_python", timeout=60)
+    pid = (await _accepted(write)).pid
+    assert pool.current_pid("a") == pid
     await pool.close(graceful_timeout=0.2)
     with pytest.raises(PoolClosed):
         await write
-    assert pid is not None and read_stat(pid) is None
+    assert read_stat(pid) is None
 
 
 def test_the_pool_runs_under_uvloop(tmp_path: Path) -> None:

@@ -9,8 +9,10 @@ from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import Any
 
+import prometheus_client
 import pyarrow as pa
 import pytest
+from support.daemon import wait_until
 
 from daemon.connectors.api import TaskId
 from daemon.connectors.records import TopicPartition
@@ -64,6 +66,29 @@ def _value(m: Metrics, name: str, **labels: str) -> float | None:
     return m.registry.get_sample_value(name, labels)
 
 
+def _samples(registry: prometheus_client.CollectorRegistry, *names: str) -> dict[Any, float]:
+    """Every sample of the metric families ``names`` (all of ``connectd_*`` without names):
+    ``{(sample name, sorted labels): value}``, so a test can say exactly what was recorded."""
+    out: dict[Any, float] = {}
+    for family in registry.collect():
+        if (names and family.name not in names) or not family.name.startswith("connectd_"):
+            continue
+        for sample in family.samples:
+            if sample.name.endswith("_created"):
+                continue  # prometheus-client's creation timestamps: not a recorded value
+            out[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return out
+
+
+def _kills(m: Metrics) -> dict[str, float]:
+    """``connectd_executor_kills_total`` by reason."""
+    return {
+        dict(labels)["reason"]: value
+        for (name, labels), value in _samples(m.registry, "connectd_executor_kills").items()
+        if name == "connectd_executor_kills_total"
+    }
+
+
 def test_task_labels_split_connects_task_id() -> None:
     assert task_labels(str(TaskId("my-sink", 12))) == ("my-sink", 12)
     assert task_labels("odd") == ("odd", 0)
@@ -80,6 +105,10 @@ async def test_a_successful_write_counts_its_rows_and_duration() -> None:
     assert _value(m, "connectd_write_seconds_count", **task) == 2
     assert (_value(m, "connectd_write_seconds_sum", **task) or 0) >= 0.02
     assert m.totals() == (0, 3)
+    # Under the task's own labels only (the task id split at its last "-"), and no kill.
+    written = _samples(m.registry, "connectd_records_written")
+    assert written == {("connectd_records_written_total", tuple(sorted(task.items()))): 3.0}
+    assert _kills(m) == {}
 
 
 async def test_a_write_deadline_counts_a_kill_and_no_rows() -> None:
@@ -87,8 +116,9 @@ async def test_a_write_deadline_counts_a_kill_and_no_rows() -> None:
     binding = ExecutorBinding(FakePool("timeout"), "c-0", 5.0, metrics=m)
     with pytest.raises(WriteTimeout):
         await binding.run_in_executor("mod:fn", pa.table({"x": [1]}), timeout=1)
-    assert _value(m, "connectd_executor_kills_total", reason="write deadline") == 1
-    assert _value(m, "connectd_records_written_total", connector="c", task="0") is None
+    assert _kills(m) == {"write deadline": 1.0}
+    assert _samples(m.registry, "connectd_records_written", "connectd_write_seconds") == {}
+    assert m.totals() == (0, 0)
 
 
 @pytest.mark.parametrize("stop_sequence", [False, True])
@@ -99,20 +129,36 @@ async def test_a_cancelled_write_counts_a_kill_unless_the_stop_sequence_did_it(
     pool = FakePool("hang")
     binding = ExecutorBinding(pool, "c-0", 5.0, metrics=m)
     write = asyncio.ensure_future(binding.run_in_executor("mod:fn", None, timeout=0))
-    await asyncio.wait_for(pool.started.wait(), 5)
-    await asyncio.sleep(0.01)  # the binding's watch has seen the executor
+    # An executor holds the write (the fake leases this process), so cancelling kills it.
+    await wait_until(lambda: binding.current_pid() == os.getpid(), 5, "the write leased")
     if stop_sequence:
         binding.close("graceful stop timed out")  # the slot counts this one as "task stop"
     write.cancel()
     with pytest.raises(asyncio.CancelledError):
         await write
-    expected = None if stop_sequence else 1.0
-    assert _value(m, "connectd_executor_kills_total", reason="write cancelled") == expected
+    assert binding.current_pid() is None
+    assert _kills(m) == ({} if stop_sequence else {"write cancelled": 1.0})
+    assert _samples(m.registry, "connectd_records_written", "connectd_write_seconds") == {}
 
 
 async def test_without_metrics_nothing_is_recorded() -> None:
+    """A binding without ``Metrics`` records nowhere: not in prometheus-client's global
+    registry either (each ``Metrics`` has its own), whatever the write's outcome."""
+    before = _samples(prometheus_client.REGISTRY)
     binding = ExecutorBinding(FakePool("ok"), "c-0", 5.0)
-    assert await binding.run_in_executor("mod:fn", None, timeout=0) == "done"
+    assert await binding.run_in_executor("mod:fn", pa.table({"x": [1, 2]}), timeout=0) == "done"
+    with pytest.raises(WriteTimeout):
+        await ExecutorBinding(FakePool("timeout"), "c-0", 5.0).run_in_executor(
+            "mod:fn", None, timeout=1
+        )
+    pool = FakePool("hang")
+    hung = ExecutorBinding(pool, "c-0", 5.0)
+    write = asyncio.ensure_future(hung.run_in_executor("mod:fn", None, timeout=0))
+    await wait_until(lambda: hung.current_pid() == os.getpid(), 5, "the write leased")
+    write.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await write
+    assert _samples(prometheus_client.REGISTRY) == before == {}
 
 
 def _state(highwater: int | None, position: int | None) -> SimpleNamespace:

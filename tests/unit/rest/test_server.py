@@ -116,10 +116,14 @@ async def test_a_taken_port_fails_naming_the_listener_and_binds_nothing() -> Non
 async def test_close_finishes_requests_in_flight_then_refuses() -> None:
     worker = FakeWorker()
     original = worker.pause_connector
+    in_flight = asyncio.Event()
+    finished: list[str] = []
 
     async def slow_pause(name: str) -> None:
-        await asyncio.sleep(0.3)
+        in_flight.set()
+        await asyncio.sleep(0.3)  # the slow request that close must wait for (not a sync)
         await original(name)
+        finished.append(name)
 
     worker.pause_connector = slow_pause  # type: ignore[method-assign]
     settings = local_settings()
@@ -130,9 +134,11 @@ async def test_close_finishes_requests_in_flight_then_refuses() -> None:
         client = Client(session)
         await client.create("c")
         pending = asyncio.create_task(client.call("PUT", "/connectors/c/pause"))
-        await asyncio.sleep(0.1)
+        await asyncio.wait_for(in_flight.wait(), 10)  # the request is being handled
         await server.close()
-        assert (await pending).status == 202
+        # close returned only after the handler finished, and its answer was sent.
+        assert finished == ["c"]
+        assert (await asyncio.wait_for(pending, 10)).status == 202
     async with aiohttp.ClientSession() as session:
         with pytest.raises(aiohttp.ClientConnectorError):
             await session.get(url + "/health")

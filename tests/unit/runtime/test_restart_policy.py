@@ -9,6 +9,7 @@ from datetime import timedelta
 from types import SimpleNamespace
 
 import pytest
+from support.daemon import wait_until
 
 from daemon.config import parse_connector
 from daemon.errors import (
@@ -200,7 +201,8 @@ async def test_what_is_not_retried_stays_with_a_note() -> None:
     disabled = AutoRestarter("Task c-0", "POST x", RestartPolicy(enabled=False), clock)
     assert not disabled.failed(RuntimeError("x"), action)
     assert disabled.note is not None and "errors.restart.enabled=false" in disabled.note
-    await asyncio.sleep(0)
+    assert not auto.pending and not disabled.pending  # nothing was scheduled
+    await asyncio.sleep(0)  # (a restart scheduled "now" would have run its action here)
     assert called == []
 
 
@@ -214,15 +216,19 @@ async def test_a_pending_restart_can_be_cancelled_and_shows_when_it_comes() -> N
         auto.begin()
 
     auto.failed(RuntimeError("x"), action)
-    await asyncio.sleep(0.01)
-    assert auto.count == 1 and called == [1]
+    await wait_until(lambda: called == [1] and not auto.pending, 5, "the first restart, at once")
+    assert auto.count == 1
     auto.failed(RuntimeError("x"), action)
     status = auto.status()
     assert status.next_restart is not None and status.next_restart > (status.last_restart or "")
     assert auto.pending
+    waiting = auto._pending  # the timer task: after cancel() it must end without the restart
+    assert waiting is not None
     auto.cancel()
-    await asyncio.sleep(0.01)
-    assert not auto.pending and called == [1] and auto.status().next_restart is None
+    assert not auto.pending and auto.status().next_restart is None
+    done, _ = await asyncio.wait([waiting], timeout=5)
+    assert done == {waiting} and waiting.cancelled()  # so its action can never run
+    assert called == [1] and auto.count == 1
 
 
 async def test_scaled_clock_runs_faster() -> None:

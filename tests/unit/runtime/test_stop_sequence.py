@@ -18,7 +18,7 @@ import pytest
 from daemon.connectors.api import TaskId
 from daemon.errors import StopFailed
 from daemon.executor.process import read_stat
-from daemon.runtime.stop import stop_incarnation
+from daemon.runtime.stop import StopReport, stop_incarnation
 
 
 class StandIn:
@@ -96,8 +96,10 @@ async def test_graceful_stop_needs_no_kill(caplog: pytest.LogCaptureFixture) -> 
     try:
         with caplog.at_level(logging.INFO):
             report = await _stop(inc)
-        assert report.graceful and report.killed_pid is None
+        assert report == StopReport("conn-0", 7, True, report.seconds)  # no kill, no tree
+        assert report.seconds < 0.2  # it ended when asked, not at the graceful deadline
         assert inc.closed_gracefully
+        assert read_stat(inc.executor.pid) is not None  # a graceful stop kills nothing
         assert "stopped gracefully" in caplog.text
     finally:
         inc.cleanup()
@@ -112,8 +114,12 @@ async def test_hung_task_is_killed_and_reaped_before_return(
         with caplog.at_level(logging.INFO):
             report = await _stop(inc, graceful=0.3)
         assert not report.graceful
-        assert report.killed_pid == pid and pid in report.tree
+        assert (report.task, report.epoch) == ("conn-0", 7)
+        assert report.killed_pid == pid and report.tree == (pid,)  # `sleep` has no children
         assert report.reap_seconds is not None and report.reap_seconds < 2.0
+        # The kill came at the graceful deadline (0.3 s), the reap after it.
+        assert 0.3 <= report.seconds < 0.3 + 2.0
+        assert report.seconds >= report.reap_seconds
         assert read_stat(pid) is None  # gone from /proc when the sequence returns
         assert "timed out after 300 ms; killed executor pid" in caplog.text
         assert "reaped in" in caplog.text
@@ -140,11 +146,21 @@ async def test_a_coroutine_that_swallows_cancellation_is_stop_failed() -> None:
         inc.cleanup()
 
 
-async def test_stopping_an_ended_incarnation_is_a_no_op() -> None:
+async def test_stopping_an_ended_incarnation_is_a_no_op(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     inc = StandIn("graceful")
     try:
         await _stop(inc)
-        report = await _stop(inc)
-        assert report.graceful
+        assert inc.done
+        caplog.clear()
+        with caplog.at_level(logging.INFO):
+            report = await _stop(inc, graceful=5.0)
+        # Graceful, nothing killed, no tree walked, no reap, and no wait for the (5 s)
+        # graceful deadline: the incarnation had already ended.
+        assert report == StopReport("conn-0", 7, True, report.seconds)
+        assert report.seconds < 1.0
+        assert "Stopping task" not in caplog.text  # nothing to stop, so not logged as a stop
+        assert read_stat(inc.executor.pid) is not None  # and its (stand-in) executor untouched
     finally:
         inc.cleanup()
