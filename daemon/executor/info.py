@@ -2,12 +2,23 @@
 
 Plain frozen dataclasses, cheap to take from the event loop (``ExecutorPool.snapshot()``,
 ``ExecutorPool.status()``); the REST status API and the metrics exporter read them.
+
+``PoolEvents`` (``ExecutorPool.events``) records, with monotonic times, when an executor was
+leased to a task's write and when an executor was reaped: the order of the two is the pool's
+half of the invariant (a task id's next write goes to an executor only after the previous
+one's executor is reaped), and tests check it from this record instead of inferring it.
 """
 
 from __future__ import annotations
 
 import enum
+import logging
+import threading
+import time
+from collections import deque
 from dataclasses import dataclass
+
+log = logging.getLogger("connectd.executor")
 
 
 class ExecutorState(enum.StrEnum):
@@ -60,3 +71,73 @@ class PoolStatus:
     backoff_seconds: float
     problem: str | None
     cds_archive: str | None
+
+
+class PoolEventKind(enum.StrEnum):
+    LEASED = "leased"  # an executor was handed a write for ``task_id``
+    REAPED = "reaped"  # waitpid returned for the executor and no process of its tree runs
+    REAP_FAILED = "reap_failed"  # the kill ended with processes of the tree still running
+
+
+@dataclass(frozen=True)
+class PoolEvent:
+    """One lease or reap. ``at`` is ``time.monotonic()`` when the pool recorded it: for a lease,
+    before the write is sent; for a reap, after ``waitpid`` returned and the tree was confirmed
+    gone (so a reap's ``at`` is never earlier than the reap itself). The clock is system-wide,
+    comparable across threads and processes."""
+
+    kind: PoolEventKind
+    at: float
+    executor: int
+    pid: int
+    task_id: str | None  # the task the executor was writing for, if any
+    detail: str = ""
+
+
+class PoolEvents:
+    """The pool's most recent leases and reaps, in the order they happened (bounded). The
+    pool records on its event loop; any thread may read (a lock guards the deque)."""
+
+    def __init__(self, maxlen: int = 4096) -> None:
+        self._events: deque[PoolEvent] = deque(maxlen=maxlen)
+        self._lock = threading.Lock()
+        self._last_task: dict[int, str] = {}  # executor -> the task of its last lease
+
+    def record(self, event: PoolEvent) -> None:
+        with self._lock:
+            self._events.append(event)
+
+    def _now(
+        self, kind: PoolEventKind, executor: int, pid: int, task_id: str | None, detail: str = ""
+    ) -> float:
+        at = time.monotonic()
+        self.record(PoolEvent(kind, at, executor, pid, task_id, detail))
+        return at
+
+    def leased(self, executor: int, pid: int, task_id: str) -> None:
+        """``executor`` is handed a write for ``task_id`` (recorded before the write is sent)."""
+        at = self._now(PoolEventKind.LEASED, executor, pid, task_id)
+        # Once per executor and task at INFO (a restarted task's first write shows in the log,
+        # with the time to order it after the predecessor's reap); every write at DEBUG.
+        first = self._last_task.get(executor) != task_id
+        self._last_task[executor] = task_id
+        log.log(
+            logging.INFO if first else logging.DEBUG,
+            "executor %d (pid %d) leased to task %s at monotonic %.6f",
+            *(executor, pid, task_id, at),
+        )
+
+    def reaped(self, executor: int, pid: int, task_id: str | None, report: str) -> None:
+        """``waitpid`` returned for ``executor`` and no process of its tree runs."""
+        self._last_task.pop(executor, None)
+        at = self._now(PoolEventKind.REAPED, executor, pid, task_id, report)
+        log.info("executor %d (pid %d) reaped at monotonic %.6f: %s", executor, pid, at, report)
+
+    def reap_failed(self, executor: int, pid: int, task_id: str | None, why: str) -> None:
+        """The kill of ``executor`` ended with processes of its tree running, or not at all."""
+        self._last_task.pop(executor, None)
+        self._now(PoolEventKind.REAP_FAILED, executor, pid, task_id, why)
+
+    def snapshot(self) -> list[PoolEvent]:
+        with self._lock:
+            return list(self._events)

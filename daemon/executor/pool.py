@@ -37,7 +37,7 @@ from daemon.errors import (
 from daemon.executor import handoff, protocol
 from daemon.executor.gates import TaskGates
 from daemon.executor.handle import ExecutorProcess
-from daemon.executor.info import ExecutorInfo, ExecutorState, PoolStatus
+from daemon.executor.info import ExecutorInfo, ExecutorState, PoolEvents, PoolStatus
 from daemon.executor.lease import WriteLease, WriteSignals
 from daemon.executor.process import KillReport
 from daemon.executor.protocol import WriteFunction, function_ref
@@ -168,6 +168,12 @@ class ExecutorPool:
         the archive builder); their JVMs and workers are their descendants."""
         return self._sup.pids()
 
+    @property
+    def events(self) -> PoolEvents:
+        """Leases and reaps, in order, with monotonic times (``daemon.executor.info``); any
+        thread may read ``events.snapshot()``."""
+        return self._sup.events
+
     def current_pid(self, task_id: str) -> int | None:
         """The pid of the executor writing for ``task_id`` now, if any."""
         write = self._by_task.get(task_id)
@@ -293,6 +299,7 @@ class ExecutorPool:
         ex.task_id, ex.seq = task_id, seq
         signals = write.signals = WriteSignals(seq, loop)
         self._by_task[task_id] = write
+        self._sup.events.leased(ex.ident, ex.pid, task_id)
         self._sup.notify()
         try:
             try:

@@ -17,7 +17,7 @@ import fcntl
 import os
 import signal
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 PR_SET_PDEATHSIG = 1
@@ -257,6 +257,26 @@ def _signal(pid: int, sig: int) -> None:
         os.kill(pid, sig)
 
 
+#: The test seam of ``kill_tree`` (``set_kill_hook``): leader pid -> hook. Empty in production.
+_kill_hooks: dict[int, Callable[[], bool]] = {}
+
+
+def set_kill_hook(leader: int, hook: Callable[[], bool] | None) -> None:
+    """TEST SEAM, never used by connectd itself: make ``kill_tree(leader)`` call ``hook()`` in
+    its thread before it signals anything (``None`` removes the hook).
+
+    The hook may block: the kill, and so the reap, hangs until the test lets it go. If it
+    returns False, nothing is signalled and the report lists ``leader`` as still running: a
+    kill that did not take (as for a process stuck in uninterruptible sleep). Tests use it to
+    check that nothing starts in the place of an executor whose reap is not confirmed; keyed by
+    pid so that it touches no other executor.
+    """
+    if hook is None:
+        _kill_hooks.pop(leader, None)
+    else:
+        _kill_hooks[leader] = hook
+
+
 def kill_tree(
     leader: int,
     *,
@@ -275,7 +295,10 @@ def kill_tree(
     Returns when no member runs any more, or at ``timeout`` with the survivors in ``leftovers``.
     """
     started = time.monotonic()
-    deadline = started + timeout
+    hook = _kill_hooks.get(leader)
+    if hook is not None and not hook():
+        return KillReport(leader, (leader,), None, time.monotonic() - started, leftovers=(leader,))
+    deadline = time.monotonic() + timeout
     me, my_pgid = os.getpid(), os.getpgrp()
     # Zombies stay in the set too: the ones re-parented to us must be reaped.
     targets: dict[int, ProcStat] = {s.pid: s for s in known if _same(s)}

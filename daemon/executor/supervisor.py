@@ -30,7 +30,7 @@ from daemon.errors import ExecutorDied, ExecutorError, ExecutorStartFailed, Pool
 from daemon.executor import cds, launch, process, protocol
 from daemon.executor.backoff import StartBackoff
 from daemon.executor.handle import ExecutorProcess
-from daemon.executor.info import ExecutorInfo, ExecutorState, PoolStatus
+from daemon.executor.info import ExecutorInfo, ExecutorState, PoolEvents, PoolStatus
 from daemon.executor.process import KillReport
 from daemon.executor.settings import PoolSettings
 
@@ -74,6 +74,8 @@ class Supervisor:
         self.handoff = self._launcher.handoff
         self._builder: ExecutorProcess | None = None
         self._build_requested = False
+        #: Leases (recorded by the pool) and reaps, in order, with monotonic times.
+        self.events = PoolEvents()
 
     # -- start ------------------------------------------------------------------------------
 
@@ -299,13 +301,20 @@ class Supervisor:
         return task
 
     def _gone(self, ex: ExecutorProcess, task: asyncio.Task[KillReport]) -> None:
+        # Runs before the task id's gate opens (``TaskGates.leave`` hooks the same kill task
+        # later), so the reap is recorded before any next lease for the task.
         self._executors.pop(ex.ident, None)
-        if not task.cancelled() and task.exception() is None:
+        if task.cancelled() or task.exception() is not None:
+            why = "cancelled" if task.cancelled() else repr(task.exception())
+            self.events.reap_failed(ex.ident, ex.pid, ex.task_id, f"the kill did not end: {why}")
+        else:
             report = task.result()
-            log.info("executor %d reaped: %s", ex.ident, report)
             if report.leftovers:
                 self._problem = f"processes still running after kill: {list(report.leftovers)}"
+                self.events.reap_failed(ex.ident, ex.pid, ex.task_id, self._problem)
                 log.error("executor %d: %s", ex.ident, self._problem)
+            else:
+                self.events.reaped(ex.ident, ex.pid, ex.task_id, report.describe())
         self.notify()
         self._fill()
 

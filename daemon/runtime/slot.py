@@ -4,6 +4,10 @@
 sends every end through the stop sequence, and starts a new incarnation only after the old one is
 reaped. If the stop sequence cannot confirm the reap (``StopFailed``), the old incarnation stays
 in the slot as a suspected zombie: no new one starts until a later attempt confirms it is gone.
+That holds for every way in: ``restart`` (and the automatic restart) run the stop sequence again
+first, and ``start`` (what a connector calls for slots without a live incarnation) refuses while
+the failure stands, also when the old coroutine has ended but its executor was not confirmed
+reaped.
 
 An incarnation that fails on its own (or cannot be created) is restarted by the slot's
 ``AutoRestarter`` (``daemon.runtime.restart``) through exactly the path of a restart by hand:
@@ -23,7 +27,7 @@ from daemon.runtime.executors import Executors
 from daemon.runtime.model import State, TaskStatus
 from daemon.runtime.restart import REAL_CLOCK, AutoRestarter, Clock, RestartPolicy
 from daemon.runtime.steps import TaskMetrics, TaskSettings
-from daemon.runtime.stop import StopReport, stop_incarnation
+from daemon.runtime.stop import StopReport, stop_incarnation, suspect_of
 from daemon.runtime.task import Incarnation
 from daemon.storage.epochs import EpochStore
 
@@ -124,6 +128,13 @@ class TaskSlot:
     async def _start(self) -> None:
         if self.inc is not None and not self.inc.done:
             raise RuntimeError(f"task {self.id} already has a live incarnation")
+        if self._stop_failure is not None:
+            # The coroutine may have ended while its executor was not confirmed reaped: only a
+            # stop sequence that confirms it (``_restart``) clears this.
+            raise StopFailed(
+                f"task {self.id}: no new incarnation starts while the previous one is not"
+                f" confirmed reaped ({self._stop_failure}); a restart retries the reap"
+            )
         self._halted = False
         try:
             async with asyncio.timeout(self.epoch_timeout):
@@ -155,6 +166,7 @@ class TaskSlot:
                 graceful_timeout=self.graceful_timeout,
                 kill_timeout=self.kill_timeout,
                 reason=reason,
+                suspect=suspect_of(self._stop_failure),
             )
         except StopFailed as exc:
             self._stop_failure = exc

@@ -30,6 +30,16 @@ from daemon.runtime.task import Incarnation
 log = logging.getLogger("connectd.stop")
 
 
+class ReapUnconfirmed(StopFailed):
+    """``StopFailed`` that remembers the executor it could not confirm gone (``suspect``: its
+    /proc entry when the kill came), so that a later attempt checks that very process again
+    even when the pool no longer tracks it."""
+
+    def __init__(self, message: str, suspect: ProcStat | None) -> None:
+        super().__init__(message)
+        self.suspect = suspect
+
+
 @dataclass(frozen=True)
 class StopReport:
     """What one run of the stop sequence did."""
@@ -67,7 +77,12 @@ def _walk(pid: int) -> dict[int, ProcStat]:
 
 
 async def stop_incarnation(
-    inc: Incarnation, *, graceful_timeout: float, kill_timeout: float, reason: str
+    inc: Incarnation,
+    *,
+    graceful_timeout: float,
+    kill_timeout: float,
+    reason: str,
+    suspect: ProcStat | None = None,
 ) -> StopReport:
     """Run the stop sequence on ``inc``; returns once its executor is reaped.
 
@@ -79,6 +94,9 @@ async def stop_incarnation(
     the executor it saw writing is gone. If that cannot be confirmed within ``kill_timeout``
     after the kill, it raises ``StopFailed`` and the caller must not start a new incarnation
     (``TaskSlot._restart`` does not). Safe to call on an incarnation that already ended.
+
+    ``suspect`` is the executor an earlier attempt could not confirm gone
+    (``ReapUnconfirmed.suspect``): this attempt succeeds only once that process, too, is gone.
     """
     started = time.monotonic()
     task = str(inc.id)
@@ -91,7 +109,7 @@ async def stop_incarnation(
     except TimeoutError:
         pass
     if inc.done:
-        await _confirm_released(inc, None, kill_timeout)
+        await _confirm_released(inc, [suspect], kill_timeout)
         report = StopReport(task, inc.epoch, True, time.monotonic() - started)
         if inc.failure is None:
             log.info(report.describe(graceful_timeout))
@@ -107,13 +125,20 @@ async def stop_incarnation(
         async with asyncio.timeout(kill_timeout):
             await inc.wait()
     except TimeoutError:
-        raise StopFailed(
+        writing = (
+            f"; executor pid {pid} was writing for it and is not confirmed reaped"
+            if pid is not None
+            else ""
+        )
+        raise ReapUnconfirmed(
             f"task {task} (epoch {inc.epoch}) did not end within {kill_timeout:g} s after it was"
-            " cancelled (a callback that swallows cancellation, or a blocked event loop);"
-            " no new incarnation is started while it may still run"
+            " cancelled (a callback that swallows cancellation, a blocked event loop, or a kill"
+            f" that does not finish){writing}; no new incarnation is started while it may still"
+            " run",
+            _leader(members, pid, suspect),
         ) from None
-    leader = members.get(pid) if pid is not None else None
-    await _confirm_released(inc, leader, kill_timeout - (time.monotonic() - killed_at))
+    leader = _leader(members, pid, suspect)
+    await _confirm_released(inc, [leader, suspect], kill_timeout - (time.monotonic() - killed_at))
     report = StopReport(
         task,
         inc.epoch,
@@ -127,24 +152,51 @@ async def stop_incarnation(
     return report
 
 
-async def _confirm_released(inc: Incarnation, leader: ProcStat | None, budget: float) -> None:
-    """Step 4: the pool holds no executor for the task id, and ``leader`` (the executor that
-    was writing when the kill came) no longer runs, as /proc shows."""
+def suspect_of(failure: StopFailed | None) -> ProcStat | None:
+    """The executor an earlier ``StopFailed`` could not confirm gone, if it names one."""
+    return failure.suspect if isinstance(failure, ReapUnconfirmed) else None
+
+
+def _leader(
+    members: dict[int, ProcStat], pid: int | None, suspect: ProcStat | None
+) -> ProcStat | None:
+    """The executor to confirm gone: the one writing when the kill came, else the suspect."""
+    leader = members.get(pid) if pid is not None else None
+    return leader if leader is not None else suspect
+
+
+def _running(stats: list[ProcStat | None]) -> list[ProcStat]:
+    """Those of ``stats`` that still run (same pid and start time, not a zombie)."""
+    return [s for s in dict.fromkeys(stats) if s is not None and still_running(s)]
+
+
+async def _confirm_released(
+    inc: Incarnation, executors: list[ProcStat | None], budget: float
+) -> None:
+    """Step 4: the pool holds no executor for the task id, and none of ``executors`` (the one
+    writing when the kill came, one an earlier attempt suspected) runs, as /proc shows.
+
+    A zombie counts as ended: it runs nothing and holds no memory. The pool waits for its
+    executors (``waitpid``) before it lets the task id go, which the holder check covers."""
     deadline = time.monotonic() + max(budget, 0.5)
     while True:
         holder = inc.binding.current_pid()
-        alive = leader is not None and await asyncio.to_thread(still_running, leader)
+        alive = await asyncio.to_thread(_running, executors)
         if holder is None and not alive:
             return
         if time.monotonic() >= deadline:
             what = []
             if holder is not None:
                 what.append(f"the pool still has executor pid {holder} writing for it")
-            if alive and leader is not None:
-                stat = read_stat(leader.pid)
-                what.append(f"executor pid {leader.pid} still runs (state {stat and stat.state})")
-            raise StopFailed(
+            for stat in alive:
+                now = read_stat(stat.pid)
+                what.append(f"executor pid {stat.pid} still runs (state {now and now.state})")
+            # Who a later attempt must find gone, even if the pool lets go of it meanwhile.
+            held = read_stat(holder) if holder is not None else None
+            suspect = next(iter(alive), held or next((s for s in executors if s), None))
+            raise ReapUnconfirmed(
                 f"task {inc.id} (epoch {inc.epoch}) could not be reaped: {'; '.join(what)};"
-                " no new incarnation is started while it may still write"
+                " no new incarnation is started while it may still write",
+                suspect,
             )
         await asyncio.sleep(0.02)

@@ -2,13 +2,18 @@
 restarted, and its executor is killed and reaped before the new incarnation starts.
 
 In Kafka Connect every restart of the hung task leaves one more thread blocked on the latch.
-Here, after each restart: the call returned only once the old executor was gone from /proc,
-the status shows a larger ``incarnation``, and at no sampled instant were two processes alive
-that blocked for task 0. Real Spark executors (each kill takes the executor's JVM with it).
+Here, after each restart: the call returned only once the old executor was reaped (its /proc
+entry gone: a zombie, not yet waited for, does not count as gone), the status shows a larger
+``incarnation``, and at no sampled instant were two processes present that blocked for task 0.
+The order itself is read from the pool's event log (``ExecutorPool.events``), not inferred from
+sampling: for every restart, the old executor's reap (``waitpid`` returned, tree confirmed gone)
+is recorded strictly before the next incarnation's executor is leased its write. Real Spark
+executors (each kill takes the executor's JVM with it).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 import threading
@@ -21,12 +26,14 @@ from support.daemon import DaemonFactory, wait_until, worker_properties
 from support.kafka_fixtures import TopicFactory
 from support.spark import ThreadedPool
 
+from daemon.executor.info import PoolEvent, PoolEventKind
 from daemon.executor.process import read_stat
 from daemon.runtime.model import State
 
 pytestmark = pytest.mark.integration
 
 BLOCK = re.compile(r"Starting to block in executor pid (\d+) for task (\S+)")
+TASK = "sink-hang-connector-0"
 
 
 class BlockLines(logging.Handler):
@@ -50,7 +57,8 @@ class BlockLines(logging.Handler):
 
 
 class Census:
-    """Samples /proc every few ms: how many of the task's blocked executors are alive at once."""
+    """Samples /proc every few ms: how many of the task's blocked executors are present at once
+    (running, or a zombie nobody has waited for yet: both are not reaped)."""
 
     def __init__(self, lines: BlockLines) -> None:
         self.lines = lines
@@ -63,8 +71,7 @@ class Census:
         while not self._stop.is_set():
             alive = 0
             for pid in set(self.lines.seen()):
-                stat = read_stat(pid)
-                alive += stat is not None and stat.running
+                alive += read_stat(pid) is not None
             self.most = max(self.most, alive)
             self.samples += 1
             self._stop.wait(0.005)
@@ -80,7 +87,7 @@ class Census:
 
 @pytest.fixture
 def block_lines() -> Iterator[BlockLines]:
-    handler = BlockLines("sink-hang-connector-0")
+    handler = BlockLines(TASK)
     logger = logging.getLogger("connectd.connectors.testing")
     logger.addHandler(handler)
     try:
@@ -90,8 +97,24 @@ def block_lines() -> Iterator[BlockLines]:
 
 
 def _gone(pid: int) -> bool:
-    stat = read_stat(pid)
-    return stat is None or not stat.running
+    """Reaped: no /proc entry. A zombie (state Z) has ended but is not reaped: not gone."""
+    return read_stat(pid) is None
+
+
+def _check_order(events: list[PoolEvent], pids: list[int]) -> None:
+    """The task's leases and reaps alternate, executor by executor: lease(p0), reap(p0),
+    lease(p1), reap(p1), ..., lease(pn); each reap strictly earlier than the next lease."""
+    mine = [e for e in events if e.task_id == TASK]
+    assert not [e for e in mine if e.kind is PoolEventKind.REAP_FAILED], mine
+    got = [(e.kind, e.pid) for e in mine]
+    want = [(PoolEventKind.LEASED, pids[0])]
+    for old, new in itertools.pairwise(pids):
+        want += [(PoolEventKind.REAPED, old), (PoolEventKind.LEASED, new)]
+    assert got == want, f"events for {TASK}: {got}"
+    for i, (reap, lease) in enumerate(zip(mine[1::2], mine[2::2], strict=True)):
+        assert reap.at < lease.at, (
+            f"restart {i}: executor {lease.pid} leased before {reap.pid}'s reap"
+        )
 
 
 async def _restarts(
@@ -113,6 +136,7 @@ async def _restarts(
     worker = daemon.worker
     assert worker is not None
     name = "sink-hang-connector"
+    since = time.monotonic()  # the session pool's event log holds earlier tests' events too
     # The seed's connector file, with connectd's alias for the connector class.
     await worker.create_connector(
         name, {"connector.class": "HangSink", "tasks.max": "1", "topics": topic}
@@ -128,7 +152,7 @@ async def _restarts(
             began = time.monotonic()
             await worker.restart_task(name, 0)
             timings.append(time.monotonic() - began)
-            assert _gone(pid), f"restart {i}: old executor pid {pid} still runs"
+            assert _gone(pid), f"restart {i}: old executor pid {pid} not reaped: {read_stat(pid)}"
             status = worker.task_status(name, 0)
             assert (status.incarnation or 0) > incarnation
             incarnation = status.incarnation or 0
@@ -141,6 +165,8 @@ async def _restarts(
     assert census.samples > 100
     assert census.most == 1, f"{census.most} executors blocked for task 0 at once"
     assert len(block_lines.seen()) == n + 1
+    events = [e for e in runtime_pool.pool.events.snapshot() if e.at >= since]
+    _check_order(events, block_lines.seen())
     print(f"\n{n} restarts of the hung task: {', '.join(f'{t:.2f}' for t in timings)} s")
 
 

@@ -1,8 +1,10 @@
 """``connectd standalone worker.properties hang-sink.properties`` as a real process, driven the
 way the seed demo drives Kafka Connect: curl-like REST calls, then SIGTERM.
 
-- ``POST /connectors/{c}/tasks/0/restart`` answers only after the old executor is gone from
-  /proc, and the status shows a larger ``incarnation`` and the new executor's pid;
+- ``POST /connectors/{c}/tasks/0/restart`` answers only after the old executor is reaped (its
+  /proc entry gone; a zombie is not), and the status shows a larger ``incarnation`` and the new
+  executor's pid; the daemon's log, whose pool lines carry monotonic times, shows for every
+  restart the old executor reaped strictly before the next incarnation's executor was leased;
 - a connector created at run time through REST is in the state file and comes back after a
   restart of the daemon, next to the one from the command line;
 - SIGTERM, with a task hung in its write, ends the daemon within the graceful timeout (plus the
@@ -13,6 +15,9 @@ way the seed demo drives Kafka Connect: curl-like REST calls, then SIGTERM.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
+import os
 import re
 import signal
 import time
@@ -29,6 +34,10 @@ pytestmark = pytest.mark.integration
 
 BLOCK = re.compile(r"Starting to block in executor pid (\d+) for task sink-hang-connector-0")
 NAME = "sink-hang-connector"
+# The pool's lease and reap lines (``daemon.executor.supervisor``), with monotonic times.
+POOL_EVENT = re.compile(
+    r"executor \d+ \(pid (\d+)\) (reaped|leased to task (\S+)) at monotonic (\d+\.\d+)"
+)
 GRACEFUL_MS = 1000
 
 
@@ -50,8 +59,37 @@ def _more(p: DaemonProcess, seen: int) -> Callable[[], list[int]]:
 
 
 def _gone(pid: int) -> bool:
+    """Reaped: no /proc entry. A zombie (state Z) has ended but is not reaped: not gone."""
+    return read_stat(pid) is None
+
+
+def _orphan_gone(pid: int) -> bool:
+    """For a daemon that exited: ``pid`` no longer runs. Its orphans were re-parented to this
+    process (a subreaper), so a zombie among them is ours to reap, not the dead daemon's."""
     stat = read_stat(pid)
-    return stat is None or not stat.running
+    if stat is not None and not stat.running and stat.ppid == os.getpid():
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        stat = read_stat(pid)
+    return stat is None
+
+
+def _check_order(log: str, pids: list[int]) -> None:
+    """From the daemon's log: task 0's leases and its executors' reaps alternate, lease(p0),
+    reap(p0), lease(p1), ..., lease(pn), each reap strictly earlier than the next lease."""
+    events: list[tuple[str, int, float]] = []
+    for m in POOL_EVENT.finditer(log):
+        pid, what, task, at = int(m[1]), m[2], m[3], float(m[4])
+        if what == "reaped" and pid in pids:
+            events.append(("reaped", pid, at))
+        elif task == f"{NAME}-0":
+            events.append(("leased", pid, at))
+    want = [("leased", pids[0])]
+    for old, new in itertools.pairwise(pids):
+        want += [("reaped", old), ("leased", new)]
+    assert [(kind, pid) for kind, pid, _ in events] == want, events
+    for reap, lease in zip(events[1::2], events[2::2], strict=True):
+        assert reap[2] < lease[2], f"executor {lease[1]} leased before {reap[1]} was reaped"
 
 
 async def _sigterm(p: DaemonProcess, within: float) -> float:
@@ -90,13 +128,14 @@ async def test_rest_restart_of_a_hung_task_then_sigterm(
         incarnation = body["tasks"][0]["incarnation"]
         code, _ = await asyncio.to_thread(p.rest, "POST", f"/connectors/{NAME}/tasks/0/restart")
         assert code == 204
-        assert _gone(old), f"restart {restart}: executor pid {old} still runs after the answer"
+        assert _gone(old), f"restart {restart}: executor pid {old} not reaped: {read_stat(old)}"
         _, body = p.rest("GET", f"/connectors/{NAME}/status")
         assert body["tasks"][0]["incarnation"] > incarnation
         assert body["tasks"][0]["state"] == "RUNNING"
         pids = await wait_until(_more(p, len(pids)), 240, "the new incarnation blocked")
         assert pids[-1] != old
     log = p.log()
+    _check_order(log, pids)
     assert f"timed out after {GRACEFUL_MS} ms; killed executor pid {pids[0]}" in log
     assert "reaped in" in log
 
@@ -123,5 +162,7 @@ async def test_rest_restart_of_a_hung_task_then_sigterm(
     await wait_until(lambda: "received: shutting down" in again.log(), 10, "the first SIGTERM")
     again.signal(signal.SIGTERM)
     assert await asyncio.to_thread(again.wait, 15.0) == 1
-    await wait_until(lambda: all(map(_gone, below)), 10, "the forced daemon's processes gone")
+    await wait_until(
+        lambda: all(map(_orphan_gone, below)), 10, "the forced daemon's processes gone"
+    )
     assert "received again: killing every executor" in again.log()

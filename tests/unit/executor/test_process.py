@@ -181,11 +181,10 @@ def test_parent_death_signal_kills_the_orphan() -> None:
         f"subprocess.Popen([sys.executable, '-c', {grandchild!r}])\n"
         "time.sleep(3600)\n"
     )
-    proc = subprocess.Popen([PY, "-c", middle], stdout=subprocess.PIPE)
-    assert proc.stdout is not None
-    pid = int(proc.stdout.readline())
-    proc.kill()
-    proc.wait()
+    with subprocess.Popen([PY, "-c", middle], stdout=subprocess.PIPE) as proc:
+        assert proc.stdout is not None
+        pid = int(proc.stdout.readline())
+        proc.kill()
     deadline = time.monotonic() + 2
     while time.monotonic() < deadline:
         stat = read_stat(pid)
