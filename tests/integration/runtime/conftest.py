@@ -32,3 +32,14 @@ def plain_pool() -> Iterator[ThreadedPool]:
     finally:
         pool.close()
         unregister()
+
+
+@pytest.fixture
+def warm_spark(runtime_pool: ThreadedPool) -> ThreadedPool:
+    """The session's Spark pool with both executors ready (size 1 + 1 spare).
+
+    An earlier test may have had one of them killed; its replacement is a JVM start (seconds to
+    a minute on a loaded machine). Waiting here keeps that out of the test's own deadlines.
+    """
+    runtime_pool.wait_ready(2)
+    return runtime_pool
