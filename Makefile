@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 
 export KAFKA_VERSION
 
-.PHONY: help venv check-java kafka-up kafka-down lint fmt test test-unit test-integration soak bench bench-executor bench-e2e bench-rest demo demo-down clean
+.PHONY: help venv check-java check-test-tools kafka-up kafka-down lint fmt test test-unit test-integration soak bench bench-executor bench-e2e bench-rest demo demo-down clean
 
 help:
 	@echo "make demo        run connectd on the example configs against a local broker"
@@ -37,6 +37,11 @@ check-java: $(STAMP)
 	@$(PY) -c 'from daemon.javacheck import find_java; j = find_java(); print(f"java {j.version} at {j.executable}")'
 	@command -v mvn >/dev/null || { echo "Maven is needed to fetch the Kafka broker jars: apt-get install maven" >&2; exit 69; }
 
+# Tools the tests call besides Python and Java; under CI a test that cannot run fails the run
+# (tests/conftest.py), so say what is missing before the long run starts.
+check-test-tools:
+	@command -v systemd-analyze >/dev/null || { echo "The unit-file tests need systemd-analyze: apt-get install systemd" >&2; exit 69; }
+
 kafka-up: check-java
 	@$(PY) dev/kafka/kafkactl.py up --port $(KAFKA_PORT)
 
@@ -53,10 +58,10 @@ fmt: $(STAMP)
 	$(VENV)/bin/ruff format daemon tests bench dev
 	$(VENV)/bin/ruff check --fix daemon tests bench dev
 
-test: lint check-java
+test: lint check-java check-test-tools
 	$(VENV)/bin/pytest -m "not soak" $(PYTEST_ARGS)
 
-test-unit: $(STAMP)
+test-unit: $(STAMP) check-test-tools
 	$(VENV)/bin/pytest tests/unit $(PYTEST_ARGS)
 
 test-integration: check-java

@@ -81,6 +81,16 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _say(message: str) -> None:
+    """The last word on stderr, after every log line logged so far and in one write, so a line
+    from the log writer thread never lands inside it."""
+    from daemon.logs import flush_logging
+
+    flush_logging()
+    sys.stderr.write(message + "\n")
+    sys.stderr.flush()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -101,13 +111,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             return passwd_main(args.args)
         return launch(args)
     except ConfigError as exc:
-        print(f"connectd: configuration error: {exc}", file=sys.stderr)
+        _say(f"connectd: configuration error: {exc}")
         return EX_CONFIG
     except (JavaUnavailable, ServiceUnavailable) as exc:
-        print(f"connectd: {exc}", file=sys.stderr)
+        _say(f"connectd: {exc}")
         return EX_UNAVAILABLE
     except ConnectdError as exc:
-        print(f"connectd: {exc}", file=sys.stderr)
+        _say(f"connectd: {exc}")
         return EX_SOFTWARE
     except KeyboardInterrupt:
         return EX_OK

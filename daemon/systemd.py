@@ -115,7 +115,6 @@ class Notifier:
     def __init__(self, address: str | bytes | None = None, watchdog_usec: int | None = None):
         self.address = address
         self.watchdog_usec = watchdog_usec if address is not None else None
-        self._sock: socket.socket | None = None
         self._warned = False
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -157,12 +156,14 @@ class Notifier:
         """Send ``text`` (newline-separated ``KEY=value`` lines) as one datagram; True if sent."""
         if self.address is None:
             return False
+        # A socket per message, as libsystemd's sd_notify does: messages are rare (a watchdog
+        # ping, a status line every few seconds), and no socket outlives the call, whoever
+        # forgets to call stop().
         try:
-            if self._sock is None:
-                self._sock = socket.socket(
-                    socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC
-                )
-            self._sock.sendto(text.encode(), self.address)
+            with socket.socket(
+                socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC
+            ) as sock:
+                sock.sendto(text.encode(), self.address)
             return True
         except OSError as exc:
             if not self._warned:
@@ -224,13 +225,10 @@ class Notifier:
         )
 
     async def stop(self) -> None:
-        """Cancel the coroutines and close the socket (a later message opens it again)."""
+        """Cancel the watchdog and status coroutines."""
         tasks, self._tasks = self._tasks, []
         for task in tasks:
             task.cancel()
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None

@@ -168,6 +168,8 @@ class DaemonProcess:
         ).rstrip(os.pathsep)
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
+        self.orphaned: dict[int, float] = {}
+        """Descendants the daemon had when a test SIGKILLed it: pytest's to reap at teardown."""
 
     @property
     def pid(self) -> int:
@@ -232,6 +234,11 @@ class DaemonProcess:
 
     def signal(self, sig: int) -> None:
         if self.proc is not None and self.proc.poll() is None:
+            if sig == signal.SIGKILL:
+                # A daemon killed outright reaps nothing: its executors die (parent-death
+                # signal) and come to pytest, the subreaper, whose zombies they stay until the
+                # teardown collects them (systemd's control group does it in production).
+                self.orphaned.update(_started(self.descendants()))
             os.kill(self.pid, sig)
 
     def wait(self, timeout: float) -> int:
@@ -250,6 +257,39 @@ class DaemonProcess:
         for pid in below:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
+        _reap_orphans(_started(below) | self.orphaned, deadline_s=10.0)
+
+
+def _started(pids: Collection[int]) -> dict[int, float]:
+    """Each pid with its start time (tells the process from a later one reusing its pid)."""
+    found = {}
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            found[pid] = psutil.Process(pid).create_time()
+    return found
+
+
+def _reap_orphans(tree: Mapping[int, float], deadline_s: float) -> None:
+    """Wait for the daemon's descendants killed with it (``tree``: pid → start time). With the
+    daemon gone they are re-parented to pytest (a subreaper, tests/conftest.py), so their exit
+    status is ours to collect; unreaped, they would stay as zombies (a leak for the leak check).
+    """
+    left = dict(tree)
+    end = time.monotonic() + deadline_s
+    while left and time.monotonic() < end:
+        for pid, started in list(left.items()):
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:  # not (yet) ours: gone, or its parent is still exiting
+                try:
+                    if psutil.Process(pid).create_time() != started:
+                        del left[pid]  # the pid was reused: that one is gone
+                except psutil.NoSuchProcess:
+                    del left[pid]
+                continue
+            if done == pid:
+                del left[pid]
+        time.sleep(0.02)
 
 
 ProcessFactory = Callable[..., DaemonProcess]

@@ -1,4 +1,5 @@
-"""Process bookkeeping for tests: every process a test starts must be gone when it ends.
+"""Process bookkeeping for tests: every process a test starts must be gone when it ends, and
+reaped: a zombie left behind counts as a leak.
 
 The test session makes pytest a child subreaper, so an orphan of a killed daemon or executor is
 reparented to pytest instead of init and stays visible here. Session fixtures that own
@@ -48,16 +49,34 @@ def _owned() -> set[int]:
     return pids
 
 
-def reap_zombies() -> None:
-    """Collect exit statuses of orphans reparented to us that nobody else waits for."""
-    for child in psutil.Process().children():
-        with contextlib.suppress(psutil.Error, ChildProcessError, OSError):
-            if child.status() == psutil.STATUS_ZOMBIE:
-                os.waitpid(child.pid, os.WNOHANG)
+def reap(pids: Iterable[int]) -> None:
+    """Collect the exit status of those of ``pids`` that are our ended children.
+
+    Only for cleaning up after a leak was reported: the code under test must reap its own
+    children, and the daemon (a subreaper) the orphans of the trees it kills.
+    """
+    for pid in pids:
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, os.WNOHANG)
 
 
 def live_descendants() -> dict[int, str]:
     """Live (non-zombie) descendants of this process that no session owner claims."""
+    return _descendants(zombies=False)
+
+
+def leftovers() -> dict[int, str]:
+    """Descendants that no session owner claims, zombies included.
+
+    A zombie is a process that ended and that its parent never waited for. Left by a test, it
+    is a leak like a running process: a child whose exit nobody collects (a ``Popen`` dropped
+    without ``wait``), or an orphan re-parented to the subreaper that nothing reaped (the
+    daemon is a subreaper in production too, where such zombies would pile up).
+    """
+    return _descendants(zombies=True)
+
+
+def _descendants(*, zombies: bool) -> dict[int, str]:
     owned = _owned()
     me = psutil.Process()
     skip: set[int] = set()
@@ -83,6 +102,8 @@ def live_descendants() -> dict[int, str]:
             continue
         try:
             if child.status() == psutil.STATUS_ZOMBIE:
+                if zombies:
+                    found[pid] = f"<zombie> {child.name()} (parent {child.ppid()} never reaped it)"
                 continue
             found[pid] = " ".join(child.cmdline()[:6])[:200]
         except psutil.Error:
@@ -97,11 +118,27 @@ def kill_pids(pids: Iterable[int]) -> None:
 
 
 def wait_gone(baseline: set[int], deadline_s: float) -> dict[int, str]:
-    """Poll until no new descendant beyond `baseline` is alive, or the deadline passes."""
+    """Poll until no descendant beyond `baseline` exists, running or zombie, or the deadline
+    passes; returns what is left. Reaps nothing: a zombie disappears only when its parent
+    waits for it, and the deadline gives the parent (an asyncio child watcher thread, a pool's
+    reaper) the time to do so."""
     end = time.monotonic() + deadline_s
     while True:
-        reap_zombies()
-        leaked = {p: c for p, c in live_descendants().items() if p not in baseline}
+        leaked = {p: c for p, c in leftovers().items() if p not in baseline}
         if not leaked or time.monotonic() >= end:
             return leaked
+        time.sleep(0.05)
+
+
+def clean_up(baseline: set[int], deadline_s: float) -> dict[int, str]:
+    """After a leak was reported: SIGKILL what runs beyond `baseline` and reap the zombies that
+    are ours (killing a zombie's parent re-parents it to us, the subreaper). Returns what is
+    still there at the deadline."""
+    end = time.monotonic() + deadline_s
+    while True:
+        left = {p: c for p, c in leftovers().items() if p not in baseline}
+        kill_pids(left)
+        reap(left)
+        if not left or time.monotonic() >= end:
+            return left
         time.sleep(0.05)

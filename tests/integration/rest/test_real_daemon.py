@@ -1,27 +1,28 @@
-"""The REST API over the real worker: a broker, real executors, the seed's hung task.
+"""The REST API over the real worker: a broker, real executors, the hang demo's hung task.
 
 The daemon runs in-process with its own REST server (``daemon.rest``) on a free port. The hang
-demo is replayed with curl: the task blocks in its executor, ``POST .../tasks/0/restart``
-answers 204 only after that executor's whole process tree is gone and a new incarnation runs.
+demo's calls (tests/fixtures/hang-demo) are replayed as curl sends them: the task blocks in its
+executor, ``POST .../tasks/0/restart`` answers 204 only after that executor's whole process tree
+is gone (reaped, not a zombie) and a new incarnation runs, which blocks in another executor.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import psutil
 import pytest
+from support import hang_demo
 from support.daemon import run_daemon, worker_properties  # noqa: F401 (fixture)
 from support.fake_worker import Client
 from support.kafka import produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
-NAME = "sink-hang-connector"
+NAME = hang_demo.NAME
 
 
 async def _until(probe: Any, what: str, deadline_s: float = 120.0) -> Any:
@@ -35,15 +36,23 @@ async def _until(probe: Any, what: str, deadline_s: float = 120.0) -> Any:
         await asyncio.sleep(0.1)
 
 
-async def _curl(cwd: Path, *args: str) -> tuple[int, str]:
-    process = await asyncio.create_subprocess_exec(
-        "curl", "-sS", "-m", "120", "-w", "\n%{http_code}", *args,
-        cwd=cwd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    out, err = await asyncio.wait_for(process.communicate(), timeout=150)
-    assert process.returncode == 0, err.decode()
-    body, _, code = out.decode().rpartition("\n")
-    return int(code), body
+def _tree(pid: int) -> dict[int, float]:
+    """``pid`` and its descendants, each with its start time (tells a process from a reused pid)."""
+    leader = psutil.Process(pid)
+    return {p.pid: p.create_time() for p in [leader, *leader.children(recursive=True)]}
+
+
+def _still_there(tree: dict[int, float]) -> list[str]:
+    """Members of ``tree`` that still exist, running or as an unreaped zombie."""
+    left = []
+    for pid, started in tree.items():
+        try:
+            process = psutil.Process(pid)
+            if process.create_time() == started:
+                left.append(f"{pid} ({process.status()})")
+        except psutil.NoSuchProcess:
+            continue
+    return left
 
 
 async def test_hang_demo_against_the_real_worker(
@@ -52,68 +61,61 @@ async def test_hang_demo_against_the_real_worker(
     kafka_topic: Any,
     tmp_path: Path,
 ) -> None:
-    if shutil.which("curl") is None:
-        pytest.skip("curl is not installed (apt-get install curl)")
+    submit, restart, show = hang_demo.load()
     topic = await kafka_topic(partitions=1)
     props = worker_properties(kafka_bootstrap, tmp_path / "state")
     daemon = await run_daemon(props)
     base = daemon.rest_url
     assert base is not None and base.startswith("http://127.0.0.1:")
-    demo = {
-        "name": NAME,
-        "config": {"connector.class": "HangSink", "tasks.max": "1", "topics": topic},
-    }
-    (tmp_path / "sink-hang-connector.json").write_text(json.dumps(demo))
-    code, body = await _curl(
-        tmp_path,
-        "-H", "Content-Type: application/json", "-X", "POST",
-        "--data", "@sink-hang-connector.json", f"{base}/connectors",
-    )  # fmt: skip
-    assert code == 201, body
+    demo = hang_demo.connector()
+    demo["config"]["topics"] = topic  # the demo's connector on this test's own topic
     await produce(kafka_bootstrap, topic, [(None, b"record")] * 5)
 
-    async with aiohttp.ClientSession(base) as session:
+    async with aiohttp.ClientSession() as raw, aiohttp.ClientSession(base) as session:
+        answer = await hang_demo.send(raw, base, submit, data=json.dumps(demo).encode())
+        hang_demo.check(submit, *answer)
         client = Client(session)
 
-        async def blocked() -> dict[str, Any] | None:
+        async def blocked_in_executor(after: int = -1) -> dict[str, Any] | None:
             task = (await client.get(f"/connectors/{NAME}/tasks/0/status")).json
-            return task if task.get("executor_pid") else None
+            blocked = task.get("executor_pid") and task["incarnation"] > after
+            return task if blocked else None
 
-        before = await _until(blocked, "task 0 to block in an executor")
+        before = await _until(blocked_in_executor, "task 0 to block in an executor")
         assert before["state"] == "RUNNING"
         old_pid = before["executor_pid"]
-        old_tree = [old_pid, *(p.pid for p in psutil.Process(old_pid).children(True))]
+        assert isinstance(old_pid, int) and isinstance(before["incarnation"], int)
+        old_tree = _tree(old_pid)
 
-        code, body = await _curl(
-            tmp_path, "-X", "POST", f"{base}/connectors/{NAME}/tasks/0/restart"
+        hang_demo.check(restart, *await hang_demo.send(raw, base, restart))
+        # The 204 comes after the reap: nothing of the old tree may remain, not even a zombie.
+        assert _still_there(old_tree) == []
+        after = await _until(
+            lambda: blocked_in_executor(before["incarnation"]),
+            "the new incarnation to block in an executor of its own",
         )
-        assert (code, body) == (204, "")
-        assert not [p for p in old_tree if psutil.pid_exists(p) and _alive(p)]
-        after = (await client.get(f"/connectors/{NAME}/tasks/0/status")).json
-        assert after["incarnation"] > before["incarnation"]
-        assert after["executor_pid"] != old_pid
+        assert after["state"] == "RUNNING"
+        assert (
+            isinstance(after["incarnation"], int) and after["incarnation"] > before["incarnation"]
+        )
+        new_pid = after["executor_pid"]
+        assert isinstance(new_pid, int) and new_pid != old_pid and new_pid not in old_tree
+        assert psutil.Process(new_pid).status() != psutil.STATUS_ZOMBIE
 
-        code, body = await _curl(tmp_path, f"{base}/connectors/{NAME}")
-        shown = json.loads(body)
-        assert code == 200
-        assert list(shown) == ["name", "config", "tasks", "type"]
-        assert shown["config"] == {**demo["config"], "name": NAME}
-        assert shown["tasks"] == [{"connector": NAME, "task": 0}]
+        shown = hang_demo.check(show, *await hang_demo.send(raw, base, show))
+        expected = json.loads(json.dumps(show.json))
+        expected["config"]["topics"] = topic
+        assert shown == expected
+        assert list(shown) == list(expected) == ["name", "config", "tasks", "type"]
 
         # the rest of the lifecycle on the real worker
         assert (await client.call("PUT", f"/connectors/{NAME}/stop")).status == 204
-        offsets = (await client.get(f"/connectors/{NAME}/offsets")).json
-        assert "offsets" in offsets
-        body = {"offsets": [{"partition": {"kafka_topic": topic, "kafka_partition": 0},
-                             "offset": {"kafka_offset": 3}}]}  # fmt: skip
-        altered = await client.call("PATCH", f"/connectors/{NAME}/offsets", json=body)
+        partition = {"kafka_topic": topic, "kafka_partition": 0}
+        # A task that never returned from put() has committed nothing.
+        assert (await client.get(f"/connectors/{NAME}/offsets")).json == {"offsets": []}
+        wanted = {"offsets": [{"partition": partition, "offset": {"kafka_offset": 3}}]}
+        altered = await client.call("PATCH", f"/connectors/{NAME}/offsets", json=wanted)
         assert altered.status == 200, altered.text
+        assert (await client.get(f"/connectors/{NAME}/offsets")).json == wanted
         assert (await client.call("DELETE", f"/connectors/{NAME}")).status == 204
         assert (await client.get("/connectors")).json == []
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False

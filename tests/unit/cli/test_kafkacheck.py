@@ -36,7 +36,8 @@ async def test_unreachable_kafka_is_reported_at_the_deadline() -> None:
 async def test_a_silent_broker_is_bounded_by_the_deadline_too() -> None:
     """A listener that accepts but never answers (a hung broker, a wrong port): the attempt's
     own timeout is cut to what is left of the deadline."""
-    server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    accepted: list[asyncio.StreamWriter] = []
+    server = await asyncio.start_server(lambda r, w: accepted.append(w), "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     try:
         started = time.monotonic()
@@ -44,5 +45,7 @@ async def test_a_silent_broker_is_bounded_by_the_deadline_too() -> None:
             await wait_for_kafka([f"127.0.0.1:{port}"], 0.8)
         assert time.monotonic() - started < 1.3
     finally:
+        for writer in accepted:
+            writer.close()
         server.close()
         await server.wait_closed()

@@ -1,55 +1,24 @@
-"""The hang demo's curl calls (seeds/000_c2a97bc18b0c1d28.txt), replayed with curl itself.
+"""The hang demo's REST calls (tests/fixtures/hang-demo), replayed as curl sends them.
 
-The seed submits ``sink-hang-connector.json``, restarts task 0 of the hung connector, and shows
-``GET /connectors/sink-hang-connector`` through ``jq``. The same calls work here, with
-connectd's ``HangSink`` as the connector class, and the JSON has the seed's structure (plus
-``type``, which Kafka Connect added after 2017). The restart answers 204 once the old
-incarnation is gone: never two incarnations of task 0.
+The demo submits ``sink-hang-connector.json``, restarts task 0 of the hung connector, and shows
+``GET /connectors/sink-hang-connector``. The same calls work here, with connectd's ``HangSink``
+as the connector class; the connector shown keeps the demo's keys in the demo's order (plus
+``type``, which Kafka Connect added later). The restart answers 204 once the old incarnation is
+gone: never two incarnations of task 0.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
-import re
-import shutil
 from pathlib import Path
 from typing import Any
 
-import pytest
+import aiohttp
+from support import hang_demo
 from support.fake_worker import FakeWorker, serve
 
-SEED = Path(__file__).resolve().parents[4] / "shared" / "seeds" / "000_c2a97bc18b0c1d28.txt"
-SEED_GET = {
-    "name": "sink-hang-connector",
-    "config": {
-        "connector.class": "com.smartertravel.kafka.demo.LatchHangSinkConnector",
-        "tasks.max": "1",
-        "topics": "some_demo_topic",
-        "name": "sink-hang-connector",
-    },
-    "tasks": [{"connector": "sink-hang-connector", "task": 0}],
-}
-"""The seed's ``curl .../connectors/sink-hang-connector | jq .`` output."""
+from daemon.config import load_connector
 
-SINK_HANG_CONNECTOR_JSON = {
-    "name": "sink-hang-connector",
-    "config": {"connector.class": "HangSink", "tasks.max": "1", "topics": "some_demo_topic"},
-}
-
-
-def test_the_inline_copy_matches_the_seed() -> None:
-    if not SEED.exists():
-        pytest.skip(f"the seed documents are not next to this checkout ({SEED})")
-    text = SEED.read_text()
-    block = re.search(r"\| jq \.\n(\{.*?\n\})\n```", text, re.S)
-    assert block is not None
-    assert json.loads(block.group(1)) == SEED_GET
-    assert "-X POST --data @'sink-hang-connector.json' http://localhost:8083/connectors" in text
-    assert (
-        "curl -X POST 'http://localhost:8083/connectors/sink-hang-connector/tasks/0/restart'"
-        in text
-    )
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 def _structure(value: Any) -> Any:
@@ -61,47 +30,41 @@ def _structure(value: Any) -> Any:
     return type(value).__name__
 
 
-async def _curl(cwd: Path, *args: str) -> tuple[int, str]:
-    process = await asyncio.create_subprocess_exec(
-        "curl", "-sS", "-w", "\n%{http_code}", *args,
-        cwd=cwd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    out, err = await asyncio.wait_for(process.communicate(), timeout=30)
-    assert process.returncode == 0, err.decode()
-    body, _, code = out.decode().rpartition("\n")
-    return int(code), body
+def test_the_demo_submits_the_example_connector(tmp_path: Path) -> None:
+    """The fixture's connector is the one ``examples/hang-sink.properties`` runs standalone,
+    sent as one line (what curl's ``--data @file`` makes of it), with a JSON content type."""
+    submit, restart, show = hang_demo.load()
+    assert (submit.method, submit.path, submit.status) == ("POST", "/connectors", 201)
+    assert submit.headers == {"Content-Type": "application/json"}
+    assert submit.data is not None and b"\n" not in submit.data
+    sent = tmp_path / "sent.json"
+    sent.write_bytes(submit.data)
+    from_demo, warnings = load_connector(sent)
+    assert warnings == []
+    assert from_demo == load_connector(EXAMPLES / "hang-sink.properties")[0]
+    assert (restart.method, restart.path) == (
+        "POST",
+        f"/connectors/{hang_demo.NAME}/tasks/0/restart",
+    )
+    assert (show.method, show.path) == ("GET", f"/connectors/{hang_demo.NAME}")
+    assert show.json["config"] == {**hang_demo.connector()["config"], "name": hang_demo.NAME}
 
 
-async def test_curl_replay_of_the_hang_demo(tmp_path: Path) -> None:
-    if shutil.which("curl") is None:
-        pytest.skip("curl is not installed (apt-get install curl)")
-    (tmp_path / "sink-hang-connector.json").write_text(json.dumps(SINK_HANG_CONNECTOR_JSON))
+async def test_replay_of_the_hang_demo() -> None:
+    submit, restart, show = hang_demo.load()
     worker = FakeWorker()
-    async with serve(worker) as server:
+    async with serve(worker) as server, aiohttp.ClientSession() as session:
         base = f"http://localhost:{server.bound[0].port}"
-        code, body = await _curl(
-            tmp_path,
-            "-H", "Content-Type: application/json", "-X", "POST",
-            "--data", "@sink-hang-connector.json", f"{base}/connectors",
-        )  # fmt: skip
-        assert code == 201, body
-        worker.hang_task("sink-hang-connector", 0)  # the task now blocks, as in the demo
-        before = worker.task_status("sink-hang-connector", 0).incarnation
+        hang_demo.check(submit, *await hang_demo.send(session, base, submit))
+        worker.hang_task(hang_demo.NAME, 0)  # the task now blocks, as in the demo
+        before = worker.task_status(hang_demo.NAME, 0).incarnation
 
-        code, body = await _curl(
-            tmp_path, "-X", "POST", f"{base}/connectors/sink-hang-connector/tasks/0/restart"
-        )
-        assert (code, body) == (204, "")
+        hang_demo.check(restart, *await hang_demo.send(session, base, restart))
+        shown = hang_demo.check(show, *await hang_demo.send(session, base, show))
 
-        code, body = await _curl(tmp_path, f"{base}/connectors/sink-hang-connector")
-        assert code == 200
-        shown = json.loads(body)
-
-    expected = {**SEED_GET, "config": {**SEED_GET["config"], "connector.class": "HangSink"}}
-    assert {k: v for k, v in shown.items() if k != "type"} == expected
-    assert _structure({k: v for k, v in shown.items() if k != "type"}) == _structure(SEED_GET)
-    assert shown["type"] == "sink"
-    after = worker.task_status("sink-hang-connector", 0).incarnation
+    assert shown == show.json
+    assert _structure(shown) == _structure(show.json)  # the demo's keys, in its order
+    after = worker.task_status(hang_demo.NAME, 0).incarnation
     assert after is not None and before is not None and after > before
-    assert worker.live_incarnations[("sink-hang-connector", 0)] == {after}
+    assert worker.live_incarnations[(hang_demo.NAME, 0)] == {after}
     assert worker.max_live_seen == 1
