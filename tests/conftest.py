@@ -9,7 +9,7 @@ import os
 from collections.abc import Generator, Iterator
 
 import pytest
-from support import procs
+from support import kafka_sockets, procs
 
 pytest_plugins = ["support.kafka_fixtures", "support.spark", "support.daemon"]
 
@@ -89,6 +89,14 @@ def _no_leaked_processes(request: pytest.FixtureRequest) -> Iterator[None]:
 
 _FULL_GC_EVERY = 100
 _tests_run = 0
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _broker_socket_leaks_tolerated() -> Iterator[None]:
+    """The one ResourceWarning let through: aiokafka's, see ``support.kafka_sockets``."""
+    restore = kafka_sockets.install()
+    yield
+    restore()
 
 
 @pytest.fixture(autouse=True)

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 
 import pytest
 
-from support import procs
+from support import kafka_sockets, procs
 from support.kafka import KafkaBroker, create_topic, delete_topic, kafkactl, unique_topic_name
 
 TopicFactory = Callable[..., Awaitable[str]]
@@ -47,9 +47,9 @@ def kafka_broker() -> Iterator[KafkaBroker | None]:
 @pytest.fixture(scope="session")
 def kafka_bootstrap(kafka_broker: KafkaBroker | None) -> str:
     """Bootstrap address ("host:port") of the Kafka cluster the tests run against."""
-    if kafka_broker is None:
-        return os.environ["KAFKA_BOOTSTRAP"]
-    return kafka_broker.bootstrap
+    bootstrap = os.environ["KAFKA_BOOTSTRAP"] if kafka_broker is None else kafka_broker.bootstrap
+    kafka_sockets.register(bootstrap)
+    return bootstrap
 
 
 @pytest.fixture

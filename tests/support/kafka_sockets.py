@@ -1,0 +1,66 @@
+"""A known aiokafka leak, tolerated by name: a socket to the test broker left unclosed when a
+client's connect is cancelled midway.
+
+aiokafka 0.14 does not track a connection until ``create_conn`` returns, so cancelling a
+consumer's ``start()`` (the stop sequence does, when a task's graceful stop times out while its
+consumer connects) leaves that socket to be closed by the garbage collector, which warns
+(aio-libs/aiokafka#1130, #1019). Every other ResourceWarning still fails the test that made
+it; only an unclosed TCP socket whose peer is a broker of the test session is let through, and
+each one is written to stderr so it stays visible.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable
+from typing import Any
+
+#: "host:port" of each broker the session's clients talk to (filled by the kafka fixtures).
+BROKERS: set[tuple[str, int]] = set()
+tolerated = 0
+
+_PEER = re.compile(r"raddr=\('([^']+)', (\d+)\)")
+
+
+def register(bootstrap: str) -> None:
+    for address in bootstrap.split(","):
+        host, _, port = address.strip().rpartition(":")
+        if port.isdigit():
+            BROKERS.add((host or "127.0.0.1", int(port)))
+
+
+def is_broker_socket_leak(unraisable: Any) -> bool:
+    if not isinstance(unraisable.exc_value, ResourceWarning):
+        return False
+    text = repr(unraisable.object)
+    peer = _PEER.search(text)
+    return (
+        text.startswith("<socket.socket ")
+        and peer is not None
+        and (peer.group(1), int(peer.group(2))) in BROKERS
+    )
+
+
+def install() -> Callable[[], None]:
+    """Wrap ``sys.unraisablehook`` (pytest's, which fails the test) with the exception above;
+    returns the function that puts the previous hook back."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        global tolerated
+        if is_broker_socket_leak(unraisable):
+            tolerated += 1
+            sys.stderr.write(
+                f"tolerated (aiokafka#1130): unclosed socket to the test broker "
+                f"{unraisable.object!r}\n"
+            )
+            return
+        previous(unraisable)
+
+    sys.unraisablehook = hook
+
+    def restore() -> None:
+        sys.unraisablehook = previous
+
+    return restore
