@@ -1,5 +1,5 @@
-"""A known aiokafka leak, tolerated by name: a socket to the test broker left unclosed when a
-client's connect is cancelled midway.
+"""A known aiokafka leak, tolerated by name: a connection to the test broker left unclosed when
+a client's connect is cancelled midway.
 
 aiokafka 0.14 does not track a connection until ``create_conn`` returns, so cancelling a
 consumer's ``start()`` (the stop sequence does, when a task's graceful stop times out while its
@@ -30,16 +30,30 @@ def register(bootstrap: str) -> None:
             BROKERS.add((host or "127.0.0.1", int(port)))
 
 
+def _peer(unraisable: Any) -> tuple[str, int] | None:
+    """Who the leaked connection talked to: from a socket's repr, or from the transport or
+    stream writer whose ``__del__`` warned (its ``self``, in the traceback's frame)."""
+    found = _PEER.search(repr(unraisable.object))
+    if found is not None and repr(unraisable.object).startswith("<socket.socket "):
+        return found.group(1), int(found.group(2))
+    tb = getattr(unraisable, "exc_traceback", None)
+    while tb is not None:
+        owner = tb.tb_frame.f_locals.get("self")
+        transport = getattr(owner, "_transport", owner)  # a StreamWriter holds its transport
+        get_extra_info = getattr(transport, "get_extra_info", None)
+        if callable(get_extra_info):
+            peer = get_extra_info("peername")
+            if isinstance(peer, tuple) and len(peer) >= 2:
+                return str(peer[0]), int(peer[1])
+        tb = tb.tb_next
+    return None
+
+
 def is_broker_socket_leak(unraisable: Any) -> bool:
+    """A ResourceWarning about a socket, transport or stream writer connected to a broker."""
     if not isinstance(unraisable.exc_value, ResourceWarning):
         return False
-    text = repr(unraisable.object)
-    peer = _PEER.search(text)
-    return (
-        text.startswith("<socket.socket ")
-        and peer is not None
-        and (peer.group(1), int(peer.group(2))) in BROKERS
-    )
+    return _peer(unraisable) in BROKERS
 
 
 def install() -> Callable[[], None]:
@@ -52,8 +66,8 @@ def install() -> Callable[[], None]:
         if is_broker_socket_leak(unraisable):
             tolerated += 1
             sys.stderr.write(
-                f"tolerated (aiokafka#1130): unclosed socket to the test broker "
-                f"{unraisable.object!r}\n"
+                f"tolerated (aiokafka#1130): {unraisable.exc_value} on a connection to the test"
+                f" broker ({unraisable.object!r})\n"
             )
             return
         previous(unraisable)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import socket
+import sys
 from types import SimpleNamespace
+from typing import Any
 
 from support import kafka_sockets
 
@@ -32,3 +34,49 @@ def test_only_a_socket_to_a_session_broker_is_tolerated() -> None:
         kafka_sockets.BROKERS.update(saved)
         listener.close()
         other.close()
+
+
+def _leak_a_connection(port: int) -> None:
+    """Open a stream to 127.0.0.1:port on a loop of its own and close the loop, not the stream
+    (what a connect cancelled inside aiokafka leaves behind)."""
+    import asyncio
+
+    loop = asyncio.new_event_loop()
+    try:
+        _reader, writer = loop.run_until_complete(asyncio.open_connection("127.0.0.1", port))
+        leaked.append(writer)
+    finally:
+        loop.close()
+
+
+leaked: list[object] = []
+
+
+def test_a_leaked_stream_to_a_broker_is_recognised_and_one_elsewhere_is_not() -> None:
+    import gc
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    other = socket.create_server(("127.0.0.1", 0))
+    broker = ("127.0.0.1", listener.getsockname()[1])
+    elsewhere = ("127.0.0.1", other.getsockname()[1])
+    saved = set(kafka_sockets.BROKERS)
+    seen: list[Any] = []
+    previous = sys.unraisablehook
+    sys.unraisablehook = seen.append
+    try:
+        kafka_sockets.BROKERS.add(broker)
+        _leak_a_connection(broker[1])
+        _leak_a_connection(elsewhere[1])
+        leaked.clear()
+        gc.collect()
+        verdicts = [(kafka_sockets._peer(u), kafka_sockets.is_broker_socket_leak(u)) for u in seen]
+    finally:
+        sys.unraisablehook = previous
+        kafka_sockets.BROKERS.clear()
+        kafka_sockets.BROKERS.update(saved)
+        listener.close()
+        other.close()
+    # Each warning (the stream writer's "loop is closed", its transport's, its socket's) is
+    # traced to its connection's peer, and only the broker's are tolerated.
+    assert {peer for peer, _ in verdicts} == {broker, elsewhere}
+    assert all(tolerated == (peer == broker) for peer, tolerated in verdicts), verdicts
