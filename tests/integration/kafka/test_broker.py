@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import subprocess
 import sys
 import time
@@ -192,6 +194,10 @@ def test_kafkactl_up_is_idempotent_and_down_stops_by_pid(tmp_path: Path) -> None
         down = _kafkactl("down", *where)
     assert down.returncode == 0, down.stderr
     assert not kafkactl.is_alive(pid)
+    # `kafkactl up` detached the broker and exited, so the broker was re-parented to this
+    # process (a subreaper, tests/conftest.py): once `down` has killed it, it is ours to reap.
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
     assert not (run_dir / "broker.pid").exists()
 
     down_again = _kafkactl("down", *where)
