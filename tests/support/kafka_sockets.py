@@ -21,6 +21,7 @@ BROKERS: set[tuple[str, int]] = set()
 tolerated = 0
 
 _PEER = re.compile(r"raddr=\('([^']+)', (\d+)\)")
+_AIOKAFKA = re.compile(r"^Unclosed AIOKafkaConnection <AIOKafkaConnection host=(\S+) port=(\d+)>")
 
 
 def register(bootstrap: str) -> None:
@@ -36,6 +37,10 @@ def _peer(unraisable: Any) -> tuple[str, int] | None:
     found = _PEER.search(repr(unraisable.object))
     if found is not None and repr(unraisable.object).startswith("<socket.socket "):
         return found.group(1), int(found.group(2))
+    # aiokafka's own: "Unclosed AIOKafkaConnection <AIOKafkaConnection host=H port=P>".
+    named = _AIOKAFKA.search(str(unraisable.exc_value))
+    if named is not None:
+        return named.group(1), int(named.group(2))
     tb = getattr(unraisable, "exc_traceback", None)
     while tb is not None:
         owner = tb.tb_frame.f_locals.get("self")

@@ -80,3 +80,19 @@ def test_a_leaked_stream_to_a_broker_is_recognised_and_one_elsewhere_is_not() ->
     # traced to its connection's peer, and only the broker's are tolerated.
     assert {peer for peer, _ in verdicts} == {broker, elsewhere}
     assert all(tolerated == (peer == broker) for peer, tolerated in verdicts), verdicts
+
+
+def test_aiokafkas_own_unclosed_connection_warning_is_traced_to_its_broker() -> None:
+    saved = set(kafka_sockets.BROKERS)
+    try:
+        kafka_sockets.BROKERS.add(("127.0.0.1", 38679))
+
+        def warning(port: int) -> SimpleNamespace:
+            text = f"Unclosed AIOKafkaConnection <AIOKafkaConnection host=127.0.0.1 port={port}>"
+            return SimpleNamespace(object=None, exc_value=ResourceWarning(text))
+
+        assert kafka_sockets.is_broker_socket_leak(warning(38679))
+        assert not kafka_sockets.is_broker_socket_leak(warning(1))
+    finally:
+        kafka_sockets.BROKERS.clear()
+        kafka_sockets.BROKERS.update(saved)
