@@ -1,8 +1,11 @@
 """The `connectd` command line: standalone | distributed | run | check-config.
 
-Exit codes follow sysexits and tell systemd what happened: 0 clean, 78 a configuration error
-(not worth restarting), 69 a required service unavailable at start (no usable Java; no Kafka
-broker answering within ``startup.kafka.timeout.ms``), 1 anything else.
+Exit codes follow sysexits and tell systemd what happened: 0 clean, 2 a usage error (no
+command), 78 a configuration error (not worth restarting; two connector files naming the same
+connector is one), 69 a required service unavailable at start (no usable Java; no Kafka broker
+answering within ``startup.kafka.timeout.ms``; a REST listener's port in use), 75 the
+``state.dir`` held by another running daemon (temporary: it is free once that one stops), 1
+anything else.
 
 A run goes from parsed arguments to a configured daemon: every configuration file is loaded and
 validated first (all problems at once, exit 78, ``daemon.config.plan``), then a Java runtime
@@ -21,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from daemon import __version__
 from daemon.errors import ConfigError, ConnectdError, JavaUnavailable, ServiceUnavailable
+from daemon.storage.statelock import StateDirLocked
 
 if TYPE_CHECKING:
     from daemon.config.plan import LaunchPlan
@@ -29,7 +33,9 @@ log = logging.getLogger("connectd.launch")
 
 EX_OK = 0
 EX_SOFTWARE = 1
+EX_USAGE = 2  # argparse's own code for a usage error
 EX_UNAVAILABLE = 69
+EX_TEMPFAIL = 75
 EX_CONFIG = 78
 
 
@@ -94,9 +100,9 @@ def _say(message: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    if args.command is None:
+    if args.command is None:  # a usage error, as argparse reports a bad one
         parser.print_help(sys.stderr)
-        return EX_CONFIG
+        return EX_USAGE
     try:
         if args.command == "check-config":
             from daemon.config.check import check_main
@@ -116,6 +122,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (JavaUnavailable, ServiceUnavailable) as exc:
         _say(f"connectd: {exc}")
         return EX_UNAVAILABLE
+    except StateDirLocked as exc:
+        _say(f"connectd: {exc}")
+        return EX_TEMPFAIL
     except ConnectdError as exc:
         _say(f"connectd: {exc}")
         return EX_SOFTWARE

@@ -11,8 +11,12 @@ listeners, then starts the worker's connectors. ``shutdown`` stops taking record
 task's stop sequence in parallel, closes the REST server, then closes the pool (its close kills
 what is left). When ``shutdown`` returns nothing the daemon started is alive.
 
-Before anything is started, the brokers must answer within ``startup.kafka.timeout.ms``
-(``daemon.kafkacheck``; else ``ServiceUnavailable``, exit 69).
+Before anything is started or any state read, the daemon takes the lock on ``state.dir``
+(``daemon.storage.statelock``; held until the end of ``shutdown``): a second daemon on the same
+directory exits at once (``StateDirLocked``, exit 75) naming the directory and the PID holding
+it. Then the brokers must answer within ``startup.kafka.timeout.ms`` (``daemon.kafkacheck``;
+else ``ServiceUnavailable``, exit 69). A REST listener that cannot be bound (its port in use)
+is ``ListenerUnavailable``, exit 69, after what was started is shut down.
 
 Signals are recorded, not handled, in the handler: SIGTERM/SIGINT set the stop event, SIGHUP
 the reload event. A reload reads the worker and connector files again
@@ -39,18 +43,27 @@ from typing import Any
 from daemon.assembly import RestServer, kill_timeout, new_pool, rest_server, start_relay
 from daemon.config import Mode, WorkerConfig
 from daemon.config.plan import LaunchPlan, reread
-from daemon.connectors.registry import ConnectorRegistry, default_registry, validate_connector
-from daemon.errors import ConnectdError, InvalidConfig
+from daemon.connectors.registry import (
+    ConnectorRegistry,
+    default_registry,
+    validate_connector_async,
+)
+from daemon.errors import ConnectdError, InvalidConfig, ServiceUnavailable
 from daemon.metrics import Metrics
 from daemon.runtime.executors import Executors
 from daemon.runtime.looplag import LoopLag
 from daemon.runtime.worker import Worker
-from daemon.storage.standalone import ConfigStore, StandaloneStore
+from daemon.storage.standalone import ConfigStore, Origin, StandaloneStore
+from daemon.storage.statelock import StateDirLock
 from daemon.systemd import Notifier, StatusLine
 
 log = logging.getLogger("connectd.daemon")
 
 EX_FORCED = 1
+
+
+class ListenerUnavailable(ServiceUnavailable):
+    """A REST listener cannot be bound (e.g. its port is in use): exit 69 (EX_UNAVAILABLE)."""
 
 
 class Daemon:
@@ -91,11 +104,13 @@ class Daemon:
         self.notifier = Notifier()
         self.status = StatusLine(lambda: self.worker, self.metrics.totals)
         self._file_connectors = {c.name for c in plan.connectors}  # a reload may remove these
+        self._state_lock = StateDirLock(self.config.state_dir)
         self._relay: Any = None  # executors' output relayed through logging (log.format=json)
         self._stop = asyncio.Event()
         self._reload = asyncio.Event()
         self._signals = 0
         self._started = False
+        self._running = False  # something was started that shutdown must stop
         self._closed = False
 
     # ---- embedding ----
@@ -130,7 +145,13 @@ class Daemon:
         if importlib.util.find_spec("daemon.connectors.builtin") is not None:
             importlib.import_module("daemon.connectors.builtin")  # registers the aliases
         for c in self.plan.connectors:  # before any process starts: a bad file costs nothing
-            validate_connector(c.name, c.properties, self.registry)
+            # With the class's check against what exists (a table another connector writes),
+            # in a thread: the loop already serves (sd_notify, signals).
+            await validate_connector_async(c.name, c.properties, self.registry)
+        # Before any process starts or any state is read: another daemon on this state.dir
+        # would run the same stored connectors and overwrite the state file.
+        self._state_lock.acquire()
+        self._running = True
         self.lag.start()
         self.notifier.start(self.status)
         try:
@@ -149,11 +170,10 @@ class Daemon:
             self.metrics.watch_worker(self.worker)
             self.metrics.watch_pool(self._require_executors())
             if self._want_rest:
-                self.rest = rest_server(self.worker, self.config, self.metrics, self.registry)
-                await self.rest.start()
-                if self.rest.urls:
-                    self.worker.set_worker_id(self.rest.urls[0].split("://", 1)[1])
-            await self.worker.start([c.properties for c in self.plan.connectors])
+                await self._start_rest(self.worker)
+            await self.worker.start(
+                [c.properties for c in self.plan.connectors], self._origins(self.plan)
+            )
         except BaseException:
             await self.shutdown()
             raise
@@ -164,6 +184,27 @@ class Daemon:
             len(self.worker.connector_names()),
         )
         self.notifier.ready(self.status())  # REST listens, connectors started
+
+    async def _start_rest(self, worker: Worker) -> None:
+        from daemon.rest.server import BindError
+
+        self.rest = rest_server(worker, self.config, self.metrics, self.registry)
+        try:
+            await self.rest.start()
+        except BindError as exc:  # its message names the listener and says why
+            raise ListenerUnavailable(str(exc.strerror or exc)) from exc
+        if self.rest.urls:
+            worker.set_worker_id(self.rest.urls[0].split("://", 1)[1])
+
+    @staticmethod
+    def _origins(plan: LaunchPlan) -> list[Origin]:
+        """The file each of the plan's connectors comes from (resolved: the state file outlives
+        the working directory), for the worker's bookkeeping of origins."""
+        if len(plan.connector_files) == len(plan.connectors):
+            return [Origin(str(p.absolute())) for p in plan.connector_files]
+        if plan.config_file is not None:
+            return [Origin(str(plan.config_file.absolute()))] * len(plan.connectors)
+        return []
 
     def _require_executors(self) -> Executors:
         assert self.executors is not None
@@ -237,12 +278,17 @@ class Daemon:
         for name in sorted(self._file_connectors - names):  # its file now names another
             await self._apply(f"Deleting connector {name}", worker.delete_connector(name))
         self._file_connectors = names
-        for c in new.connectors:
+        for c, origin in zip(new.connectors, self._origins(new) or self._unknown(new), strict=True):
             await self._apply(
-                f"Applying connector {c.name}", worker.put_connector_config(c.name, c.properties)
+                f"Applying connector {c.name}",
+                worker.put_connector_config(c.name, c.properties, origin=origin),
             )
         log.info("Reloaded the configuration (%d connector(s) from files)", len(names))
         return True
+
+    @staticmethod
+    def _unknown(plan: LaunchPlan) -> list[Origin | None]:
+        return [None] * len(plan.connectors)
 
     @staticmethod
     async def _apply(what: str, change: Awaitable[object]) -> None:
@@ -273,9 +319,15 @@ class Daemon:
         if self._closed:
             return
         self._closed = True
+        if not self._running:  # refused before anything started (a bad file, a locked state.dir)
+            return
         started = time.monotonic()
         log.info("connectd is shutting down")
         self.notifier.stopping()
+        if self._pool is not None:
+            # Executors that end from now on (a task killed by its stop) are not replaced: a
+            # JVM start outlasts the shutdown and would only be killed.
+            self._pool.begin_shutdown()
         if self.worker is not None:
             await self.worker.stop()
         if self.rest is not None:
@@ -287,6 +339,7 @@ class Daemon:
             await self._relay.close()
         await self.lag.stop()
         await self.notifier.stop()  # the watchdog pings until the end of the shutdown
+        self._state_lock.release()  # last: nothing this daemon started is left
         log.info("connectd stopped in %.2f s", time.monotonic() - started)
 
     # ---- signals ----

@@ -1,7 +1,9 @@
 """``connectd check-config``: load configuration files and report every problem in them.
 
 Exit status: 0 when no file has an error (warnings allowed), 78 (EX_CONFIG) when one has,
-64 (EX_USAGE) for bad arguments.
+64 (EX_USAGE) for bad arguments. The files are checked together as a command line would give
+them: two connector files that define one ``name`` differently are an error naming both files
+(``connectd standalone`` refuses any two files of one name).
 """
 
 from __future__ import annotations
@@ -12,8 +14,16 @@ from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 from daemon.config.definitions import ConnectorDefResolver
-from daemon.config.loaders import CONNECTOR_MARKERS, Kind, kind_of, load_connector, load_worker
+from daemon.config.loaders import (
+    CONNECTOR_MARKERS,
+    Kind,
+    connector_values,
+    kind_of,
+    load_connector,
+    load_worker,
+)
 from daemon.config.modes import Mode
+from daemon.config.names import duplicate_names
 from daemon.config.problems import Problem
 from daemon.config.properties import read_properties
 from daemon.config.toml import load_daemon_toml
@@ -105,6 +115,26 @@ def _check_one(
     return f"a {mode.value} worker config ({why})", lambda: load_worker(path, worker_mode).warnings
 
 
+def _same_name(path: str, named: dict[str, tuple[str, dict[str, str]]]) -> list[Problem]:
+    """An error if an earlier file names the same connector differently (or the same file is
+    given twice), as ``connectd standalone`` refuses it; the same connector written twice
+    identically (e.g. a ``.json`` and a ``.properties`` form, as in ``examples/``) is not."""
+    try:
+        values = connector_values(path)[0]
+    except (OSError, ValueError):
+        return []
+    name = values.get("name", "").strip()
+    if not name:
+        return []
+    if name not in named:
+        named[name] = (path, values)
+        return []
+    first, first_values = named[name]
+    if first_values == values and Path(first) != Path(path):
+        return []
+    return duplicate_names([(name, first), (name, path)])
+
+
 def check_main(
     argv: Sequence[str],
     out: TextIO,
@@ -131,6 +161,7 @@ def check_main(
         return EX_USAGE
     mode = Mode(args.mode) if args.mode else None
     errors = warnings = 0
+    named: dict[str, tuple[str, dict[str, str]]] = {}  # connector name → first file, its keys
     for kind, path in items:
         taken_for, check = _check_one(path, kind, mode, resolver)
         out.write(f"{path}: checking as {taken_for}\n")
@@ -138,6 +169,8 @@ def check_main(
             problems = check()
         except InvalidConfig as exc:
             problems = list(exc.problems)
+        if taken_for.startswith("a connector config"):
+            problems += _same_name(path, named)
         for problem in problems:
             out.write(f"{problem.severity.value}: {problem}\n")
         errors += sum(p.is_error for p in problems)

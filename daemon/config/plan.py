@@ -23,6 +23,7 @@ from daemon.config import (
     load_daemon_toml,
     load_worker,
 )
+from daemon.config.names import duplicate_names
 from daemon.errors import ConnectdError, ConnectorNotFound, InvalidConfig
 
 
@@ -84,6 +85,11 @@ def load_plan(
         loaded = load_connector(path)
         warnings += loaded.warnings
         loaded_connectors.append(loaded.config)
+    duplicates = duplicate_names(
+        [(c.name, p) for c, p in zip(loaded_connectors, files, strict=True)]
+    )
+    if duplicates:
+        raise InvalidConfig(duplicates)
     return LaunchPlan(
         mode=mode,
         worker=loaded_worker.config,

@@ -1,14 +1,16 @@
 """``RestServer``: serves an app on every configured listener, http and https.
 
 ``start()`` binds every listener before it returns (port 0 picks a free port; ``bound`` tells
-which), or binds none and raises ``OSError`` naming the listener that failed. ``close()`` stops
-accepting, lets requests in flight finish for ``shutdown_timeout`` seconds, then closes every
-connection. Use ``async with RestServer(app, settings) as server:``.
+which), or binds none and raises ``BindError`` (an ``OSError``) naming the listener that failed
+(and, for a port in use, saying so). ``close()`` stops accepting, lets requests in flight finish
+for ``shutdown_timeout`` seconds, then closes every connection. Use ``async with
+RestServer(app, settings) as server:``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import socket
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -120,14 +122,26 @@ class RestServer(Listening):
         self._bound.clear()
 
 
+class BindError(OSError):
+    """A listener cannot be bound; the message names it and says why (a port in use: which)."""
+
+
 async def bind(listener: Listener) -> list[socket.socket]:
     """Listening sockets for every address of the listener's host (all interfaces when the
     host is empty). With port 0 every address gets the port the first one was given.
-    ``OSError`` naming the listener if any address cannot be bound (none is left open)."""
+    ``BindError`` (an ``OSError``) naming the listener if any address cannot be bound (none is
+    left open)."""
     try:
         return await _bind_addresses(listener)
     except OSError as exc:
-        raise OSError(exc.errno, f"cannot listen on {listener}: {exc.strerror}") from exc
+        if exc.errno == errno.EADDRINUSE:
+            why = (
+                f"port {listener.port} is in use (another connectd or Kafka Connect?); stop what"
+                " listens there, or set listeners in the worker file to a free port"
+            )
+        else:
+            why = str(exc.strerror or exc)
+        raise BindError(exc.errno, f"cannot listen on {listener}: {why}") from exc
 
 
 async def _bind_addresses(listener: Listener) -> list[socket.socket]:

@@ -2,20 +2,28 @@
 
 Every method that changes state returns once the change is done (``restart_task`` returns after
 the old incarnation is reaped and the new one started). Changes to a connector are serialised by
-the connector's lock; different connectors change in parallel. Configurations and target states
-are persisted in the ``ConfigStore`` (standalone: a state file) before they are applied, so a
-crash never loses an acknowledged change.
+the connector's lock; different connectors change in parallel. Configurations, target states and
+origins are persisted in the ``ConfigStore`` (standalone: a state file) before they are applied,
+so a crash never loses an acknowledged change.
+
+At start (``Worker.start``) the command line is the truth for connectors defined by files, as in
+Kafka Connect's standalone mode: a stored connector whose origin is a file and that the command
+line does not name again is neither started nor kept. Connectors created through the REST API
+are restored (a 201 is never lost), and so are target states (a paused or stopped connector
+stays so). Each restored connector is logged with its origin, and each one not running with
+how to resume it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Mapping, Sequence
 
 from daemon.config import Providers, WorkerConfig, resolve
 from daemon.connectors.api import ConnectorRegistry, SinkConnector, default_registry
-from daemon.connectors.registry import validate_connector
+from daemon.connectors.registry import off_loop, validate_connector, validate_connector_async
 from daemon.errors import (
     Conflict,
     ConnectorExists,
@@ -37,12 +45,15 @@ from daemon.runtime.model import (
 )
 from daemon.runtime.steps import TaskMetrics, TaskSettings
 from daemon.storage.epochs import EpochStore
-from daemon.storage.standalone import ConfigStore, MemoryStore, StoredConnector
+from daemon.storage.standalone import REST, ConfigStore, MemoryStore, Origin, StoredConnector
 
 log = logging.getLogger("connectd.worker")
 
 #: Bound on the kill + reap + /proc confirmation of one incarnation in the stop sequence.
 DEFAULT_KILL_TIMEOUT = 15.0
+
+#: The origin of a connector given to ``Worker.start`` without one.
+GIVEN = Origin("(the launch plan)")
 
 
 class Worker:
@@ -78,6 +89,7 @@ class Worker:
         first = config.listeners[0]
         self._worker_id = worker_id or f"{first.host or '127.0.0.1'}:{first.port}"
         self._connectors: dict[str, ConnectorRuntime] = {}
+        self._origins: dict[str, Origin | None] = {}  # None: not recorded (an older state file)
         self._lock = asyncio.Lock()  # guards the set of connector names
         self._started = False
         self._stopped = False
@@ -92,22 +104,85 @@ class Worker:
         """The REST listener's real address, once bound (port 0 picks one)."""
         self._worker_id = worker_id
 
-    async def start(self, connectors: Sequence[Mapping[str, str]] = ()) -> None:
-        """Load the stored connectors, (re)apply ``connectors`` (the command line's), start all.
+    async def start(
+        self,
+        connectors: Sequence[Mapping[str, str]] = (),
+        origins: Sequence[Origin] = (),
+    ) -> None:
+        """Load the stored connectors, (re)apply ``connectors`` (the command line's; ``origins``
+        says which file each came from), start all (see the module docstring).
 
         A stored connector's target state is kept, also for one given again on the command line:
-        a connector an operator paused stays paused across a restart.
+        a connector an operator paused stays paused across a restart. A stored connector that
+        came from a file and is not among ``connectors`` is removed from the store, not started.
         """
         stored = await self.store.load()
-        for config in connectors:
+        given: dict[str, tuple[dict[str, str], Origin]] = {}
+        for i, config in enumerate(connectors):
             name = config["name"]
-            checked = self._validate(name, config)
-            target = stored[name].target if name in stored else TargetState.RUNNING
-            if name not in stored or dict(stored[name].config) != checked:
-                await self.store.save(name, StoredConnector(checked, target))
-            stored[name] = StoredConnector(checked, target)
+            origin = origins[i] if i < len(origins) else GIVEN
+            if name in given:  # the launch plan refuses it first; this guards embedders
+                raise ConnectorExists(
+                    f"Connector {name} already exists: {given[name][1]} and {origin} both name it"
+                )
+            check = functools.partial(self._validate, name, config)  # it may stat a path
+            given[name] = (await off_loop(check, f"connector {name}"), origin)
+        where = self.store.where
+        for name, entry in sorted(stored.items()):
+            if name in given:
+                continue
+            if entry.origin is not None and entry.origin.from_file:
+                log.warning(
+                    "Connector %s (from %s) is not on the command line: not started, and removed"
+                    " from %s (as in Kafka Connect's standalone mode, only the connector files"
+                    " given run); give its file again to run it",
+                    name,
+                    entry.origin,
+                    where,
+                )
+                await self.store.delete(name)
+                del stored[name]
+                continue
+            how = (
+                "created through the REST API"
+                if entry.origin is not None
+                else "origin not recorded (stored by an older connectd); DELETE"
+                f" /connectors/{name} if it should not run"
+            )
+            log.info("Connector %s restored from %s: %s", name, where, how)
+        for name, (checked, origin) in given.items():
+            before = stored.get(name)
+            target = before.target if before is not None else TargetState.RUNNING
+            entry = StoredConnector(checked, target, origin)
+            if before is None:
+                log.info("Connector %s from %s", name, origin)
+            else:
+                was = (
+                    ""
+                    if before.origin in (origin, None)
+                    else f", which had it from {before.origin}"
+                )
+                changed = (
+                    ""
+                    if dict(before.config) == checked
+                    else "; the file's configuration is applied"
+                )
+                log.info("Connector %s from %s, known to %s%s%s", name, origin, where, was, changed)
+            if before != entry:
+                await self.store.save(name, entry)
+            stored[name] = entry
         for name, entry in stored.items():
+            self._origins[name] = entry.origin
             self._connectors[name] = ConnectorRuntime(name, entry.config, entry.target, self.env)
+            if entry.target is not TargetState.RUNNING:
+                log.warning(
+                    "Connector %s is %s, as it was before the restart (target states are kept"
+                    " in %s); PUT /connectors/%s/resume to run it",
+                    name,
+                    entry.target.value,
+                    where,
+                    name,
+                )
         await asyncio.gather(*(self._start(c) for c in self._connectors.values()))
         self._started = True
 
@@ -129,6 +204,11 @@ class Worker:
     def is_ready(self) -> bool:
         """Start-up is complete (``GET /health``)."""
         return self._started and not self._stopped
+
+    def is_starting(self) -> bool:
+        """Still loading its connectors (neither started nor stopped): the REST API answers
+        changes to connectors with 503 meanwhile."""
+        return not self._started and not self._stopped
 
     async def health_check(self) -> None:
         """Returns once the worker's event loop has done a round trip (``GET /health``)."""
@@ -177,37 +257,58 @@ class Worker:
     def _validate(self, name: str, config: Mapping[str, str]) -> dict[str, str]:
         return validate_connector(name, config, self.registry)
 
+    async def _validate_new(self, name: str, config: Mapping[str, str]) -> dict[str, str]:
+        """``_validate``, and the class's check against what exists (a table whose commit log
+        shows another connector writing these partitions …), off the event loop: what a
+        create or a change through REST must pass."""
+        return await validate_connector_async(name, config, self.registry)
+
     async def create_connector(
         self,
         name: str,
         config: Mapping[str, str],
         initial_state: TargetState = TargetState.RUNNING,
+        *,
+        origin: Origin = REST,
     ) -> ConnectorInfo:
-        checked = self._validate(name, config)
+        """``origin``: the file that defines it (a reload), else the REST API."""
+        checked = await self._validate_new(name, config)
         async with self._lock:
             if name in self._connectors:
                 raise ConnectorExists(f"Connector {name} already exists")
-            await self.store.save(name, StoredConnector(checked, initial_state))
+            await self.store.save(name, StoredConnector(checked, initial_state, origin))
             connector = ConnectorRuntime(name, checked, initial_state, self.env)
             self._connectors[name] = connector
-        log.info("Connector %s created (target state %s)", name, initial_state.value)
+            self._origins[name] = origin
+        log.info(
+            "Connector %s created from %s (target state %s)", name, origin, initial_state.value
+        )
         await self._start(connector)
         return self.connector_info(name)
 
     async def put_connector_config(
-        self, name: str, config: Mapping[str, str]
+        self, name: str, config: Mapping[str, str], *, origin: Origin | None = None
     ) -> tuple[bool, ConnectorInfo]:
+        """Create or reconfigure. ``origin``: the file the config comes from (a reload); a
+        REST call leaves an existing connector's origin as it was (a file-defined connector
+        changed through REST gets its file's config back at the next start or reload)."""
         if name not in self._connectors:
             try:
-                return True, await self.create_connector(name, config)
+                return True, await self.create_connector(name, config, origin=origin or REST)
             except ConnectorExists:
                 pass  # created meanwhile: reconfigure it
-        checked = self._validate(name, config)
+        checked = await self._validate_new(name, config)
         c = self._get(name)
         async with c.lock:
+            kept = self._origins.get(name)
+            new_origin = origin if origin is not None else kept
             if checked == c.config:
+                if new_origin != kept:
+                    await self.store.save(name, StoredConnector(checked, c.target, new_origin))
+                    self._origins[name] = new_origin
                 return False, self.connector_info(name)
-            await self.store.save(name, StoredConnector(checked, c.target))
+            await self.store.save(name, StoredConnector(checked, c.target, new_origin))
+            self._origins[name] = new_origin
             log.info("Connector %s reconfigured; restarting its tasks", name)
             await c.reconfigure(checked)
         return False, self.connector_info(name)
@@ -219,10 +320,17 @@ class Worker:
             await self.store.delete(name)
             async with self._lock:
                 self._connectors.pop(name, None)
+                self._origins.pop(name, None)
         log.info("Connector %s deleted", name)
 
+    def origin(self, name: str) -> Origin | None:
+        """Where the connector came from (``None``: not recorded, an older state file)."""
+        self._get(name)
+        return self._origins.get(name)
+
     async def _set_target(self, c: ConnectorRuntime, target: TargetState) -> None:
-        await self.store.save(c.name, StoredConnector(c.config, target))
+        origin = self._origins.get(c.name)
+        await self.store.save(c.name, StoredConnector(c.config, target, origin))
 
     async def pause_connector(self, name: str) -> None:
         c = self._get(name)

@@ -258,6 +258,11 @@ def is_alive(pid: int) -> bool:
     with contextlib.suppress(ChildProcessError):
         if os.waitpid(pid, os.WNOHANG)[0] == pid:
             return False
+        if _proc_state(pid) in ("Z", "X"):
+            # Our child whose main thread has ended while the JVM's other threads still exit:
+            # WNOHANG says "running" until the last one is gone, so collect it now.
+            os.waitpid(pid, 0)
+            return False
     return _proc_state(pid) not in (None, "Z", "X")
 
 

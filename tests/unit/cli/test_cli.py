@@ -38,7 +38,7 @@ def test_version_and_help() -> None:
 
 def test_no_command_is_a_usage_error() -> None:
     result = connectd()
-    assert result.returncode == 78
+    assert result.returncode == 2
     assert "usage: connectd" in result.stderr
 
 
