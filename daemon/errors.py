@@ -85,7 +85,11 @@ class TaskTimeout(ConnectdError):
 
 
 class CommitRejected(ConnectdError):
-    """The sink's commit log refused a commit: a gap, an overlap, or an older epoch (a zombie)."""
+    """The sink's commit log refused a commit: a gap, an overlap, or an older epoch (a zombie).
+
+    ``daemon.storage.commitlog`` says which with a subclass: ``OffsetsDiverged`` (a gap or an
+    overlap), ``ZombieEpoch``, ``PartitionsOwned`` (another connector's partition). None is
+    retried: the same data and configuration meet the same refusal."""
 
     retriable = False
 

@@ -78,7 +78,8 @@ class SinkConnector(ABC):
 
     ``config_def``, ``validate``, ``task_class``, ``task_configs`` and ``version`` are cheap and
     synchronous (called from the event loop, also by the REST API on throw-away instances);
-    ``start`` and ``stop`` are coroutines with a deadline.
+    ``check_existing`` may block (called in a thread); ``start`` and ``stop`` are coroutines
+    with a deadline.
     """
 
     def __init__(self) -> None:
@@ -96,6 +97,16 @@ class SinkConnector(ABC):
         """Problems with ``config`` (the whole connector configuration). Never raises for bad
         values. Default: ``config_def().validate(config)``."""
         return self.config_def().validate(config)
+
+    def check_existing(self, name: str, config: Mapping[str, str]) -> list[Problem]:
+        """Problems of a configuration ``validate`` accepted, against what exists outside it:
+        e.g. a table whose commit log shows another connector writing the same partitions.
+        Called before the connector ``name`` is created or reconfigured (REST, the validate
+        endpoint, ``check-config``, the daemon's start), in a thread, under a deadline
+        (``daemon.connectors.registry.EXISTING_CHECK_TIMEOUT``; past it the check is skipped
+        with a warning): it may block on I/O, must not change anything, and never raises for
+        a problem it finds. Default: none."""
+        return []
 
     async def start(self, config: Mapping[str, str]) -> None:
         """Called with the validated configuration before ``task_configs``. Default: keep it."""

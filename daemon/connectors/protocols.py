@@ -50,6 +50,17 @@ class SinkTaskContext(Protocol):
         """This incarnation's epoch: larger than every earlier incarnation's of the connector."""
         ...
 
+    async def raise_epoch(self, *, above: int) -> int:
+        """Take an epoch larger than ``above`` (the newest epoch of this connector the sink's
+        own store has seen) and return the epoch now held; ``epoch`` reads it from then on.
+
+        For ``open`` only: a sink that keeps epochs with its data calls it there when its
+        store has seen a newer epoch than ``epoch`` (the runtime's counter lives in the
+        daemon's state directory, which may have been lost or replaced), so the newest starter
+        always wins. Elsewhere (a ``put``, a commit) the epoch is returned unchanged: an older
+        incarnation that meets a newer epoch there is a zombie and must be refused."""
+        ...
+
     @property
     def config(self) -> Mapping[str, str]:
         """The task configuration ``start`` received."""

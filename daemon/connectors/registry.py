@@ -1,21 +1,35 @@
 """Finding connector classes: aliases imported lazily, and validating a connector config.
 
 ``validate_connector`` sits beside the registry because checking a config means resolving its
-class: the framework's keys first (``daemon.config.parse_connector``), then the class's own.
+class: the framework's keys first (``daemon.config.parse_connector``), then the class's own
+(``validate``), then, where asked, the class's check against what exists
+(``check_existing``: a table another connector writes …), which may block on I/O and so runs
+in a thread under ``EXISTING_CHECK_TIMEOUT`` (``validate_connector_async`` from the event loop).
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import importlib
-from collections.abc import Mapping
+import logging
+import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from daemon.config import parse_connector
 from daemon.config.definitions import ConfigDef
 from daemon.config.problems import error, raise_if_errors
 from daemon.connectors.base import SinkConnector
-from daemon.errors import ConnectorNotFound, InvalidConfig
+from daemon.errors import ConfigError, ConnectorNotFound, InvalidConfig
+from daemon.structs import Problem
+
+log = logging.getLogger("connectd.connectors")
+
+#: Seconds a connector's ``check_existing`` may take; past them it is skipped with a warning
+#: (the check is a courtesy: the sink's own state refuses the same thing at run time).
+EXISTING_CHECK_TIMEOUT = 10.0
 
 
 @dataclass(frozen=True)
@@ -74,8 +88,9 @@ class ConnectorRegistry:
             return None
 
     def validate(self, name: str, config: Mapping[str, str]) -> dict[str, str]:
-        """``validate_connector`` with this registry (the config layer's reload asks for it)."""
-        return validate_connector(name, config, self)
+        """``validate_connector`` with this registry, ``check_existing`` included (the config
+        layer's reload asks for it, in a thread; it may block up to the deadline)."""
+        return validate_connector(name, config, self, existing=True)
 
     def list_plugins(self) -> list[PluginInfo]:
         """Every alias that imports, with its class name and version; broken ones are left out."""
@@ -127,10 +142,110 @@ list_plugins = default_registry.list_plugins
 
 
 def validate_connector(
-    name: str, config: Mapping[str, str], registry: ConnectorRegistry = default_registry
+    name: str,
+    config: Mapping[str, str],
+    registry: ConnectorRegistry = default_registry,
+    *,
+    existing: bool = False,
 ) -> dict[str, str]:
     """A connector config as stored (``name`` filled in), checked by the framework and by the
-    connector class; ``InvalidConfig`` with every problem (REST answers 400)."""
+    connector class; ``InvalidConfig`` with every problem (REST answers 400). ``existing``:
+    also the class's ``check_existing``, waited for here (blocks: not on the event loop; there
+    use ``validate_connector_async``)."""
+    checked = _validated(name, config, registry)
+    if existing:
+        future = _check_existing(registry.resolve(checked["connector.class"]), name, checked)
+        try:
+            problems = future.result(timeout=EXISTING_CHECK_TIMEOUT)
+        except concurrent.futures.TimeoutError:
+            problems = _timed_out(name)
+        raise_if_errors(problems)
+    return checked
+
+
+async def validate_connector_async(
+    name: str, config: Mapping[str, str], registry: ConnectorRegistry = default_registry
+) -> dict[str, str]:
+    """``validate_connector`` with ``check_existing``, for the event loop: both run in a
+    thread of their own (a class's ``validate`` may ``stat`` a path on a filesystem that does
+    not answer), the loop keeps serving meanwhile."""
+    checked = await off_loop(lambda: _validated(name, config, registry), f"connector {name}")
+    cls = registry.resolve(checked["connector.class"])
+    raise_if_errors(await existing_problems_async(cls, name, checked))
+    return checked
+
+
+async def existing_problems_async(
+    cls: type[SinkConnector], name: str, config: Mapping[str, str]
+) -> list[Problem]:
+    """``cls().check_existing(name, config)`` off the event loop, under
+    ``EXISTING_CHECK_TIMEOUT`` (no problems if it passed)."""
+    future = _check_existing(cls, name, config)
+    try:
+        async with asyncio.timeout(EXISTING_CHECK_TIMEOUT):
+            return await asyncio.wrap_future(future)
+    except TimeoutError:
+        return _timed_out(name)
+
+
+_T = TypeVar("_T")
+
+
+async def off_loop(fn: Callable[[], _T], what: str) -> _T:
+    """``fn()`` (a configuration check) in a daemon thread, awaited under
+    ``EXISTING_CHECK_TIMEOUT``: past it, ``ConfigError`` saying so, and the thread is
+    abandoned (it holds neither the loop nor a pool)."""
+    future = _in_thread(fn)
+    try:
+        async with asyncio.timeout(EXISTING_CHECK_TIMEOUT):
+            return await asyncio.wrap_future(future)
+    except TimeoutError:
+        raise ConfigError(
+            f"{what}: checking the configuration took over {EXISTING_CHECK_TIMEOUT:g} s (a path"
+            " on a filesystem that does not answer?); try again once it answers"
+        ) from None
+
+
+def _check_existing(
+    cls: type[SinkConnector], name: str, checked: Mapping[str, str]
+) -> concurrent.futures.Future[list[Problem]]:
+    def check() -> list[Problem]:
+        try:
+            return list(cls().check_existing(name, dict(checked)))
+        except Exception as exc:  # a courtesy check: its own failure must not refuse a config
+            log.warning("Connector %s: check_existing() raised %r; not checked", name, exc)
+            return []
+
+    return _in_thread(check)
+
+
+def _in_thread(fn: Callable[[], _T]) -> concurrent.futures.Future[_T]:
+    """``fn()`` in a daemon thread of its own: a read hung on a dead filesystem is abandoned
+    at the deadline and holds neither the event loop, nor a pool, nor the process's exit."""
+    future: concurrent.futures.Future[_T] = concurrent.futures.Future()
+
+    def body() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(fn())
+        except BaseException as exc:
+            future.set_exception(exc)
+
+    threading.Thread(target=body, name="check-existing", daemon=True).start()
+    return future
+
+
+def _timed_out(name: str) -> list[Problem]:
+    log.warning(
+        "Connector %s: checking it against existing state took over %g s; not checked",
+        name,
+        EXISTING_CHECK_TIMEOUT,
+    )
+    return []
+
+
+def _validated(name: str, config: Mapping[str, str], registry: ConnectorRegistry) -> dict[str, str]:
     checked = {str(k): str(v) for k, v in config.items()}
     if "name" in checked and checked["name"] != name:
         raise InvalidConfig(

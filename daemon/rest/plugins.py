@@ -17,7 +17,7 @@ from daemon.rest import models as m
 from daemon.rest.api import Query, Reply, Routes, body, query
 from daemon.rest.context import context
 from daemon.rest.errors import bad_request, json_reply, not_found
-from daemon.rest.validate import connector_key, validate
+from daemon.rest.validate import connector_key, validate_async
 
 routes = Routes("connector-plugins")
 
@@ -128,4 +128,4 @@ async def validate_config(request: web.Request) -> web.Response:
     if found is None:
         raise not_found(f"Unknown plugin {class_name}.")
     connector: SinkConnector = ctx.registry.resolve(found[1])()
-    return json_reply(validate(class_name, config, connector, ctx.registry.config_def))
+    return json_reply(await validate_async(class_name, config, connector, ctx.registry.config_def))

@@ -22,6 +22,7 @@ from daemon.config import ConnectorConfig, SettingInfo, parse_connector, setting
 from daemon.config.definitions import REQUIRED, ConfigKey, ConfigType, ConnectorDefResolver
 from daemon.config.problems import Problem, error
 from daemon.connectors.api import SinkConnector
+from daemon.connectors.registry import existing_problems_async, off_loop
 from daemon.errors import InvalidConfig
 
 _HIGH = {"name", "connector.class", "tasks.max", "topics", "topics.regex"}
@@ -138,9 +139,12 @@ def _unknown_key(name: str) -> dict[str, Any]:
 
 
 def _problems(
-    config: Mapping[str, str], connector: SinkConnector, resolver: ConnectorDefResolver
+    config: Mapping[str, str],
+    connector: SinkConnector,
+    resolver: ConnectorDefResolver,
+    existing: list[Problem] | None = None,
 ) -> list[Problem]:
-    found: list[Problem] = []
+    found: list[Problem] = list(existing or [])
     try:
         found += parse_connector(config, resolver=resolver).warnings
     except InvalidConfig as exc:
@@ -156,13 +160,33 @@ def _problems(
     return list(unique.values())
 
 
-def validate(
+async def validate_async(
     name: str,
     config: Mapping[str, str],
     connector: SinkConnector,
     resolver: ConnectorDefResolver,
 ) -> dict[str, Any]:
-    """Connect's ``ConfigInfos`` for ``config`` checked as a configuration of ``connector``."""
+    """``validate`` plus the connector's ``check_existing`` (a table another connector writes
+    …), run in a thread under a deadline, when the configuration is otherwise valid: the same
+    checks as creating the connector. ``name`` is what the answer names (Connect: the class);
+    the connector is ``config["name"]``."""
+    existing: list[Problem] = []
+    what = f"connector {config.get('name', name)}"
+    if not await off_loop(lambda: _problems(config, connector, resolver), what):
+        owner = config.get("name", "")
+        existing = await existing_problems_async(type(connector), owner, config)
+    return await off_loop(lambda: validate(name, config, connector, resolver, existing), what)
+
+
+def validate(
+    name: str,
+    config: Mapping[str, str],
+    connector: SinkConnector,
+    resolver: ConnectorDefResolver,
+    existing: list[Problem] | None = None,
+) -> dict[str, Any]:
+    """Connect's ``ConfigInfos`` for ``config`` checked as a configuration of ``connector``
+    (with ``existing``: problems ``check_existing`` found, filed under their keys)."""
     definitions = framework_keys()
     known = {d["name"] for d in definitions}
     for own in connector.config_def().keys.values():
@@ -170,7 +194,7 @@ def validate(
             definitions.append(connector_key(own))
             known.add(own.name)
     errors: dict[str, list[str]] = {}
-    for problem in _problems(config, connector, resolver):
+    for problem in _problems(config, connector, resolver, existing):
         key = problem.key or "connector.class"
         text = problem.message
         if problem.expected is not None:

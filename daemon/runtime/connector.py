@@ -134,6 +134,9 @@ class ConnectorRuntime:
         env = self.env
         cls = type(self.instance) if self.instance is not None else None
 
+        async def draw_epoch(floor: int = 1) -> int:
+            return await env.epochs.next_epoch_async(task_id.connector, floor=floor)
+
         def make(epoch: int) -> Incarnation:
             if cls is None:
                 raise RuntimeError(f"connector {self.name} has no running instance")
@@ -149,7 +152,7 @@ class ConnectorRuntime:
                 settings=env.settings,
                 paused=self.target is TargetState.PAUSED,
                 metrics=env.metrics,
-                draw_epoch=lambda: env.epochs.next_epoch_async(task_id.connector),
+                draw_epoch=draw_epoch,
             )
 
         return TaskSlot(

@@ -7,7 +7,7 @@ after each callback returns.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, overload
 
@@ -32,6 +32,8 @@ class TaskContext:
         self._seeks: dict[TopicPartition, int] = {}
         self._commit_requested = False
         self._closing = False
+        #: While ``open`` runs (``opening``): draws an epoch ≥ its argument and adopts it.
+        self._raiser: Callable[[int], Awaitable[int]] | None = None
 
     @property
     def task_id(self) -> TaskId:
@@ -79,6 +81,11 @@ class TaskContext:
     def assignment(self) -> frozenset[TopicPartition]:
         return self._assignment
 
+    async def raise_epoch(self, *, above: int) -> int:
+        if self._epoch > above or self._raiser is None:
+            return self._epoch
+        return await self._raiser(above + 1)
+
     def request_commit(self) -> None:
         self._commit_requested = True
 
@@ -109,6 +116,17 @@ class TaskContext:
         self._assignment = frozenset(partitions)
         self._paused &= self._assignment
         self._seeks = {tp: o for tp, o in self._seeks.items() if tp in self._assignment}
+
+    @contextmanager
+    def opening(self, raiser: Callable[[int], Awaitable[int]] | None) -> Iterator[None]:
+        """Wrap the ``open`` call: inside, ``raise_epoch`` may take a newer epoch through
+        ``raiser(floor)`` (draw one ≥ ``floor``, adopt it, return it). Only the opening path
+        raises an epoch; anywhere else an older epoch stays older, and is fenced out."""
+        self._raiser = raiser
+        try:
+            yield
+        finally:
+            self._raiser = None
 
     @contextmanager
     def closing(self) -> Iterator[None]:

@@ -10,7 +10,10 @@ raises it and so fails the incarnation.
 Revoked partitions get the closing ``pre_commit`` (``context.is_closing``), then ``close``, and
 their positions are forgotten. Assigned partitions were paused by the consumer at once; new ones
 get a fresh epoch and ``open`` (where an exactly-once sink seeks to its committed offsets), then
-the seeks are applied and the partitions released. Each callback bumps the rebalance generation
+the seeks are applied and the partitions released. During ``open`` the sink may raise the epoch
+above one its own store has seen (``context.raise_epoch``: the state directory that counts
+epochs was lost or is another one); the new epoch is drawn from the same counter, with that
+floor, so the counter catches up with the sink. Each callback bumps the rebalance generation
 (``PartitionProgress``): records handed out before it are not delivered.
 """
 
@@ -79,11 +82,12 @@ class Rebalancer:
         self,
         host: RebalanceHost,
         wake: asyncio.Event,
-        draw_epoch: Callable[[], Awaitable[int]] | None,
+        draw_epoch: Callable[..., Awaitable[int]] | None,
         epoch_timeout: float,
     ) -> None:
         """``wake``: set to wake the main loop after a failure. ``draw_epoch``: a fresh epoch
-        from the connector's counter, drawn within ``epoch_timeout`` seconds."""
+        from the connector's counter, drawn within ``epoch_timeout`` seconds; called with no
+        argument, or with ``floor=n`` for one at least ``n`` (``context.raise_epoch``)."""
         self.host = host
         self.draw_epoch = draw_epoch
         self.epoch_timeout = epoch_timeout
@@ -139,6 +143,25 @@ class Rebalancer:
         self.host.adopt_epoch(epoch)
         log.info("Task %s takes epoch %d for its new partitions", self.host.id, epoch)
 
+    async def _raise_epoch(self, floor: int) -> int:
+        """``context.raise_epoch`` during ``open``: an epoch ≥ ``floor`` from the connector's
+        counter, adopted by the incarnation (and its sink's writes)."""
+        context = self.host.context
+        assert context is not None
+        if self.draw_epoch is None:
+            return context.epoch
+        async with asyncio.timeout(self.epoch_timeout):
+            epoch: int = await self.draw_epoch(floor=floor)
+        self.host.adopt_epoch(epoch)
+        log.info(
+            "Task %s takes epoch %d: its sink has seen epoch %d of the connector (the state "
+            "directory's counter was behind)",
+            self.host.id,
+            epoch,
+            floor - 1,
+        )
+        return epoch
+
     async def _revoke(self, partitions: frozenset[TopicPartition]) -> None:
         host = self.host
         async with host.lock:
@@ -165,5 +188,6 @@ class Rebalancer:
             if new:
                 log.info("Partitions assigned: %s", names(new))
                 await self._take_new_epoch()
-                await host.open_partitions(new)
+                with context.opening(self._raise_epoch):
+                    await host.open_partitions(new)
             host.release(partitions)

@@ -14,8 +14,11 @@ What is retried: only failures a restart can help.
   write deadline (``WriteTimeout``) or dead (``ExecutorDied``), a step past its deadline
   (``TaskTimeout``), an injected failure. A configuration error (``ConfigError``,
   ``InvalidConfig``), a missing connector class (``ConnectorNotFound``), a record that cannot be
-  converted (``ConversionError``) or a refused commit (``CommitRejected``) is never retried: the
-  same configuration and the same data fail the same way.
+  converted (``ConversionError``) or a refused commit (``CommitRejected``: a gap or an overlap,
+  ``OffsetsDiverged``; a zombie's, ``ZombieEpoch``; a partition another connector owns,
+  ``PartitionsOwned``) is never retried: the same configuration and the same data fail the same
+  way. (An epoch that is behind because the state directory was lost is no refusal: the
+  incarnation raises it while it opens its partitions.)
 - An ``ImportError`` (a module or class the connector's code needs is missing) is never retried.
 - Any other exception from a connector's own code (``OSError``, ``ConnectionError``, a client
   library's error, a bug) is retried, as Strimzi restarts any FAILED task: connectd cannot tell

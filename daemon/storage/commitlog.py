@@ -24,6 +24,12 @@ Concurrency: one ``CommitLog`` is thread-safe; several instances and processes (
 shared filesystem) may commit to one table (different partitions, e.g. several tasks of a
 connector) — the exclusive creation of the next record is the serialisation point.
 
+Ownership: a partition belongs to the connector that first committed to or fenced it; another
+connector's commit or fence of it is refused (``PartitionsOwned``, naming the owner), because
+two connectors on the same partitions would refuse each other's commits. Epochs are kept per
+connector and partition; ``last_epoch(connector)`` is what a new incarnation must exceed when
+the daemon's own epoch counter was lost (``daemon.storage.epochs``: the log is the authority).
+
 The filesystem is a ``TableFs`` (``daemon.storage.fs``): ``LocalFs`` for plain paths and
 ``file:`` URIs (the default: ``CommitLog(path)``), ``HadoopFs`` for any Hadoop filesystem URI,
 used inside an executor process, where the JVM is (``daemon.storage.hadoopfs``). Every method
@@ -37,7 +43,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -46,12 +52,41 @@ from daemon.storage.fs import LocalFs, TableFs, join, parent
 from daemon.storage.records import FORMAT, CommitRecord, DataFile, Kind
 from daemon.structs import OffsetRange, TopicPartition
 
-__all__ = ["FORMAT", "META", "CommitLog", "CommitRecord", "DataFile", "Kind"]
+__all__ = [
+    "FORMAT",
+    "META",
+    "CommitLog",
+    "CommitRecord",
+    "DataFile",
+    "Kind",
+    "OffsetsDiverged",
+    "PartitionsOwned",
+    "ZombieEpoch",
+]
 
 META = "_connectd"
 LOG, STAGING, DONE = f"{META}/log", f"{META}/staging", f"{META}/done"
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _SEQ = re.compile(r"^(\d{20})\.json$")
+
+
+class ZombieEpoch(CommitRejected):
+    """An older epoch of the connector tried to commit or fence after a newer one claimed the
+    partition: this incarnation is a zombie. Not retried (a new incarnation of the same task
+    would only fence the live one out in turn)."""
+
+
+class OffsetsDiverged(CommitRejected):
+    """A commit does not continue where the partition's last commit (of this connector, or
+    an operator's offsets record) ended. Not retried: the same seek would meet the same
+    refusal (a gap left by retention never heals); an operator decides (the offsets API)."""
+
+
+class PartitionsOwned(CommitRejected):
+    """Another connector owns the partition (its commit or fence was the partition's last):
+    two connectors must not write the same partitions of one table. Not retried (the
+    configuration must change: another path, or the new connector names the old one in
+    ``takeover``)."""
 
 
 class CommitLog:
@@ -77,8 +112,11 @@ class CommitLog:
         self._records: list[CommitRecord] = []
         self._ends: dict[TopicPartition, int] = {}
         self._epochs: dict[tuple[str, TopicPartition], int] = {}
+        #: The connector whose commit or fence touched each partition last.
+        self._claimed_by: dict[TopicPartition, str] = {}
         self._held: set[str] = set()  # commit ids whose staging dir this instance writes
         self._opened = False
+        self._read_only = False
 
     @property
     def path(self) -> Path:
@@ -111,6 +149,14 @@ class CommitLog:
             self._refresh()
             self._opened = True
             self.recover()
+        return self
+
+    def open_read_only(self) -> CommitLog:
+        """Read the log without changing anything (no recovery, nothing created): for checks
+        such as a connector's validation. Only the reading methods work afterwards."""
+        with self._lock:
+            self._refresh()
+            self._opened = self._read_only = True
         return self
 
     def recover(self) -> None:
@@ -171,6 +217,7 @@ class CommitLog:
             for tp in claimed:
                 key = (record.connector, tp)
                 self._epochs[key] = max(self._epochs.get(key, 0), record.epoch)
+                self._claimed_by[tp] = record.connector
         if record.kind == "offsets":
             for tp, offset in record.offsets:
                 if offset is None:
@@ -202,6 +249,22 @@ class CommitLog:
                 return self._epochs.get((connector, tp), 0)
             return max((e for (c, _), e in self._epochs.items() if c == connector), default=0)
 
+    def owners(self, topics: Iterable[str] | None = None) -> dict[TopicPartition, str]:
+        """Per partition (of ``topics``; all if ``None``), the connector that owns it: the one
+        whose commit or fence of it was the last. An earlier writer no longer owns it (it was
+        renamed, or the owner took it over: ``fence(takeover=...)``)."""
+        wanted = None if topics is None else set(topics)
+        with self._lock:
+            self._check_open()
+            self._refresh()
+            return {
+                tp: c for tp, c in self._claimed_by.items() if wanted is None or tp.topic in wanted
+            }
+
+    def owned_by(self, connector: str) -> list[TopicPartition]:
+        """The partitions ``connector`` owns (see ``owners``)."""
+        return sorted(tp for tp, c in self.owners().items() if c == connector)
+
     def records(self) -> list[CommitRecord]:
         """Every record so far, in order (the audit trail)."""
         with self._lock:
@@ -225,7 +288,7 @@ class CommitLog:
             raise ValueError(f"commit id {commit_id!r}: use letters, digits, '.', '_', '-'")
         name = join(STAGING, commit_id)
         with self._lock:
-            self._check_open()
+            self._check_open(write=True)
             if commit_id not in self._held:
                 self.fs.hold(commit_id)
                 try:
@@ -261,7 +324,7 @@ class CommitLog:
         ``True`` returned: the record, not the exception, says what was committed.
         """
         with self._lock:
-            self._check_open()
+            self._check_open(write=True)
             finished = self._finish_if_named(commit_id)
             if not finished:
                 self.fs.remove_tree(join(STAGING, commit_id))
@@ -288,9 +351,11 @@ class CommitLog:
         """Commit the data staged under ``commit_id`` (``files``; default ``staged_files``)
         as covering ``ranges``, atomically, then move it into place.
 
-        ``CommitRejected`` if a range does not start exactly where the partition's last commit
-        ended (gap or overlap) or ``epoch`` is older than the last epoch of ``connector`` that
-        committed to or fenced the partition (a zombie); the staged data is kept (``abort`` it).
+        ``CommitRejected`` (the staged data is kept: ``abort`` it): ``PartitionsOwned`` if
+        another connector committed to or fenced a partition; ``ZombieEpoch`` if ``epoch`` is
+        older than the last epoch of ``connector`` that committed to or fenced it;
+        ``OffsetsDiverged`` if a range does not start exactly where the partition's last commit
+        ended (gap or overlap).
         A partition never committed accepts any start. Ranges may be empty (progress without
         rows, e.g. when every record was bad); ``files`` may be empty.
         """
@@ -301,7 +366,7 @@ class CommitLog:
             raise ValueError("a commit has at most one range per partition")
         fs = self.fs
         with self._lock:
-            self._check_open()
+            self._check_open(write=True)
             staging = join(STAGING, commit_id)
             if commit_id not in self._held and (files or fs.exists(staging)):
                 raise ValueError(f"commit {commit_id} was not staged with stage() here")
@@ -317,13 +382,15 @@ class CommitLog:
 
             def check() -> None:
                 for r in ranges:
+                    self._check_owner(connector, r.tp)
                     self._check_epoch(connector, epoch, r.tp)
                     end = self._ends.get(r.tp)
                     if end is not None and r.start != end:
                         what = "gap" if r.start > end else "overlap (duplicate)"
-                        raise CommitRejected(
-                            f"commit of {r.tp} offsets {r.start}..{r.end} refused: {what}, the "
-                            f"last commit ended at {end}; seek to {end} and write from there"
+                        raise OffsetsDiverged(
+                            f"commit of {r.tp} offsets {r.start}..{r.end} by {connector} refused:"
+                            f" {what}, the last commit ended at {end}; seek to {end} and write "
+                            "from there (a restart of the task does)"
                         )
 
             record = self._publish(
@@ -342,22 +409,37 @@ class CommitLog:
         return record
 
     def fence(
-        self, connector: str, task: int, epoch: int, partitions: Iterable[TopicPartition]
+        self,
+        connector: str,
+        task: int,
+        epoch: int,
+        partitions: Iterable[TopicPartition],
+        *,
+        takeover: Collection[str] = (),
     ) -> CommitRecord | None:
         """Claim ``partitions`` for the incarnation with ``epoch``: from now on commits of older
-        epochs are refused even before this one commits. ``CommitRejected`` if a newer epoch
-        already claimed one. ``None`` (nothing written) if the claim is already in place."""
+        epochs are refused even before this one commits. ``ZombieEpoch`` if a newer epoch
+        already claimed one, ``PartitionsOwned`` if another connector owns one, unless that
+        connector is in ``takeover`` (a rename: this connector continues its offsets and it can
+        no longer write them). ``None`` (nothing written) if the claim is already in place."""
         tps = sorted(set(partitions))
         with self._lock:
-            self._check_open()
+            self._check_open(write=True)
             self._refresh()
-            if all(self._epochs.get((connector, tp), 0) >= epoch for tp in tps):
+            for tp in tps:
+                self._check_owner(connector, tp, takeover)
+            if all(
+                self._epochs.get((connector, tp), 0) >= epoch
+                and self._claimed_by.get(tp) == connector
+                for tp in tps
+            ):
                 for tp in tps:
                     self._check_epoch(connector, epoch, tp)
                 return None
 
             def check() -> None:
                 for tp in tps:
+                    self._check_owner(connector, tp, takeover)
                     self._check_epoch(connector, epoch, tp)
 
             offsets = tuple((tp, self._ends.get(tp)) for tp in tps)
@@ -371,31 +453,59 @@ class CommitLog:
         self, offsets: Mapping[TopicPartition, int | None], *, connector: str = ""
     ) -> CommitRecord:
         """An operator sets partitions' next offsets (``None``: forget the partition, so its
-        next commit may start anywhere). Epochs are kept. Stop the writers first."""
+        next commit may start anywhere). Epochs are kept. Stop the writers first. With
+        ``connector``, ``PartitionsOwned`` if another connector owns one of the partitions:
+        one connector's offsets API never moves another's progress."""
         for tp, o in offsets.items():
             if o is not None and o < 0:
                 raise ValueError(f"offset {o} for {tp} is negative")
         with self._lock:
-            self._check_open()
+            self._check_open(write=True)
             items = tuple(sorted(offsets.items()))
-            record = self._publish(lambda: None, kind="offsets", connector=connector, offsets=items)
+
+            def check() -> None:
+                if connector:
+                    for tp, _ in items:
+                        self._check_owner(connector, tp)
+
+            record = self._publish(check, kind="offsets", connector=connector, offsets=items)
             self._apply(record)
             return record
 
     def reset_offsets(
         self, partitions: Iterable[TopicPartition] | None = None, *, connector: str = ""
     ) -> CommitRecord:
-        """Forget the committed offsets of ``partitions`` (all if ``None``)."""
+        """Forget the committed offsets of ``partitions``; if ``None``, of every partition
+        ``connector`` owns (every partition of the table without ``connector``)."""
         with self._lock:
             self._check_open()
             self._refresh()
-            tps = list(self._ends) if partitions is None else list(partitions)
+            if partitions is not None:
+                tps = list(partitions)
+            else:
+                tps = [
+                    tp
+                    for tp in self._ends
+                    if not connector or self._claimed_by.get(tp) in (None, connector)
+                ]
             return self.alter_offsets(dict.fromkeys(tps), connector=connector)
+
+    def _check_owner(
+        self, connector: str, tp: TopicPartition, takeover: Collection[str] = ()
+    ) -> None:
+        other = self._claimed_by.get(tp)
+        if other is not None and other != connector and other not in takeover:
+            raise PartitionsOwned(
+                f"{connector} may not write {tp} to table {self.location}: connector {other!r} "
+                f"owns it (epoch {self._epochs.get((other, tp), 0)}); two connectors must not "
+                "write the same partitions of one table: give one its own path, or, if "
+                f"{connector} replaces {other!r}, set takeover={other} on {connector}"
+            )
 
     def _check_epoch(self, connector: str, epoch: int, tp: TopicPartition) -> None:
         last = self._epochs.get((connector, tp), 0)
         if epoch < last:
-            raise CommitRejected(
+            raise ZombieEpoch(
                 f"{connector} epoch {epoch} may not write {tp}: epoch {last} already has "
                 "(this incarnation is a zombie; it must stop)"
             )
@@ -436,9 +546,11 @@ class CommitLog:
         if record.commit_id:
             fs.remove_tree(staging)
 
-    def _check_open(self) -> None:
+    def _check_open(self, *, write: bool = False) -> None:
         if not self._opened:
             raise RuntimeError("CommitLog.open() was not called")
+        if write and self._read_only:
+            raise RuntimeError("this CommitLog was opened read-only (open_read_only())")
 
     def close(self) -> None:
         """Release the staging guards this instance holds (their dirs become orphans)."""

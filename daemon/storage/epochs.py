@@ -7,6 +7,12 @@ ones (``daemon.storage.CommitLog``).
 
 This store keeps the counters in local files (standalone mode); distributed mode will draw them
 from the config topic behind the same ``next_epoch`` call.
+
+The store is a cache, not the authority: a sink that records epochs with its data (a table's
+commit log) knows the last epoch that wrote there. When the state directory was lost or is
+another one, the counter restarts below it; the sink then asks, while opening partitions, for
+an epoch above its last one (``SinkTaskContext.raise_epoch`` → ``next_epoch(floor=last + 1)``),
+and the counter catches up.
 """
 
 from __future__ import annotations

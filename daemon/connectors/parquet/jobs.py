@@ -34,6 +34,7 @@ from typing import Any
 
 from daemon import errors
 from daemon.connectors.records import OffsetRange, TopicPartition
+from daemon.storage import commitlog as commitlog_module
 from daemon.storage.commitlog import CommitLog, DataFile
 
 _LOGS: dict[tuple[str, float], CommitLog] = {}
@@ -75,7 +76,9 @@ def raise_for(result: Mapping[str, Any]) -> Mapping[str, Any]:
     if error is None:
         return result
     name, message = error
-    cls = getattr(errors, name, None)
+    # The commit log's refusals (``ZombieEpoch`` …) are subclasses of ``CommitRejected`` that
+    # live beside it; their class decides whether a restart may help.
+    cls = getattr(errors, name, None) or getattr(commitlog_module, name, None)
     if not (isinstance(cls, type) and issubclass(cls, errors.ConnectdError)):
         cls = errors.WriteFailed
     raise cls(message)
@@ -99,9 +102,15 @@ def open_table(
     task: int = 0,
     epoch: int = 0,
     partitions: Sequence[Sequence[Any]] = (),
+    unless_behind: bool = False,
+    takeover: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Open (roll forward, clean up); with ``partitions``, fence them with ``epoch`` first and
-    return their committed offsets as ``{"offsets": [[topic, partition, offset], ...]}``."""
+    return their committed offsets as ``{"offsets": [[topic, partition, offset], ...]}``.
+
+    ``unless_behind``: if the table has seen an epoch of ``connector`` at least ``epoch``
+    (a lost state directory), fence nothing and return ``{"behind": that epoch}``; the task
+    raises its epoch above it and asks again."""
 
     def run() -> dict[str, Any]:
         log = commit_log(spark, path, stale_after)
@@ -109,7 +118,11 @@ def open_table(
         if not tps:
             log.recover()
             return {"offsets": [], "fs": log.fs.kind}
-        log.fence(connector, task, epoch, tps)
+        if unless_behind:
+            last = max((log.last_epoch(connector, tp) for tp in tps), default=0)
+            if last >= epoch:
+                return {"behind": last, "fs": log.fs.kind}
+        log.fence(connector, task, epoch, tps, takeover=tuple(takeover))
         return {"offsets": _offsets_out(log.committed_offsets(tps)), "fs": log.fs.kind}
 
     return _job(run)
@@ -186,11 +199,17 @@ def abort(
     return _job(lambda: {"landed": commit_log(spark, path, stale_after).abort(commit_id)})
 
 
-def read_offsets(spark: Any, batch: Any, *, path: str, stale_after: float) -> dict[str, Any]:
-    """Every partition's committed next offset."""
-    return _job(
-        lambda: {"offsets": _offsets_out(commit_log(spark, path, stale_after).committed_offsets())}
-    )
+def read_offsets(
+    spark: Any, batch: Any, *, path: str, stale_after: float, connector: str = ""
+) -> dict[str, Any]:
+    """The committed next offset of every partition ``connector`` owns (all without it)."""
+
+    def run() -> dict[str, Any]:
+        log = commit_log(spark, path, stale_after)
+        tps = log.owned_by(connector) if connector else None
+        return {"offsets": _offsets_out(log.committed_offsets(tps))}
+
+    return _job(run)
 
 
 def alter_offsets(

@@ -18,6 +18,7 @@ from daemon.config.definitions import (
 )
 from daemon.config.problems import Problem, error
 from daemon.config.worker import WRITE_TIMEOUT_KEY
+from daemon.connectors.parquet.place import place_problems, scheme_problem
 from daemon.connectors.parquet.write import COMPRESSION, FORMATS
 from daemon.errors import ConfigError
 
@@ -73,6 +74,9 @@ def table_location(uri: str) -> str:
 
 
 def _check_path(value: Any) -> None:
+    problem = scheme_problem(str(value))
+    if problem is not None:
+        raise ValueError(problem)
     table_location(str(value))
 
 
@@ -91,6 +95,17 @@ class ParquetConfigDef(ConfigDef):
 
     def cross_check(self, values: dict[str, Any], config: Mapping[str, str]) -> list[Problem]:
         return _cross_problems(values, config)
+
+    def validate(self, config: Mapping[str, str]) -> list[Problem]:
+        """Also whether a local ``path`` can hold the table (``parquet.place``: cheap ``stat``
+        calls), so ``check-config``, REST validation and creation refuse a file, a read-only
+        directory or an unsupported scheme. Not part of ``parse`` (a task's start): there the
+        filesystem's own error says what went wrong."""
+        problems = super().validate(config)
+        path = config.get("path", "")
+        if path and not any(p.key == "path" for p in problems) and not is_hadoop_uri(path):
+            problems += place_problems(table_path(path))
+        return problems
 
 
 CONFIG_DEF = (
@@ -160,6 +175,16 @@ CONFIG_DEF = (
         "optional types, e.g. id:int64,name), instead of one value column. Short for "
         "value.converter.fields.",
     )
+    .define(
+        "takeover",
+        ConfigType.LIST,
+        [],
+        Importance.LOW,
+        "Connectors whose partitions of this table this connector takes over (it replaces "
+        "them, e.g. after a rename): it continues from their committed offsets, and they can "
+        "no longer write those partitions. Without it, a partition of the table that another "
+        "connector owns is refused.",
+    )
 )
 
 
@@ -175,6 +200,7 @@ class ParquetSettings:
     compression: str
     write_timeout: float  # seconds
     hadoop: bool = False
+    takeover: tuple[str, ...] = ()  # connectors whose partitions this one may take over
 
     @property
     def staging_lease(self) -> float:
@@ -194,6 +220,7 @@ class ParquetSettings:
             compression=values["compression"].strip().lower(),
             write_timeout=_write_timeout(config) / 1000.0,  # checked by the parse
             hadoop=is_hadoop_uri(values["path"]),
+            takeover=tuple(c.strip() for c in values["takeover"] if c.strip()),
         )
 
 
@@ -215,7 +242,8 @@ def write_timeout(config: Mapping[str, str]) -> float:
 
 
 def check_config(config: Mapping[str, str]) -> list[Problem]:
-    """Every problem of ``config``: each setting on its own, then across settings."""
+    """Every problem of ``config``: each setting on its own, then across settings, then
+    whether a local ``path`` can hold the table."""
     return CONFIG_DEF.validate(config)
 
 

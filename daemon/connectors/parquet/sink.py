@@ -49,6 +49,7 @@ from daemon.connectors.api import (
 )
 from daemon.connectors.parquet.buffer import RecordBuffer
 from daemon.connectors.parquet.jobs import raise_for
+from daemon.connectors.parquet.place import owner_problems
 from daemon.connectors.parquet.settings import (
     CONFIG_DEF,
     ParquetSettings,
@@ -89,6 +90,15 @@ class ParquetSinkConnector(SinkConnector):
     def validate(self, config: Mapping[str, str]) -> list[Problem]:
         return check_config(config)
 
+    def check_existing(self, name: str, config: Mapping[str, str]) -> list[Problem]:
+        """Another connector owning partitions of these topics in the table's commit log
+        (``parquet.place.owner_problems``). Local tables only: a Hadoop table's log is read
+        through an executor, and its first fence refuses the second connector instead."""
+        location = _table(config)
+        if is_hadoop_uri(location):
+            return []
+        return owner_problems(Path(location), name, config)
+
     def task_class(self) -> type[SinkTask]:
         return ParquetSinkTask
 
@@ -107,17 +117,19 @@ class ParquetSinkConnector(SinkConnector):
     async def read_offsets(
         self, config: Mapping[str, str], *, run_in_executor: ExecutorCall | None = None
     ) -> dict[TopicPartition, int]:
-        """Next offset per partition, as committed with the table's data ({} if none)."""
-        location = _table(config)
+        """Next offset per partition this connector owns in the table, as committed with the
+        table's data ({} if none): another connector's partitions of a shared table are not
+        this one's offsets."""
+        location, name = _table(config), config.get("name", "")
         if is_hadoop_uri(location):
-            result = await _hadoop_job(config, run_in_executor, "read_offsets")
+            result = await _hadoop_job(config, run_in_executor, "read_offsets", connector=name)
             return {TopicPartition(t, p): o for t, p, o in result["offsets"]}
 
         def read() -> dict[TopicPartition, int]:
             if not (Path(location) / META).is_dir():
                 return {}
             with CommitLog(location) as commit_log:
-                return commit_log.committed_offsets()
+                return commit_log.committed_offsets(commit_log.owned_by(name) if name else None)
 
         return await asyncio.to_thread(read)
 
@@ -151,7 +163,8 @@ class ParquetSinkConnector(SinkConnector):
     async def reset_offsets(
         self, config: Mapping[str, str], *, run_in_executor: ExecutorCall | None = None
     ) -> None:
-        """Forget every partition's committed offset (the data stays in the table)."""
+        """Forget the committed offset of every partition this connector owns (the data stays
+        in the table; another connector's partitions of a shared table are untouched)."""
         location, name = _table(config), config.get("name", "")
         if is_hadoop_uri(location):
             await _hadoop_job(config, run_in_executor, "reset_offsets", connector=name)

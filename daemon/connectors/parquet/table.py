@@ -4,7 +4,11 @@ guarantees (``daemon.storage.commitlog``):
 
 - ``open``: roll incomplete commits forward, delete killed writes' staging dirs;
 - ``claim(partitions)``: fence them with the incarnation's epoch, then read their committed
-  offsets (claim first, so nothing an older incarnation commits later can be missed);
+  offsets (claim first, so nothing an older incarnation commits later can be missed). If the
+  table has seen an epoch of the connector at least as large (the daemon's state directory,
+  where epochs are counted, was lost or is another one), the incarnation first raises its epoch
+  above it (``context.raise_epoch``): the table, not the state directory, is the authority, so
+  the newest starter always wins and fences older incarnations out;
 - ``write(table, ranges, commit_id)``: stage, write through Spark in an executor, commit
   exclusively, move into place. Raises if anything failed; then ``abort(commit_id)`` must run
   (the executor is gone by then) and says whether the commit landed after all.
@@ -20,6 +24,7 @@ hung filesystem call is killed at the write deadline like a hung write.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -81,6 +86,30 @@ def _write_kwargs(settings: ParquetSettings) -> dict[str, Any]:
     }
 
 
+async def _raise_epoch(ctx: SinkTaskContext, last: int) -> None:
+    """Take an epoch above ``last``, the table's newest epoch of this connector. If the runtime
+    cannot (no epoch source), the epoch stays and the fence refuses it as a zombie."""
+    before = ctx.epoch
+    after = await ctx.raise_epoch(above=last)
+    if after > before:
+        log.info(
+            "%s: table %s has seen epoch %d of %s; took epoch %d (was %d)",
+            ctx.task_id,
+            ctx.config.get("path", "?"),
+            last,
+            ctx.task_id.connector,
+            after,
+            before,
+        )
+
+
+def _last_epoch(log: CommitLog, connector: str, partitions: Sequence[TopicPartition]) -> int:
+    """The newest epoch of ``connector`` the table has seen on ``partitions``: only those
+    matter for this claim (a sibling task's newer epoch on its own partitions does not make
+    this one a zombie)."""
+    return max((log.last_epoch(connector, tp) for tp in partitions), default=0)
+
+
 class LocalTable:
     """The commit log in the daemon process; the executor writes the staging dir only."""
 
@@ -94,9 +123,19 @@ class LocalTable:
         await asyncio.to_thread(self.log.open)
 
     async def claim(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
-        ctx = self.ctx
+        ctx, log = self.ctx, self.log
+        last = await asyncio.to_thread(_last_epoch, log, ctx.task_id.connector, partitions)
+        if last >= ctx.epoch:
+            await _raise_epoch(ctx, last)
         await asyncio.to_thread(
-            self.log.fence, ctx.task_id.connector, ctx.task_id.task, ctx.epoch, partitions
+            functools.partial(
+                log.fence,
+                ctx.task_id.connector,
+                ctx.task_id.task,
+                ctx.epoch,
+                partitions,
+                takeover=self.settings.takeover,
+            )
         )
         return await asyncio.to_thread(self.log.committed_offsets, partitions)
 
@@ -161,13 +200,17 @@ class HadoopTable:
 
     async def claim(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         ctx = self.ctx
-        result = await self._job(
-            "open_table",
-            connector=ctx.task_id.connector,
-            task=ctx.task_id.task,
-            epoch=ctx.epoch,
-            partitions=[[tp.topic, tp.partition] for tp in partitions],
-        )
+        tps = [[tp.topic, tp.partition] for tp in partitions]
+        claim = {
+            "connector": ctx.task_id.connector,
+            "task": ctx.task_id.task,
+            "partitions": tps,
+            "takeover": list(self.settings.takeover),
+        }
+        result = await self._job("open_table", epoch=ctx.epoch, unless_behind=True, **claim)
+        if "behind" in result:
+            await _raise_epoch(ctx, int(result["behind"]))
+            result = await self._job("open_table", epoch=ctx.epoch, **claim)
         return {TopicPartition(t, p): o for t, p, o in result["offsets"]}
 
     async def write(

@@ -13,8 +13,9 @@ import pytest
 import daemon.storage.fs as fs
 from daemon.connectors.records import OffsetRange, TopicPartition
 from daemon.errors import CommitRejected, StorageCorrupt
+from daemon.runtime.restart import retriable
 from daemon.storage import CommitLog, DataFile
-from daemon.storage.commitlog import META
+from daemon.storage.commitlog import META, OffsetsDiverged, PartitionsOwned, ZombieEpoch
 
 if TYPE_CHECKING:
     from unit.storage.conftest import Kit
@@ -109,10 +110,57 @@ def test_a_refused_commit_is_atomic_across_partitions(log: CommitLog, kit: Kit) 
 def test_epochs_are_per_partition_and_per_connector(log: CommitLog, kit: Kit) -> None:
     write(kit, log, 5, r(TP0, 0, 1))
     write(kit, log, 3, r(TP1, 0, 1))  # epoch 5 never wrote TP1
-    commit_id = log.new_commit_id()
-    log.stage_dir(commit_id)
-    log.commit("other-connector", 0, 1, [r(TP0, 1, 2)], commit_id=commit_id)  # its own epochs
+    other = TopicPartition("u", 0)
+    log.commit("other-connector", 0, 1, [r(other, 0, 2)], commit_id=log.new_commit_id())
     assert log.last_epoch("sink") == 5 and log.last_epoch("other-connector") == 1
+    assert log.owners() == {TP0: "sink", TP1: "sink", other: "other-connector"}
+    assert log.owned_by("sink") == [TP0, TP1]
+
+
+def test_a_partition_belongs_to_the_connector_that_wrote_it(log: CommitLog, kit: Kit) -> None:
+    """Issue 13 item 5: a second connector on the same partitions is refused, by name."""
+    write(kit, log, 5, r(TP0, 0, 1))
+    owned = "other-connector may not write t-0 .*connector 'sink' owns it.*takeover=sink"
+    with pytest.raises(PartitionsOwned, match=owned):
+        log.fence("other-connector", 0, 9, [TP0])
+    with pytest.raises(PartitionsOwned, match=owned):
+        log.commit("other-connector", 0, 9, [r(TP0, 1, 2)], commit_id=log.new_commit_id())
+    log.commit("other-connector", 0, 9, [r(TP1, 0, 2)], commit_id=log.new_commit_id())
+    assert log.committed_offsets() == {TP0: 1, TP1: 2}
+    # One connector's offsets API never moves another's progress.
+    with pytest.raises(PartitionsOwned):
+        log.alter_offsets({TP0: 0}, connector="other-connector")
+    log.reset_offsets(connector="other-connector")
+    assert log.committed_offsets() == {TP0: 1}
+
+
+def test_a_renamed_connector_takes_its_partitions_over(log: CommitLog, kit: Kit) -> None:
+    """The old name's commits stay in the log; the new name continues them only when it says
+    it replaces the old one, and from then on the old name is the one refused."""
+    write(kit, log, 5, r(TP0, 0, 10))  # connector "sink"
+    with pytest.raises(PartitionsOwned):
+        log.fence("renamed", 0, 1, [TP0])
+    log.fence("renamed", 0, 1, [TP0], takeover=["sink"])
+    assert log.owners() == {TP0: "renamed"} and log.committed_offsets() == {TP0: 10}
+    log.commit("renamed", 0, 1, [r(TP0, 10, 12)], commit_id=log.new_commit_id())
+    with pytest.raises(PartitionsOwned, match="connector 'renamed' owns it"):
+        log.commit("sink", 0, 6, [r(TP0, 12, 14)], commit_id=log.new_commit_id())
+    assert log.committed_offsets() == {TP0: 12}
+
+
+def test_a_refusal_says_whether_a_restart_can_help(log: CommitLog, kit: Kit) -> None:
+    """None of the refusals is retried: the same seek meets the same gap or overlap, a zombie
+    must stop, another connector's partition needs a configuration change. Each is a
+    ``CommitRejected`` the restart policy reads."""
+    write(kit, log, 5, r(TP0, 0, 10))
+    with pytest.raises(OffsetsDiverged, match="overlap") as overlap:
+        log.commit("sink", 0, 5, [r(TP0, 5, 12)], commit_id=log.new_commit_id())
+    with pytest.raises(ZombieEpoch) as zombie:
+        log.commit("sink", 0, 4, [r(TP0, 10, 12)], commit_id=log.new_commit_id())
+    with pytest.raises(PartitionsOwned) as owned:
+        log.fence("other-connector", 0, 9, [TP0])
+    assert not any(retriable(e.value) for e in (overlap, zombie, owned))
+    assert all(isinstance(e.value, CommitRejected) for e in (overlap, zombie, owned))
 
 
 def test_first_commit_of_a_partition_may_start_anywhere(log: CommitLog, kit: Kit) -> None:
