@@ -22,6 +22,7 @@ Names (counters get ``_total`` on export):
 - on scrape: ``connectd_connector_state{connector,state}``, ``connectd_task_state{...,state}``,
   ``connectd_task_incarnation``, ``connectd_task_auto_restarts``, ``connectd_executors{state}``,
   ``connectd_executor_rss_bytes{executor}``, ``connectd_executor_deaths_total``,
+  ``connectd_executor_recycles_total``,
   ``connectd_executor_start_failures_total``, ``connectd_executor_writes_total``
 """
 
@@ -269,6 +270,11 @@ class _PoolCollector(Collector):
         yield executors
         for name, help_text, value in (
             ("connectd_executor_deaths", "Executors that died on their own.", status.deaths),
+            (
+                "connectd_executor_recycles",
+                "Executors replaced after a failed write.",
+                status.recycles,
+            ),
             (
                 "connectd_executor_start_failures",
                 "Executors whose SparkSession never became ready.",

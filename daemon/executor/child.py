@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from daemon.executor import process, protocol
+from daemon.executor.causes import leaves_state, root_cause
 from daemon.executor.handoff import Batch
 
 
@@ -131,6 +132,7 @@ def _execute(sock: socket.socket, spark: Any, msg: protocol.Run) -> bool:
         )
     except BaseException as exc:
         broken = _jvm_failure(spark)
+        target = msg.kwargs.get("path")
         reply = protocol.Failed(
             seq=msg.seq,
             error=type(exc).__name__,
@@ -138,6 +140,8 @@ def _execute(sock: socket.socket, spark: Any, msg: protocol.Run) -> bool:
             traceback=traceback.format_exc(),
             seconds=time.monotonic() - began,
             fatal=broken is not None,
+            cause=root_cause(exc, target if isinstance(target, str) else None),
+            recycle=leaves_state(exc),
         )
         if isinstance(exc, KeyboardInterrupt | SystemExit):
             reply = protocol.Failed(

@@ -4,7 +4,8 @@ Plain frozen dataclasses, cheap to take from the event loop (``ExecutorPool.snap
 ``ExecutorPool.status()``); the REST status API and the metrics exporter read them.
 
 ``PoolEvents`` (``ExecutorPool.events``) records, with monotonic times, when an executor was
-leased to a task's write and when an executor was reaped: the order of the two is the pool's
+leased to a task's write, recycled after a failed write, and reaped: the order of leases and
+reaps is the pool's
 half of the invariant (a task id's next write goes to an executor only after the previous
 one's executor is reaped), and tests check it from this record instead of inferring it.
 """
@@ -71,12 +72,14 @@ class PoolStatus:
     backoff_seconds: float
     problem: str | None
     cds_archive: str | None
+    recycles: int = 0  # replaced after a failed write (``PoolEventKind.RECYCLED``)
 
 
 class PoolEventKind(enum.StrEnum):
     LEASED = "leased"  # an executor was handed a write for ``task_id``
     REAPED = "reaped"  # waitpid returned for the executor and no process of its tree runs
     REAP_FAILED = "reap_failed"  # the kill ended with processes of the tree still running
+    RECYCLED = "recycled"  # retired after a failed write, to be reaped and replaced
 
 
 @dataclass(frozen=True)
@@ -125,6 +128,14 @@ class PoolEvents:
             logging.INFO if first else logging.DEBUG,
             "executor %d (pid %d) leased to task %s at monotonic %.6f",
             *(executor, pid, task_id, at),
+        )
+
+    def recycled(self, executor: int, pid: int, task_id: str | None, why: str) -> None:
+        """``executor`` is retired after a failed write (its reap follows as ``reaped``)."""
+        self._now(PoolEventKind.RECYCLED, executor, pid, task_id, why)
+        log.info(
+            "executor %d (pid %d) recycled after a failed write for task %s: %s",
+            *(executor, pid, task_id, why),
         )
 
     def reaped(self, executor: int, pid: int, task_id: str | None, report: str) -> None:

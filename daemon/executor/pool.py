@@ -122,9 +122,10 @@ class ExecutorPool:
         Waits up to ``acquire_timeout`` (default ``settings.acquire_timeout``) for a free
         executor (``ExecutorUnavailable``). ``timeout`` counts from the executor's
         acknowledgement. The result raises ``WriteTimeout`` (tree killed and reaped),
-        ``ExecutorDied``, ``WriteFailed`` (``fn`` raised; the executor is reused) or
-        ``PoolClosed``; this call itself raises ``PoolClosed`` when the pool takes no writes and
-        ``TypeError`` when the arguments cannot be sent.
+        ``ExecutorDied``, ``WriteFailed`` (``fn`` raised; the executor is reused, or replaced
+        when the failure may leave state behind: ``protocol.Failed.recycle``) or ``PoolClosed``;
+        this call itself raises ``PoolClosed`` when the pool takes no writes and ``TypeError``
+        when the arguments cannot be sent.
         """
         if not self._sup.started or self._sup.closed:
             raise PoolClosed("the executor pool is not running; no writes are taken")
@@ -343,11 +344,12 @@ class ExecutorPool:
                     f" {outcome.message}"
                 )
             self._end_slot(write)
-            self._make_idle(ex)
-            raise WriteFailed(
-                f"task {task_id}: write function {ref} raised {outcome.error}: {outcome.message}\n"
-                f"{outcome.traceback}"
-            )
+            error = _write_failed(task_id, ref, outcome)
+            if outcome.recycle:
+                await self._recycle(write, error)
+            else:
+                self._make_idle(ex)
+            raise error
         except ExecutorError as exc:
             if ex.terminating and write.kill is None:
                 # It died on its own (or the pool closed): the task id stays held until reaped.
@@ -364,6 +366,19 @@ class ExecutorPool:
                 with contextlib.suppress(Exception):
                     await asyncio.shield(write.kill)
             raise
+
+    async def _recycle(self, write: _Write, error: WriteFailed) -> None:
+        """Replace the executor of a write that failed leaving state behind (a failed Spark
+        job's open files): killed and reaped before the error is raised, so the files the sink
+        deletes next are freed at once; the task id's gate stays closed until the reap; the
+        replacement starts in the background."""
+        assert write.ex is not None
+        first = str(error).splitlines()[0]
+        write.kill = self._sup.recycle(
+            write.ex, first.removeprefix(f"task {write.lease.task_id}: ")
+        )
+        with contextlib.suppress(Exception):
+            await asyncio.shield(write.kill)
 
     def _start_kill(
         self, write: _Write, reason: str, counts_death: bool = False
@@ -398,6 +413,12 @@ class ExecutorPool:
 
     # -- shutdown ---------------------------------------------------------------------------
 
+    def begin_shutdown(self) -> None:
+        """The owner is shutting down: executors that end from now on are not replaced (a JVM
+        start takes longer than a shutdown waits; it would start only to be killed). Writes
+        still run on the executors left. ``close`` implies it."""
+        self._sup.replacing = False
+
     async def _close(self, graceful_timeout: float) -> None:
         self._sup.closed = True
         for waiter in self._waiters:
@@ -411,3 +432,15 @@ class ExecutorPool:
         except TimeoutError:
             log.warning("executor pool: writes still running after %gs; killing", graceful_timeout)
         await self._sup.stop_everything(PoolClosed("the executor pool closed during the write"))
+
+
+def _write_failed(task_id: str, ref: str, outcome: protocol.Failed) -> WriteFailed:
+    """The error of a write whose function raised. Its first line (the task's error line, the
+    restart log's cause) leads with the root cause when the executor found one: ``No space
+    left on device on /path`` rather than ``An error occurred while calling o574.save.``"""
+    raised = f"write function {ref} raised {outcome.error}"
+    if outcome.cause is None:
+        return WriteFailed(f"task {task_id}: {raised}: {outcome.message}\n{outcome.traceback}")
+    return WriteFailed(
+        f"task {task_id}: {outcome.cause} ({raised})\n{outcome.message}\n{outcome.traceback}"
+    )

@@ -82,7 +82,10 @@ class Done:
 @dataclass(frozen=True)
 class Failed:
     """The write function raised. ``fatal``: the executor's session is broken (its JVM died or
-    the SparkContext stopped) and the executor exits right after this message."""
+    the SparkContext stopped) and the executor exits right after this message. ``cause``: the
+    root cause in one line when the message buries it (a Java trace: ``No space left on device
+    on /path``), else None. ``recycle``: the failure may leave state in the session (a failed
+    Spark job's open files), so the pool replaces the executor."""
 
     seq: int
     error: str
@@ -90,6 +93,8 @@ class Failed:
     traceback: str
     seconds: float
     fatal: bool = False
+    cause: str | None = None
+    recycle: bool = False
 
 
 @dataclass(frozen=True)

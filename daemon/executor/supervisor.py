@@ -65,11 +65,14 @@ class Supervisor:
         self.io_threads = ThreadPoolExecutor(settings.size + 1, "connectd-executor-io")
         self.started = False
         self.closed = False
+        #: False once the owner is shutting down: an executor that ends is not replaced (a JVM
+        #: start takes longer than the shutdown's graceful wait; it would only be killed).
+        self.replacing = True
         self._changed = asyncio.Event()
         self._background: set[asyncio.Task[object]] = set()
         self._backoff = StartBackoff(settings.backoff_initial, settings.backoff_max)
         self._problem: str | None = None
-        self._kills = self._deaths = 0
+        self._kills = self._deaths = self._recycles = 0
         self._launcher = launch.Launcher(settings)
         self.handoff = self._launcher.handoff
         self._builder: ExecutorProcess | None = None
@@ -117,8 +120,8 @@ class Supervisor:
         task.add_done_callback(self._background.discard)
 
     def _fill(self) -> None:
-        """Spawn executors until ``size + spares`` exist, unless backing off."""
-        if not self.started or self.closed:
+        """Spawn executors until ``size + spares`` exist, unless backing off or shutting down."""
+        if not self.started or self.closed or not self.replacing:
             return
         loop = self.running_loop()
         missing = self.settings.target - len(self._executors)
@@ -203,6 +206,7 @@ class Supervisor:
             writes_done=writes_done,
             kills=self._kills,
             deaths=self._deaths,
+            recycles=self._recycles,
             start_failures=self._backoff.failures,
             failure_streak=self._backoff.streak,
             backoff_seconds=self._backoff.remaining(loop_time),
@@ -287,6 +291,18 @@ class Supervisor:
             ex.state = ExecutorState.KILLED
             ex.reason = reason
             log.warning("killing executor %d (pid %d): %s", ex.ident, ex.pid, reason)
+        return self.retire(ex)
+
+    def recycle(self, ex: ExecutorProcess, reason: str) -> asyncio.Task[KillReport]:
+        """Replace ``ex`` after a write that failed in a way that may leave state behind in its
+        session: a failed Spark job's JVM keeps its open files (staged files the sink then
+        deletes keep their disk space while the JVM holds them). Not a kill for a deadline nor
+        a death: counted as ``recycles``, logged at INFO, recorded in ``events``."""
+        if not ex.terminating:
+            self._recycles += 1
+            ex.state = ExecutorState.KILLED
+            ex.reason = reason
+            self.events.recycled(ex.ident, ex.pid, ex.task_id, reason)
         return self.retire(ex)
 
     def retire(self, ex: ExecutorProcess) -> asyncio.Task[KillReport]:
@@ -394,10 +410,21 @@ class Supervisor:
     async def stop_everything(self, error: ExecutorError) -> None:
         """Kill every executor (and the archive builder), wait for the reaps, clean up."""
         self._backoff.cancel()
+        self.replacing = False
         kills: list[asyncio.Task[KillReport]] = []
         for ex in list(self._executors.values()):
             self.owner.executor_lost(ex, error)
-            kills.append(self.kill(ex, "pool closed") if not ex.terminating else self.retire(ex))
+            if ex.terminating:
+                kills.append(self.retire(ex))
+            elif ex.state is ExecutorState.BUSY:
+                # A write still running after the graceful wait: that one is news.
+                kills.append(self.kill(ex, "pool closed during a write"))
+            else:
+                # Idle or starting: ending it is what closing the pool means, not a warning.
+                ex.state = ExecutorState.KILLED
+                ex.reason = "pool closed"
+                log.info("stopping executor %d (pid %d): the pool is closing", ex.ident, ex.pid)
+                kills.append(self.retire(ex))
         if self._builder is not None:
             kills.append(self._builder.terminate(self._threads, self.settings.kill_timeout))
         for task in list(self._background):

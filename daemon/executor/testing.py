@@ -66,6 +66,12 @@ def fail(spark: Any, batch: Batch | None, message: str = "failing on purpose") -
     raise ValueError(message)
 
 
+def fail_io(spark: Any, batch: Batch | None, path: str, code: int = 28) -> None:
+    """Fail as a write on a full (ENOSPC, 28) or read-only (EROFS, 30) disk does: an
+    ``OSError`` naming a file under ``path``."""
+    raise OSError(code, os.strerror(code), os.path.join(path, "part-00000.parquet"))
+
+
 def whoami(spark: Any, batch: Batch | None) -> dict[str, Any]:
     """Where the write ran: executor pid, its JVM's pid, the batch's row count, the time."""
     java = spark.sparkContext._gateway.proc.pid if spark is not None else None

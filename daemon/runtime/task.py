@@ -64,7 +64,7 @@ class Incarnation:
         settings: TaskSettings,
         paused: bool = False,
         metrics: TaskMetrics | None = None,
-        draw_epoch: Callable[[], Awaitable[int]] | None = None,
+        draw_epoch: Callable[..., Awaitable[int]] | None = None,
     ) -> None:
         self.id = task_id
         self.epoch = epoch
@@ -161,8 +161,15 @@ class Incarnation:
             raise
         except Exception as exc:
             self.failure = exc
-            self.trace = traceback.format_exc()
-            log.error("Task %s (epoch %d) failed:\n%s", self.id, self.epoch, self.trace.rstrip())
+            # Connect's shape: what failed, in one line, first (a failed write's root cause:
+            # ``WriteFailed: task t-0: No space left on device on /path (...)``), then the trace.
+            text = str(exc)
+            headline = f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
+            self.trace = f"{headline}\n{traceback.format_exc()}"
+            log.error(
+                "Task %s (epoch %d) failed: %s\n%s",
+                *(self.id, self.epoch, headline, traceback.format_exc().rstrip()),
+            )
             await self._close_after_failure()
         finally:
             self.running = False

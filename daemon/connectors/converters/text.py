@@ -25,7 +25,12 @@ class ByteArrayConverter(Converter):
 
 
 class StringConverter(Converter):
-    """Decodes text into a ``string`` column. Option ``encoding`` (default UTF-8)."""
+    """Decodes text into a ``string`` column. Option ``encoding`` (default UTF-8).
+
+    Bytes that are not valid in the encoding become U+FFFD and the record is kept, as Connect's
+    ``StringConverter`` does (Java's ``new String(bytes, charset)`` replaces malformed input):
+    a record Connect would deliver must not fail or dead-letter here.
+    """
 
     connect_name = "org.apache.kafka.connect.storage.StringConverter"
 
@@ -45,36 +50,38 @@ class StringConverter(Converter):
             ) from None
 
     def convert(self, data: Sequence[bytes | None]) -> Converted:
-        column, errors = decode_text(data, self.encoding)
+        column, errors = decode_text(data, self.encoding, errors="replace")
         return Converted({self.side: column}, errors)
 
 
 def decode_text(
-    data: Sequence[bytes | None], encoding: str = "utf-8"
+    data: Sequence[bytes | None], encoding: str = "utf-8", *, errors: str = "strict"
 ) -> tuple[pa.Array, dict[int, Exception]]:
     """Bytes → a ``string`` array. UTF-8 is validated by Arrow in one pass over the batch; only
-    when that fails (or for other encodings) are records decoded one by one."""
+    when that fails (or for other encodings) are records decoded one by one. ``errors`` is the
+    codec's error handler: ``strict`` reports a record that does not decode, ``replace`` keeps
+    it with U+FFFD in place of the bad bytes."""
     if encoding == "utf-8":
         try:
             return pa.array(data, pa.binary()).cast(pa.string()), {}
         except pa.ArrowInvalid:
             pass
-    texts, errors = decode_each(data, encoding)
-    return string_array(texts, errors), errors
+    texts, failed = decode_each(data, encoding, errors=errors)
+    return string_array(texts, failed), failed
 
 
 def decode_each(
-    data: Sequence[bytes | None], encoding: str = "utf-8"
+    data: Sequence[bytes | None], encoding: str = "utf-8", *, errors: str = "strict"
 ) -> tuple[list[str | None], dict[int, Exception]]:
     texts: list[str | None] = []
-    errors: dict[int, Exception] = {}
+    failed: dict[int, Exception] = {}
     for i, b in enumerate(data):
         try:
-            texts.append(None if b is None else bytes(b).decode(encoding))
+            texts.append(None if b is None else bytes(b).decode(encoding, errors))
         except UnicodeDecodeError as e:
-            errors[i] = e
+            failed[i] = e
             texts.append(None)
-    return texts, errors
+    return texts, failed
 
 
 def string_array(texts: list[str | None], errors: dict[int, Exception]) -> pa.Array:

@@ -88,8 +88,8 @@ def test_negative_or_missing_timestamp_is_null() -> None:
 
 
 def test_ranges_cover_every_record_including_bad_ones() -> None:
-    r = batch_converter().convert(
-        raw([b"ok", b"\xff", b"ok"], partitions=[0, 1, 1], offsets=[7, 3, 9])
+    r = batch_converter("json", **{"schemas.enable": "false"}).convert(
+        raw([b"1", b"{bad", b"2"], partitions=[0, 1, 1], offsets=[7, 3, 9])
     )
     assert [b.offset for b in r.bad] == [3]
     assert r.batch.ranges == (OffsetRange("t", 0, 7, 8), OffsetRange("t", 1, 3, 10))
@@ -131,19 +131,41 @@ def test_bytearray_keeps_bytes() -> None:
     assert r.batch.table.schema.field("key").type == pa.binary()
 
 
-def test_string_bad_utf8_is_a_bad_record_not_a_failed_batch() -> None:
-    r = batch_converter().convert(raw([b"ok", b"bad \xc3\x28", b"fine"], keys=[b"1", b"2", b"3"]))
-    assert r.batch.table.column("value").to_pylist() == ["ok", "fine"]
-    (bad,) = r.bad
-    assert (bad.topic, bad.partition, bad.offset, bad.stage) == ("t", 0, 1, "value")
-    assert bad.exception_class == "builtins.UnicodeDecodeError"
-    assert bad.value == b"bad \xc3\x28" and bad.key == b"2"
-    assert "value conversion failed" in bad.error
+def test_string_bad_utf8_is_replaced_as_connect_does() -> None:
+    # Connect's StringConverter is `new String(bytes, UTF_8)`: malformed bytes become U+FFFD
+    # and the record is delivered, neither failed nor dead-lettered.
+    r = batch_converter().convert(
+        raw([b"ok", b"bad \xc3\x28", b"\xff\xfe", b"fine"], keys=[b"1", b"\xff2", b"3", None])
+    )
+    assert r.bad == []
+    assert r.batch.table.column("value").to_pylist() == [
+        "ok",
+        "bad \ufffd(",
+        "\ufffd\ufffd",
+        "fine",
+    ]
+    assert r.batch.table.column("key").to_pylist() == ["1", "\ufffd2", "3", None]
+    assert r.batch.table.column("kafka_offset").to_pylist() == [0, 1, 2, 3]
+
+
+def test_string_other_encoding_replaces_too() -> None:
+    conv = make_converter("string", {"encoding": "UTF-16-LE"}, is_key=False)
+    out = conv.convert([b"a\x00\x00\xd8", b"b\x00"])  # a lone high surrogate, then "b"
+    assert out.errors == {}
+    assert out.columns["value"].to_pylist() == ["a\ufffd", "b"]
 
 
 def test_bad_key_is_reported_with_key_stage() -> None:
-    r = batch_converter().convert(raw([b"v"], keys=[b"\xff"]))
+    r = batch_converter(key="json").convert(raw([b"v"], keys=[b"{bad"]))
     assert r.bad[0].stage == "key" and r.batch.table.num_rows == 0
+
+
+def test_json_bad_utf8_stays_a_bad_record() -> None:
+    # JSON is parsed, not just decoded: invalid UTF-8 there is a malformed document, as in
+    # Connect's JsonConverter (DataException), so it is reported rather than replaced.
+    r = batch_converter("json", **{"schemas.enable": "false"}).convert(raw([b'"\xff"', b'"ok"']))
+    assert [b.offset for b in r.bad] == [0]
+    assert r.batch.table.num_rows == 1
 
 
 def test_string_other_encoding() -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import time
@@ -25,6 +26,7 @@ from daemon.errors import (
     WriteTimeout,
 )
 from daemon.executor import ExecutorPool, ExecutorState, PoolSettings, function_ref
+from daemon.executor.info import PoolEventKind
 from daemon.executor.lease import Acceptance, WriteLease
 from daemon.executor.process import ProcStat, read_stat, scan, tree
 
@@ -133,6 +135,57 @@ async def test_failing_function_keeps_the_executor(make_pool: MakePool) -> None:
         await pool.run("conn-0", f"{T}:fail", kwargs={"message": "nope"}, timeout=10)
     assert "Traceback" in str(err.value)
     assert (await pool.run("conn-0", f"{T}:whoami", timeout=10))["pid"] == first["pid"]
+
+
+async def test_failed_write_that_leaves_state_recycles_its_executor(
+    make_pool: MakePool, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "connectd.executor")
+    # Issue 13, item 6: a failed Spark job's JVM keeps the files it had open (deleted or not),
+    # so the executor is replaced; the error's first line names the root cause.
+    pool = await make_pool()
+    target = str(tmp_path / "table" / "_connectd" / "staging" / "c1")
+    with pytest.raises(WriteFailed) as err:
+        await pool.run("conn-0", f"{T}:fail_io", kwargs={"path": target}, timeout=10)
+    line = str(err.value).splitlines()[0]
+    assert line == (
+        f"task conn-0: No space left on device on {target}/part-00000.parquet"
+        f" (write function {T}:fail_io raised OSError)"
+    )
+    (leased,) = [e for e in pool.events.snapshot() if e.kind is PoolEventKind.LEASED]
+    assert read_stat(leased.pid) is None  # reaped before the error was raised
+    mine = [(e.kind, e.task_id) for e in pool.events.snapshot() if e.pid == leased.pid]
+    assert mine == [
+        (PoolEventKind.LEASED, "conn-0"),
+        (PoolEventKind.RECYCLED, "conn-0"),
+        (PoolEventKind.REAPED, "conn-0"),
+    ]
+    status = pool.status()
+    assert (status.recycles, status.kills, status.deaths) == (1, 0, 0)
+    assert (await pool.run("conn-0", f"{T}:whoami", timeout=10))["pid"] != leased.pid
+    await pool.wait_ready(2, timeout=30)  # the replacement came up
+    assert "recycled after a failed write for task conn-0" in caplog.text
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+async def test_shutdown_replaces_nothing_and_closing_warns_about_nothing(
+    make_pool: MakePool, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Issue 13, item 14: an executor that ends during a shutdown is not replaced (a JVM start
+    # outlasts the shutdown's wait), and closing idle executors is not a warning.
+    pool = await make_pool()
+    pool.begin_shutdown()
+    with pytest.raises(WriteFailed):
+        await pool.run("conn-0", f"{T}:fail_io", kwargs={"path": str(tmp_path)}, timeout=10)
+    assert len(pool.snapshot()) == 1 and pool.status().starting == 0
+    assert (await pool.run("conn-0", f"{T}:whoami", timeout=10))["rows"] == 0  # still writes
+    caplog.clear()
+    caplog.set_level(logging.INFO, "connectd.executor")
+    await pool.close(graceful_timeout=1.0)
+    assert pool.pids() == []
+    assert "the pool is closing" in caplog.text
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+    assert "started" not in caplog.text
 
 
 async def test_cancelling_the_await_kills_the_executor(make_pool: MakePool, tmp_path: Path) -> None:

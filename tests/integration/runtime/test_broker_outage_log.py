@@ -1,0 +1,127 @@
+"""Issue 13, item 11: a broker outage does not flood the log.
+
+A dedicated broker (its own port; the session's broker is shared and never stopped) serves a
+daemon's EchoSink task. The broker is stopped for a few seconds, then started again on the same
+port: aiokafka's line per failed connection attempt (``Unable connect to node with id 1``,
+about 7,600 in a 68 s outage with 3 tasks before) becomes one line when the broker becomes
+unreachable, a summary per interval (shortened to 2 s here), and one line when it is back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from aiokafka.errors import TopicAlreadyExistsError
+from support import procs
+from support.daemon import DaemonFactory, wait_until, worker_properties
+from support.kafka import KafkaBroker, create_topic, kafkactl
+from support.spark import ThreadedPool
+
+from daemon.logs import broker_outages, install_outage_filter, remove_outage_filter
+from daemon.runtime.model import State
+
+pytestmark = pytest.mark.integration
+
+OUTAGE_S = 8.0
+EVERY_S = 2.0
+
+
+@pytest.fixture
+def own_broker() -> Iterator[KafkaBroker]:
+    broker = KafkaBroker()
+    unregister = procs.register_session_owner(broker.pids)
+    try:
+        broker.start()
+        yield broker
+    finally:
+        broker.stop()
+        unregister()
+
+
+@pytest.fixture
+def short_summaries() -> Iterator[None]:
+    """The process's outage filter on aiokafka's loggers (``setup_logging`` installs it; only
+    the CLI's ``Daemon.run`` calls that) with a short summary interval, removed afterwards."""
+    every, broker_outages.every = broker_outages.every, EVERY_S
+    broker_outages.reset()
+    install_outage_filter()
+    yield
+    remove_outage_filter()
+    broker_outages.reset()
+    broker_outages.every = every
+
+
+def _free_with_reuse(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def _lines(caplog: pytest.LogCaptureFixture, text: str) -> list[str]:
+    return [r.getMessage() for r in caplog.records if text in r.getMessage()]
+
+
+async def test_a_broker_outage_logs_a_line_a_summary_and_its_end(
+    run_daemon: DaemonFactory,
+    own_broker: KafkaBroker,
+    plain_pool: ThreadedPool,
+    short_summaries: None,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    caplog.set_level(logging.INFO)
+    bootstrap = own_broker.bootstrap
+    await create_topic(bootstrap, "outage", 1)
+    props = worker_properties(bootstrap, tmp_path / "state")
+    echo = {"name": "echo", "connector.class": "EchoSink", "tasks.max": "1", "topics": "outage"}
+    d = await run_daemon(props, connectors=[echo], executors=plain_pool)
+    assert d.worker is not None
+    worker = d.worker
+    await wait_until(
+        lambda: (
+            worker.task_status("echo", 0).state is State.RUNNING
+            and _lines(caplog, "Partitions assigned")
+        ),
+        60,
+        "the task consuming",
+    )
+
+    assert own_broker.run_dir is not None and own_broker.port is not None
+    kafkactl.down(own_broker.run_dir)
+    began = time.monotonic()
+    await wait_until(lambda: _lines(caplog, "is unreachable"), 30, "the outage's first line")
+    # The outage lasts OUTAGE_S by design (this is its length, not a synchronisation).
+    await asyncio.sleep(max(0.0, OUTAGE_S - (time.monotonic() - began)))
+    # The old broker's side of its connections lingers in TIME_WAIT: kafkactl's free-port check
+    # (a bind without SO_REUSEADDR) would refuse the port for a minute; the JVM binds with it.
+    monkeypatch.setattr(kafkactl, "port_is_free", _free_with_reuse)
+    restarted = kafkactl.up(
+        own_broker.port, own_broker.version, own_broker.run_dir, die_with_parent=True
+    )
+    own_broker.pid = int(restarted.pid)
+    # The restarted broker's storage is new: the topic is made again (unless a client's
+    # metadata request made it first, as the broker auto-creates topics).
+    with contextlib.suppress(TopicAlreadyExistsError):
+        await create_topic(bootstrap, "outage", 1)
+    await wait_until(lambda: _lines(caplog, "reachable again"), 60, "the line saying it is back")
+
+    raw = _lines(caplog, "Unable connect to")
+    assert not raw, f"{len(raw)} raw aiokafka lines, e.g. {raw[:3]}"
+    assert len(_lines(caplog, "is unreachable")) == 1, _lines(caplog, "is unreachable")
+    summaries = _lines(caplog, "still unreachable")
+    assert 1 <= len(summaries) <= OUTAGE_S / EVERY_S + 2, summaries
+    assert "connection attempts" in summaries[0]
+    (back,) = _lines(caplog, "reachable again")
+    assert back.startswith("Kafka broker node 1 is reachable again after"), back
