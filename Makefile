@@ -8,6 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 KAFKA_PORT ?= 9092
+REST_PORT ?= 8083
 KAFKA_VERSION ?= 4.1.2
 PYTEST_ARGS ?=
 
@@ -17,6 +18,7 @@ export KAFKA_VERSION
 
 help:
 	@echo "make demo        run connectd on the example configs against a local broker"
+	@echo "                 (REST on 127.0.0.1:REST_PORT, default 8083; broker on KAFKA_PORT)"
 	@echo "make test        lint, then unit and integration tests (starts its own broker)"
 	@echo "make lint        ruff format --check, ruff check, mypy --strict, the layer rule (dev/check_layers.py)"
 	@echo "make kafka-up    start the development broker (KAFKA_PORT, default 9092)"
@@ -83,7 +85,7 @@ bench-rest: kafka-up
 	$(PY) bench/rest_status_bench.py --bootstrap 127.0.0.1:$(KAFKA_PORT)
 
 demo: kafka-up
-	@$(PY) dev/demo.py --bootstrap 127.0.0.1:$(KAFKA_PORT)
+	@$(PY) dev/demo.py --bootstrap 127.0.0.1:$(KAFKA_PORT) --rest-port $(REST_PORT)
 
 demo-down: kafka-down
 

@@ -4,8 +4,9 @@ Run by `make demo` after `make kafka-up`:
 
 1. a topic ``demo-events`` (3 partitions) gets a few thousand JSON records;
 2. ``connectd standalone examples/worker.properties examples/parquet-sink.properties`` starts
-   (the two files are copied under ``.demo/`` with this run's broker address and the table's
-   absolute path, which ParquetSink requires);
+   (the two files are copied under ``.demo/`` with this run's broker address, REST port
+   (``--rest-port``; ``make demo REST_PORT=N``), and ``.demo/state`` and ``.demo/table`` in place
+   of the examples' /tmp/connectd-demo paths);
 3. once every record is in the table, the demo prints the row count, a command that queries
    the table with pyarrow, and the REST status URL; connectd keeps running until Ctrl-C
    (``--exit-when-done`` stops it at once), then it is stopped with SIGTERM.

@@ -18,7 +18,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationIn
 
 from daemon.config import fields as f
 from daemon.config import values
-from daemon.config.clients import ConsumerSettings
+from daemon.config.clients import ConsumerSettings, KafkaClient, client_problems
 from daemon.config.fields import Expect, choice, setting
 from daemon.config.problems import Problem, error, warning
 from daemon.config.worker import WorkerConfig
@@ -302,6 +302,9 @@ class ConnectorConfig(BaseModel):
                             "a class name",
                         )
                     )
+        problems += client_problems(
+            "consumer.override.", KafkaClient.CONSUMER, self.consumer_override
+        )
         return problems
 
 

@@ -2,9 +2,14 @@
 
 A stock Kafka Connect file must load: these keys draw one warning each, naming the key, instead
 of the "unknown key" error. Exact keys are matched first, then the longest matching prefix.
+The Kafka client prefixes connectd does not pass on (``producer.*``, ``admin.*``) are checked
+key by key against the client's settings (``daemon.config.clients``): a known key is ignored
+with a warning, an unknown one draws "unknown key" with a "did you mean".
 """
 
 from __future__ import annotations
+
+from daemon.config.clients import KafkaClient
 
 _JVM = "only meaningful on the JVM; ignored"
 _SOURCE = "only used by source connectors; connectd runs sink connectors; ignored"
@@ -63,8 +68,6 @@ WORKER_PREFIXES: dict[str, str] = {
     "internal.value.converter.": "deprecated in Connect and " + _JVM,
     "header.converter.": "connectd passes record headers through as bytes; ignored",
     "metrics.context.": _JVM,
-    "producer.": _SOURCE + " (and Connect's dead letter queue producer)",
-    "admin.": _JVM + " (Connect's admin client settings)",
     "listeners.https.": "TLS settings of Connect's REST listener; " + _REST,
     "ssl.": _JVM + " (Java key store settings; connectd reads PEM files)",
     "sasl.": _JVM + " (Java SASL plug-in settings)",
@@ -82,7 +85,15 @@ CONNECTOR_KEYS: dict[str, str] = {
 
 CONNECTOR_PREFIXES: dict[str, str] = {
     "header.converter.": "connectd passes record headers through as bytes; ignored",
-    "producer.override.": _SOURCE + " (and Connect's dead letter queue producer)",
-    "admin.override.": _JVM + " (Connect's admin client settings)",
     "topic.creation.": _SOURCE,
+}
+
+WORKER_CLIENT_PREFIXES: dict[str, KafkaClient] = {
+    "producer.": KafkaClient.PRODUCER,
+    "admin.": KafkaClient.ADMIN,
+}
+
+CONNECTOR_CLIENT_PREFIXES: dict[str, KafkaClient] = {
+    "producer.override.": KafkaClient.PRODUCER,
+    "admin.override.": KafkaClient.ADMIN,
 }

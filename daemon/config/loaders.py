@@ -19,9 +19,10 @@ from daemon.config.connector import ConnectorConfig
 from daemon.config.definitions import ConnectorDefResolver
 from daemon.config.jsonfile import read_connector_json
 from daemon.config.modes import Mode
+from daemon.config.parse import CONNECTOR_MARKERS as CONNECTOR_MARKERS
 from daemon.config.parse import Loaded, parse_connector, parse_worker
 from daemon.config.problems import Problem, raise_if_errors
-from daemon.config.properties import read_properties
+from daemon.config.properties import binary_problem, read_properties
 from daemon.config.worker import WorkerConfig
 from daemon.errors import InvalidConfig
 
@@ -34,10 +35,6 @@ class Kind(enum.StrEnum):
     WORKER = "worker"
     CONNECTOR = "connector"
     DAEMON = "daemon"
-
-
-CONNECTOR_MARKERS = ("connector.class", "name", "tasks.max", "topics", "topics.regex")
-"""A ``.properties`` file with any of these keys is a connector's; without, a worker's."""
 
 
 def kind_of(path: str | Path, keys: Mapping[str, object] | None = None) -> Kind:
@@ -98,7 +95,11 @@ def connector_values(path: str | Path) -> tuple[dict[str, str], dict[str, int], 
     file = str(path)
     if Path(path).suffix.lower() == ".json":
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            data = Path(path).read_bytes()
+            binary = binary_problem(data, file)
+            if binary is not None:
+                return {}, {}, [binary]
+            text = data.decode("utf-8-sig")  # a byte order mark is not JSON
         except (OSError, UnicodeDecodeError) as exc:
             return {}, {}, [Problem(file, None, f"cannot read the file: {exc}")]
         values, problems = read_connector_json(text)

@@ -15,6 +15,7 @@ from typing import Generic, NamedTuple, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from daemon.config import ignored
+from daemon.config.clients import KafkaClient, key_problem
 from daemon.config.connector import ConnectorConfig
 from daemon.config.definitions import ConnectorDefResolver
 from daemon.config.fields import SettingInfo, parse_list, settings_of
@@ -32,6 +33,9 @@ from daemon.config.providers import Providers, has_reference, provider_specs, re
 from daemon.config.worker import WorkerConfig
 
 M = TypeVar("M", bound=BaseModel)
+
+CONNECTOR_MARKERS = ("connector.class", "name", "tasks.max", "topics", "topics.regex")
+"""A ``.properties`` file with any of these keys is a connector's; without, a worker's."""
 
 
 class Loaded(NamedTuple, Generic[M]):
@@ -53,12 +57,17 @@ def _split(
     values: Mapping[str, object],
     ignored_keys: Mapping[str, str],
     ignored_prefixes: Mapping[str, str],
+    client_prefixes: Mapping[str, KafkaClient],
 ) -> _Split:
-    """Sort keys into the model's input (by alias), ignored keys (a warning each) and unknown."""
+    """Sort keys into the model's input (by alias), ignored keys (a warning each), keys of a
+    Kafka client connectd does not pass on (checked against its settings) and unknown keys."""
     infos = settings_of(model)
     exact = {i.key: i for i in infos if i.prefix is None}
-    prefixes: list[tuple[str, SettingInfo | str]] = [(i.prefix, i) for i in infos if i.prefix]
+    prefixes: list[tuple[str, SettingInfo | str | KafkaClient]] = [
+        (i.prefix, i) for i in infos if i.prefix
+    ]
     prefixes += list(ignored_prefixes.items())
+    prefixes += list(client_prefixes.items())
     prefixes.sort(key=lambda item: len(item[0]), reverse=True)
     out = _Split()
     for key, value in values.items():
@@ -72,6 +81,9 @@ def _split(
             )
             if claim is None:
                 out.unknown[key] = value
+            elif isinstance(claim[1], KafkaClient):
+                problem = key_problem(claim[0], claim[1], key[len(claim[0]) :], value)
+                out.problems += [problem] if problem is not None else []
             elif isinstance(claim[1], str):
                 out.problems.append(warning(key, claim[1]))
             else:
@@ -152,10 +164,27 @@ def parse_worker(
     values.update(resolved)
     problems += resolve_problems
 
-    split = _split(WorkerConfig, values, ignored.WORKER_KEYS, ignored.WORKER_PREFIXES)
+    split = _split(
+        WorkerConfig,
+        values,
+        ignored.WORKER_KEYS,
+        ignored.WORKER_PREFIXES,
+        ignored.WORKER_CLIENT_PREFIXES,
+    )
     problems += split.problems
     candidates = [i.key for i in settings_of(WorkerConfig)] + list(ignored.WORKER_KEYS)
     problems += [unknown_key(key, candidates, Severity.ERROR) for key in split.unknown]
+    markers = [k for k in CONNECTOR_MARKERS if k in split.unknown]
+    if markers:  # the files in the wrong order: say so once, after the unknown keys
+        problems.append(
+            error(
+                None,
+                f"this looks like a connector config (it sets {', '.join(markers)}), given where"
+                " the worker config goes: the worker config comes first, then the connector"
+                " configs",
+                "connectd standalone WORKER.properties CONNECTOR.properties ...",
+            )
+        )
     config = _validate(WorkerConfig, split.data, problems)
     if config is not None and mode is not None:
         problems += mode_problems(config, mode)
@@ -178,7 +207,13 @@ def parse_connector(
     warning. Raises ``InvalidConfig`` with every problem; returns the warnings otherwise.
     """
     infos = {i.key: i for i in settings_of(ConnectorConfig)}
-    split = _split(ConnectorConfig, values, ignored.CONNECTOR_KEYS, ignored.CONNECTOR_PREFIXES)
+    split = _split(
+        ConnectorConfig,
+        values,
+        ignored.CONNECTOR_KEYS,
+        ignored.CONNECTOR_PREFIXES,
+        ignored.CONNECTOR_CLIENT_PREFIXES,
+    )
     problems = list(split.problems)
     for key in [k for k, v in split.data.items() if isinstance(v, str) and has_reference(v)]:
         if key == "name":

@@ -13,6 +13,8 @@ from daemon.config.problems import warning
 from daemon.config.values import PemType
 
 _REST = "REST API"
+LOOPBACK = "127.0.0.1"
+"""Where the REST API listens unless ``listeners`` (or ``rest.host.name``) names a host."""
 
 
 class RestApiSettings(BaseModel):
@@ -108,7 +110,12 @@ class RestApiSettings(BaseModel):
 
 def map_deprecated_rest(data: Any, info: ValidationInfo) -> Any:
     """``WorkerConfig``'s input with Connect's deprecated ``rest.host.name``/``rest.port``
-    mapped to ``listeners`` (unless ``listeners`` is set), warning about each key used."""
+    mapped to ``listeners`` (unless ``listeners`` is set), warning about each key used.
+
+    Without ``rest.host.name`` the listener is the loopback address, as connectd's default
+    ``listeners`` is (Connect would listen on every interface): a worker file from Connect does
+    not open the REST API to the network unnoticed. The warning says how to do that on purpose.
+    """
     if not isinstance(data, dict):
         return data
 
@@ -122,9 +129,19 @@ def map_deprecated_rest(data: Any, info: ValidationInfo) -> Any:
         port_number = int(str(port).strip()) if port is not None else 8083
     except ValueError:
         return data  # rest.port's own validation reports it
-    listener = f"http://{str(host or '').strip()}:{port_number}"
+    named = str(host or "").strip()
+    listener = f"http://{named or LOOPBACK}:{port_number}"
     listeners_given = given("listeners", "listeners") is not None
-    outcome = "ignored: listeners is set" if listeners_given else f"mapped to listeners={listener}"
+    if listeners_given:
+        outcome = "ignored: listeners is set"
+    elif named:
+        outcome = f"mapped to listeners={listener}; set listeners instead"
+    else:
+        outcome = (
+            f"mapped to listeners={listener} (loopback only, as connectd's default; Connect"
+            f" would listen on every interface): set listeners=http://0.0.0.0:{port_number}"
+            " to listen on every interface"
+        )
     for key, value in (("rest.host.name", host), ("rest.port", port)):
         if value is not None:
             f.report(info, warning(key, f"deprecated (removed in Kafka 4.0); {outcome}"))

@@ -29,6 +29,7 @@ from daemon.config.loaders import connector_values
 from daemon.config.modes import Mode
 from daemon.config.parse import Loaded, parse_connector, parse_worker
 from daemon.config.problems import Problem, Severity, error, raise_if_errors, unknown_key
+from daemon.config.properties import binary_problem
 from daemon.config.worker import WorkerConfig
 from daemon.errors import InvalidConfig
 
@@ -246,7 +247,11 @@ def load_daemon_toml(
 ) -> Loaded[DaemonConfig]:
     """Load ``connectd run``'s TOML file. Raises ``InvalidConfig`` with every problem found."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        data = Path(path).read_bytes()
+        binary = binary_problem(data, str(path))
+        if binary is not None:
+            raise InvalidConfig([binary])
+        text = data.decode("utf-8-sig")  # a byte order mark is not TOML
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidConfig([Problem(str(path), None, f"cannot read the file: {exc}")]) from None
     return parse_daemon_toml(text, str(path), Path(path).parent, resolver)

@@ -17,6 +17,7 @@ from pydantic import ConfigDict, ValidationInfo, model_validator
 
 from daemon.config import fields as f
 from daemon.config import values
+from daemon.config.clients import KafkaClient, client_problems
 from daemon.config.fields import setting
 from daemon.config.kafka import KafkaSettings
 from daemon.config.problems import Problem
@@ -380,6 +381,7 @@ class WorkerConfig(KafkaSettings, RestApiSettings):
         """Problems between settings (each value being valid on its own)."""
         _, problems = provider_specs(self.config_providers, self.config_provider_settings)
         problems += self.kafka_problems()
+        problems += client_problems("consumer.", KafkaClient.CONSUMER, self.consumer)
         return problems
 
     def offsets_file(self) -> Path:

@@ -1,7 +1,8 @@
 """``create_app``: Kafka Connect's REST API over a ``WorkerAPI``, as an aiohttp application.
 
-Middlewares, outermost first: the access log, Connect's error mapping, basic authentication
-(when a credentials file is configured). Each operation then checks its own request (see
+Middlewares, outermost first: the access log, Connect's error mapping, 503 instead of 404 for a
+connector asked for before the connectors are loaded, basic authentication (when a credentials
+file is configured). Each operation then checks its own request (see
 ``daemon.rest.api``) before its handler calls the worker.
 """
 
@@ -16,7 +17,7 @@ from daemon.rest import admin, connectors, control, offsets, plugins, root
 from daemon.rest.access import access_log
 from daemon.rest.api import Operation, register
 from daemon.rest.auth import BasicAuth
-from daemon.rest.context import CONTEXT, RestContext
+from daemon.rest.context import CONTEXT, RestContext, not_loaded_yet
 from daemon.rest.errors import error_middleware
 from daemon.rest.front.protocol import SNAPSHOT_PATH, forwarded_scheme, snapshot_route
 from daemon.rest.openapi import build
@@ -59,7 +60,7 @@ def create_app(
     metrics.watch_worker(worker)
     ops = operations()
     auth = BasicAuth(settings.credentials_file) if settings.credentials_file else None
-    middlewares: list[Middleware] = [access_log, error_middleware]
+    middlewares: list[Middleware] = [access_log, error_middleware, not_loaded_yet]
     if front_token is not None:
         middlewares.insert(0, forwarded_scheme)
     if auth is not None:

@@ -16,8 +16,8 @@ from daemon.config.connector import ConnectorName
 from daemon.errors import ConnectorNotFound
 from daemon.rest import models as m
 from daemon.rest.api import Query, Reply, Routes, body, query
-from daemon.rest.context import context
-from daemon.rest.errors import bad_request, json_reply
+from daemon.rest.context import STILL_STARTING, context
+from daemon.rest.errors import RestError, bad_request, json_reply
 from daemon.runtime.model import TargetState
 
 routes = Routes("connectors")
@@ -26,6 +26,9 @@ _NAME = TypeAdapter(ConnectorName)
 _E400 = Reply(400, "Invalid request or configuration", m.ErrorMessage)
 _E404 = Reply(404, "No such connector", m.ErrorMessage)
 _E409 = Reply(409, "The connector exists already", m.ErrorMessage)
+_E503 = Reply(
+    503, "The worker is still starting up (its connectors are not loaded)", m.ErrorMessage
+)
 
 
 def check_name(name: str) -> None:
@@ -60,6 +63,7 @@ def check_and_put_name(name: str, config: dict[str, str]) -> None:
     "Connector names; with expand=status and/or expand=info, their status and details",
     Reply(200, "Names, or details keyed by name", m.ConnectorList),
     _E400,
+    _E503,
     query=(
         Query(
             "expand",
@@ -72,7 +76,10 @@ def check_and_put_name(name: str, config: dict[str, str]) -> None:
     ),
 )
 async def list_connectors(request: web.Request) -> web.Response:
-    worker = context(request).worker
+    ctx = context(request)
+    if ctx.starting():  # an empty or partial list would be a wrong answer, not an early one
+        raise RestError(503, STILL_STARTING)
+    worker = ctx.worker
     expand = cast(tuple[str, ...], query(request, "expand"))
     names = worker.connector_names()
     if not expand:

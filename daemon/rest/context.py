@@ -16,8 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from daemon.connectors.api import ConnectorRegistry
+from daemon.errors import ConnectorNotFound, TaskNotFound
 from daemon.metrics import Metrics
 from daemon.rest.errors import RestError
 from daemon.rest.loggers import LoggerLevels
@@ -63,6 +65,22 @@ class RestContext:
     )
     openapi: dict[str, Any] | None = None
     started: float = field(default_factory=time.time)
+    _loaded: bool = False
+
+    def starting(self) -> bool:
+        """The worker has not finished loading its connectors yet (``is_ready`` has never been
+        true): until then its list of connectors is incomplete, and a connector missing from
+        it may just not be loaded. Once ready, it stays loaded (a shutdown is not a start)."""
+        if self._loaded:
+            return False
+        is_starting = getattr(self.worker, "is_starting", None)
+        if callable(is_starting):  # a worker that says so: a shutdown is not a start
+            if is_starting():
+                return True
+        elif isinstance(self.worker, HealthReporting) and not self.worker.is_ready():
+            return True
+        self._loaded = True
+        return False
 
     def config_lock(self, name: str) -> asyncio.Lock:
         """Serialises configuration changes of one connector (a PATCH reads, merges and
@@ -108,6 +126,28 @@ def _log_late_failure(task: asyncio.Future[Any]) -> None:
 
 CONTEXT = web.AppKey("connectd.rest.context", RestContext)
 
+STILL_STARTING = (
+    "Worker is still starting up: its connectors are not loaded yet; try again in a moment"
+)
+"""The 503 message of connector requests made before the connectors are loaded."""
+
 
 def context(request: web.Request) -> RestContext:
     return request.app[CONTEXT]
+
+
+@web.middleware
+async def not_loaded_yet(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """While the worker is still loading its connectors, a change to connectors is answered
+    503 (try again): start-up is deciding from the stored connectors which ones exist, and a
+    create or delete meanwhile could be undone by it. A connector or task not found then is
+    503 too, not 404: it may be one of those not loaded yet."""
+    changes = request.method not in ("GET", "HEAD", "OPTIONS")
+    if changes and request.path.startswith("/connectors") and context(request).starting():
+        raise RestError(503, STILL_STARTING)
+    try:
+        return await handler(request)
+    except (ConnectorNotFound, TaskNotFound):
+        if context(request).starting():
+            raise RestError(503, STILL_STARTING) from None
+        raise

@@ -26,6 +26,7 @@ routes = Routes("offsets")
 
 ALTERED = "The offsets for this connector have been altered successfully"
 RESET = "The offsets for this connector have been reset successfully"
+_SHOWN = 5  # partitions named in the reset warning
 _JAVA_INT = re.compile(r"^[+-]?[0-9]+$")
 _E400 = Reply(400, "Invalid offsets, or the connector is not STOPPED", m.ErrorMessage)
 _E404 = Reply(404, "No such connector", m.ErrorMessage)
@@ -135,12 +136,32 @@ async def alter_offsets(request: web.Request) -> web.Response:
 @routes.op(
     "DELETE",
     "/connectors/{connector}/offsets",
-    "Reset a STOPPED connector's offsets; the next start begins anew",
-    Reply(200, "Reset", m.Message),
+    "Reset a STOPPED connector's offsets; the next start begins anew (the records the sink"
+    " holds already are written again)",
+    Reply(200, "Reset; the message warns when the sink held committed records", m.Message),
     _E400,
     _E404,
 )
 async def reset_offsets(request: web.Request) -> web.Response:
     ctx = context(request)
-    await ctx.call(ctx.worker.reset_offsets(request.match_info["connector"]))
-    return json_reply({"message": RESET})
+    name = request.match_info["connector"]
+    # What the sink had committed: the records before those offsets are in it already.
+    before = await ctx.call(ctx.worker.get_offsets(name))
+    await ctx.call(ctx.worker.reset_offsets(name))
+    return json_reply({"message": reset_message(before)})
+
+
+def reset_message(before: list[SinkOffset]) -> str:
+    """Connect's answer to a reset, and when the sink had committed offsets, what resuming
+    does: a reset is not undone by the sink, so every record before them is written again."""
+    held = [o for o in before if o.offset > 0]
+    if not held:
+        return RESET
+    shown = ", ".join(f"{o.topic}-{o.partition} before offset {o.offset}" for o in held[:_SHOWN])
+    more = f" and {len(held) - _SHOWN} more partition(s)" if len(held) > _SHOWN else ""
+    return (
+        f"{RESET}. Warning: the sink already holds the records before the offsets it had"
+        f" committed ({shown}{more}). A reset does not remove them: resuming the connector"
+        " consumes those partitions again from auto.offset.reset (earliest by default) and"
+        " writes those records into the table a second time, unless it is emptied first"
+    )

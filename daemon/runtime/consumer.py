@@ -3,8 +3,9 @@
 Settings, lowest precedence first: connectd's defaults (``enable_auto_commit=False`` — progress
 is the sink's business; ``auto_offset_reset="earliest"`` — Connect's sink default), the worker's
 Kafka client settings (brokers, security), the worker's ``consumer.*`` keys, the connector's
-``consumer.override.*`` keys. Connect consumer keys that mean the same in aiokafka are mapped;
-the others are ignored with a warning.
+``consumer.override.*`` keys. Connect consumer keys that mean the same in aiokafka are mapped
+(the table is ``daemon.config.clients.CONSUMER_KEYS``, which also checks their values when a
+file or REST body is loaded); the others are ignored with a warning.
 
 Why ``max.poll.interval.ms`` is raised: aiokafka sends heartbeats from a background task, so a
 long write never starves the group session; what it does enforce is the time between two
@@ -35,52 +36,12 @@ from aiokafka import TopicPartition as KafkaTP
 from aiokafka.structs import ConsumerRecord, OffsetAndMetadata
 
 from daemon.config import ConnectorConfig, WorkerConfig
+from daemon.config.clients import CONSUMER_KEYS, KafkaClient, ignored_reason
 from daemon.connectors.api import TaskId
 from daemon.connectors.records import TopicPartition
+from daemon.logs import broker_outages
 
 log = logging.getLogger("connectd.consumer")
-
-_INT = int
-
-
-def _bool(text: str) -> bool:
-    if text.strip().lower() not in ("true", "false"):
-        raise ValueError(f"{text!r} is not true or false")
-    return text.strip().lower() == "true"
-
-
-def _str(text: str) -> str:
-    return text.strip()
-
-
-#: Connect consumer key → (aiokafka argument, parser).
-MAPPED: Mapping[str, tuple[str, Callable[[str], Any]]] = {
-    "max.poll.records": ("max_poll_records", _INT),
-    "fetch.min.bytes": ("fetch_min_bytes", _INT),
-    "fetch.max.bytes": ("fetch_max_bytes", _INT),
-    "fetch.max.wait.ms": ("fetch_max_wait_ms", _INT),
-    "max.partition.fetch.bytes": ("max_partition_fetch_bytes", _INT),
-    "session.timeout.ms": ("session_timeout_ms", _INT),
-    "heartbeat.interval.ms": ("heartbeat_interval_ms", _INT),
-    "max.poll.interval.ms": ("max_poll_interval_ms", _INT),
-    "auto.offset.reset": ("auto_offset_reset", _str),
-    "isolation.level": ("isolation_level", _str),
-    "request.timeout.ms": ("request_timeout_ms", _INT),
-    "retry.backoff.ms": ("retry_backoff_ms", _INT),
-    "metadata.max.age.ms": ("metadata_max_age_ms", _INT),
-    "connections.max.idle.ms": ("connections_max_idle_ms", _INT),
-    "check.crcs": ("check_crcs", _bool),
-    "client.id": ("client_id", _str),
-    "client.rack": ("client_rack", _str),
-    "group.instance.id": ("group_instance_id", _str),
-}
-#: Keys the runtime decides; an override is ignored with a warning saying why.
-FIXED = {
-    "group.id": "tasks always use the group connect-<connector name>",
-    "enable.auto.commit": "the runtime commits offsets after the sink made them durable",
-    "key.deserializer": "records are read as bytes and converted by the connector's converters",
-    "value.deserializer": "records are read as bytes and converted by the connector's converters",
-}
 
 
 def group_id(connector: str) -> str:
@@ -130,16 +91,15 @@ def consumer_settings(
         ("consumer.override.", connector.consumer_override),
     ):
         for key, value in overrides.items():
-            if key in FIXED:
-                warn(f"{source}{key} is ignored: {FIXED[key]}")
-            elif key in MAPPED:
-                name, parse = MAPPED[key]
-                try:
-                    kwargs[name] = parse(value)
-                except ValueError as e:
-                    warn(f"{source}{key}={value!r} is ignored: {e}")
-            else:
-                warn(f"{source}{key} is ignored: the Python Kafka client has no such setting")
+            spec = CONSUMER_KEYS.get(key)
+            if spec is None:  # the loaders warned already; each task says it once more
+                why = ignored_reason(KafkaClient.CONSUMER, key) or "not a Kafka consumer setting"
+                warn(f"{source}{key} is ignored: {why}")
+                continue
+            try:
+                kwargs[spec.argument] = spec.parse(value)
+            except ValueError as e:  # a ${provider:...} value, checked only once resolved
+                warn(f"{source}{key}={value!r} is ignored: {e}")
     least = poll_bound_ms(put_timeout)
     if kwargs["max_poll_interval_ms"] < least:
         warn(
@@ -281,6 +241,9 @@ class TaskConsumer:
         consumer = AIOKafkaConsumer(**self.settings)
         self._consumer = consumer
         await consumer.start()
+        # A metadata update may show that a broker is back (the client's connection to it
+        # answers): the log's broker-outage summary (``daemon.logs.BrokerOutageFilter``) ends.
+        broker_outages.watch(getattr(consumer, "_client", None))
         listener = _Listener(self)
         if self.pattern is not None:
             consumer.subscribe(pattern=f"^(?:{self.pattern})$", listener=listener)

@@ -53,7 +53,8 @@ def test_stock_standalone_file_loads_with_one_warning_per_jvm_key() -> None:
     assert config.bootstrap_servers == ("localhost:9092",)
     assert config.key_converter is Converter.JSON
     assert config.offset_storage_file_filename == Path("/tmp/connect.offsets")
-    assert config.listeners == (Listener(scheme="http", host="", port=8083),)
+    # rest.port alone: loopback, as connectd's default listener (Connect: every interface)
+    assert config.listeners == (Listener(scheme="http", host="127.0.0.1", port=8083),)
     assert all(w.severity is Severity.WARNING for w in warnings)
     keys = [w.key for w in warnings]
     assert sorted(keys) == sorted(
@@ -90,7 +91,7 @@ def test_stock_distributed_file_loads_in_distributed_mode() -> None:
 def test_example_worker_file_loads_clean() -> None:
     config, warnings = load_worker(EXAMPLES / "worker.properties", Mode.STANDALONE)
     assert warnings == []
-    assert config.state_dir == Path(".state")
+    assert config.state_dir == Path("/tmp/connectd-demo/state")  # absolute: any working dir
     assert config.key_converter is Converter.STRING
     assert config.value_converter_schemas_enable is False
     assert config.executor_spark_conf == {"spark.ui.enabled": "false"}
