@@ -169,6 +169,8 @@ class DaemonProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
         self.orphaned: dict[int, float] = {}
+        self.first_start: float | None = None  # wall time of the first start (orphans' floor)
+        self.killed_outright = False  # SIGKILLed at least once: its orphans come to pytest
         """Descendants the daemon had when a test SIGKILLed it: pytest's to reap at teardown."""
 
     @property
@@ -180,6 +182,8 @@ class DaemonProcess:
         args = [sys.executable, "-m", "daemon", "standalone", str(self.worker_file)]
         args += [str(f) for f in self.connector_files]
         log = open(self.log_path, "ab")  # noqa: SIM115 (the child keeps it open)
+        if self.first_start is None:
+            self.first_start = time.time()
         try:
             self.proc = subprocess.Popen(
                 args, cwd=self.workdir, env=self.env, stdout=log, stderr=subprocess.STDOUT
@@ -238,7 +242,12 @@ class DaemonProcess:
                 # A daemon killed outright reaps nothing: its executors die (parent-death
                 # signal) and come to pytest, the subreaper, whose zombies they stay until the
                 # teardown collects them (systemd's control group does it in production).
+                # Frozen first, so that no child it starts (a replacement executor) can slip
+                # in between the list of its descendants and the kill.
+                os.kill(self.pid, signal.SIGSTOP)
+                _wait_stopped(self.pid, deadline_s=5.0)
                 self.orphaned.update(_started(self.descendants()))
+                self.killed_outright = True
             os.kill(self.pid, sig)
 
     def wait(self, timeout: float) -> int:
@@ -250,6 +259,8 @@ class DaemonProcess:
         if self.proc is None:
             return
         below = self.descendants()
+        if self.proc.poll() is None:
+            self.killed_outright = True
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -258,6 +269,32 @@ class DaemonProcess:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
         _reap_orphans(_started(below) | self.orphaned, deadline_s=10.0)
+        if self.killed_outright and self.first_start is not None:
+            # Not after a daemon that ended on its own: what it left unreaped is its leak.
+            _reap_late_orphans(self.first_start)
+
+
+def _reap_late_orphans(since: float) -> None:
+    """Collect pytest's zombie children started after ``since``: descendants a SIGKILLed
+    daemon's executor started after its tree was listed (a JVM still being spawned) come to
+    pytest, the subreaper, as orphans no list named. Only zombies: what still runs is the
+    leak check's to report."""
+    for child in psutil.Process().children():
+        with contextlib.suppress(psutil.Error, ChildProcessError, OSError):
+            if child.status() == psutil.STATUS_ZOMBIE and child.create_time() >= since - 1.0:
+                os.waitpid(child.pid, os.WNOHANG)
+
+
+def _wait_stopped(pid: int, deadline_s: float) -> None:
+    """Poll until ``pid`` is stopped (``T``) or gone, or the deadline passes."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        try:
+            if psutil.Process(pid).status() in (psutil.STATUS_STOPPED, psutil.STATUS_ZOMBIE):
+                return
+        except psutil.NoSuchProcess:
+            return
+        time.sleep(0.005)
 
 
 def _started(pids: Collection[int]) -> dict[int, float]:
