@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 
 export KAFKA_VERSION
 
-.PHONY: help venv check-java check-test-tools kafka-up kafka-down lint fmt test test-unit test-integration soak bench bench-executor bench-e2e bench-rest demo demo-down clean
+.PHONY: help venv check-java check-test-tools kafka-up kafka-down lint fmt test test-unit test-integration soak bench bench-commitlog bench-executor bench-e2e bench-rest demo demo-down clean
 
 help:
 	@echo "make demo        run connectd on the example configs against a local broker"
@@ -72,7 +72,10 @@ test-integration: check-java
 soak: check-java
 	$(VENV)/bin/pytest -m soak --timeout 3600 $(PYTEST_ARGS)
 
-bench: bench-executor bench-e2e bench-rest
+bench: bench-commitlog bench-executor bench-e2e bench-rest
+
+bench-commitlog: $(STAMP)
+	$(PY) bench/commitlog_bench.py $(if $(QUICK),--quick,)
 
 bench-executor: check-java
 	$(PY) bench/executor_bench.py $(if $(QUICK),--quick,)

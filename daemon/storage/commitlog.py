@@ -7,6 +7,7 @@ pyarrow and Hive readers, so readers only ever see data files moved into place):
     _connectd/locks/<commit-id>.lock    flock held by the live writer of that staging dir (local)
     _connectd/log/<seq:020d>.json       commit records, created exclusively, never changed
     _connectd/done/<seq:020d>           the record is fully applied (its files are in place)
+    _connectd/checkpoint/<seq:020d>.json  the state after record seq (``daemon.storage.checkpoint``)
     part-<commit-id>-NNNNN.<ext>        data files in place (also under ``col=value/`` dirs)
 
 A commit: (1) the data is written into the staging dir of ``commit_id`` (by a killable
@@ -19,6 +20,14 @@ is the commit point; (3) files are renamed into place and their directories sync
 ``done`` marker forward, and deletes staging dirs that no record names and no live writer can
 still commit (killed writes). A kill at any instant therefore leaves readers seeing each Kafka
 offset exactly once after ``open``.
+
+Checkpoints: the committer whose record's seq is a multiple of ``checkpoint_interval`` publishes
+a checkpoint once every record up to it is done; ``open`` reads the latest checkpoint and only
+the records after it (a table without checkpoints is read whole, and gets one at the next
+multiple). A ``CommitLog`` keeps in memory only the records since the checkpoint it knows of;
+``records()`` reads the audit trail from disk. ``clean_up`` (run it in a thread, with a
+deadline) deletes records older than the checkpoint before the latest and than
+``retention_ms``.
 
 Concurrency: one ``CommitLog`` is thread-safe; several instances and processes (and hosts, on a
 shared filesystem) may commit to one table (different partitions, e.g. several tasks of a
@@ -38,16 +47,25 @@ blocks on I/O: call them off the event loop (``asyncio.to_thread``, or an execut
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from daemon.errors import CommitRejected, StorageCorrupt
+from daemon.storage.checkpoint import (
+    CHECKPOINT,
+    Checkpoint,
+    CleanUp,
+    checkpoint_seqs,
+    clean_up,
+    read_checkpoint,
+)
 from daemon.storage.fs import LocalFs, TableFs, join, parent
 from daemon.storage.records import FORMAT, CommitRecord, DataFile, Kind
 from daemon.structs import OffsetRange, TopicPartition
@@ -55,6 +73,7 @@ from daemon.structs import OffsetRange, TopicPartition
 __all__ = [
     "FORMAT",
     "META",
+    "CleanUp",
     "CommitLog",
     "CommitRecord",
     "DataFile",
@@ -95,6 +114,9 @@ class CommitLog:
     ``fs``: the table's filesystem; default ``LocalFs(path)``. ``stale_after``: seconds after
     which a temporary file of a killed publisher is deleted (and, on Hadoop filesystems, the
     lease of an unfinished staging dir ends; see ``daemon.storage.hadoopfs``).
+    ``checkpoint_interval``: a checkpoint every this many records (setting
+    ``commit.log.checkpoint.interval``). ``retention_ms``: records are kept at least this long
+    for audit before ``clean_up`` may delete them (``commit.log.retention.ms``).
     """
 
     def __init__(
@@ -103,17 +125,35 @@ class CommitLog:
         *,
         stale_after: float = 600.0,
         fs: TableFs | None = None,
+        checkpoint_interval: int = 100,
+        retention_ms: int = 7 * 24 * 3600 * 1000,
     ) -> None:
+        if checkpoint_interval < 1:
+            raise ValueError(f"checkpoint_interval {checkpoint_interval} must be at least 1")
+        if retention_ms < 0:
+            raise ValueError(f"retention_ms {retention_ms} must not be negative")
         self.fs: TableFs = fs if fs is not None else LocalFs(path)
         self.location = self.fs.location
         self._stale_after = stale_after
+        self._interval = checkpoint_interval
+        self._retention_ms = retention_ms
         self._lock = threading.RLock()
         self._seq = 0
+        #: The checkpoint the in-memory records start after: every record up to it is done.
+        self._base = 0
+        #: Records ``_base + 1 .. _seq`` (memory is bounded by the checkpoint interval).
         self._records: list[CommitRecord] = []
+        #: Seqs of ``_records`` not yet known to be done.
+        self._unsure: set[int] = set()
         self._ends: dict[TopicPartition, int] = {}
         self._epochs: dict[tuple[str, TopicPartition], int] = {}
         #: The connector whose commit or fence touched each partition last.
         self._claimed_by: dict[TopicPartition, str] = {}
+        #: Checkpoints to publish once their record is applied, by seq.
+        self._due: dict[int, Checkpoint] = {}
+        #: Wall time (ms) before the last read that found the end of the log; 0: never.
+        self._synced_ms = 0.0
+        self._trim_probe_at = 0
         self._held: set[str] = set()  # commit ids whose staging dir this instance writes
         self._opened = False
         self._read_only = False
@@ -136,17 +176,10 @@ class CommitLog:
         with self._lock:
             fs = self.fs
             fs.ensure_root()
-            for sub in ("log", "staging", "locks", "done"):
+            for sub in ("log", "staging", "locks", "done", "checkpoint"):
                 fs.mkdirs(join(META, sub))
-            names = sorted(n for n in fs.listdir(LOG) if _SEQ.match(n))
-            expected = [_name(s) for s in range(1, len(names) + 1)]
-            if names != expected:
-                missing = sorted(set(expected) - set(names))[:3]
-                raise StorageCorrupt(
-                    f"commit log {fs.uri(LOG)} has gaps (missing {missing}); records are "
-                    "never deleted, so files were removed by hand: restore them"
-                )
-            self._refresh()
+            self._load_latest()
+            self._check_no_gap()
             self._opened = True
             self.recover()
         return self
@@ -155,7 +188,7 @@ class CommitLog:
         """Read the log without changing anything (no recovery, nothing created): for checks
         such as a connector's validation. Only the reading methods work afterwards."""
         with self._lock:
-            self._refresh()
+            self._load_latest()
             self._opened = self._read_only = True
         return self
 
@@ -165,12 +198,22 @@ class CommitLog:
         fs = self.fs
         with self._lock:
             self._refresh()
-            done = set(fs.listdir(DONE))
-            pending = [r for r in self._records if _done(r.seq) not in done]
-            finished = {r.commit_id for r in self._records if _done(r.seq) in done}
+            unsure = [r for r in self._records if r.seq in self._unsure]
+            if len(unsure) > 1000:  # a table from before checkpoints: one listing, not N reads
+                done = set(fs.listdir(DONE))
+                pending = [r for r in unsure if _done(r.seq) not in done]
+            else:
+                pending = [r for r in unsure if not fs.exists(join(DONE, _done(r.seq)))]
+            self._unsure.difference_update(r.seq for r in unsure)
+            self._unsure.update(r.seq for r in pending)
+            # Records before ``_base`` are done by the checkpoint's invariant, so their
+            # staging dirs (leftovers of a kill after the marker) go as orphans below.
+            finished = {r.commit_id for r in self._records if r.seq not in self._unsure}
         for record in pending:
             self._apply(record)
-        fs.remove_stale_temps(LOG, self._stale_after)
+        # Not the log's temporary files: listing the log costs as much as it retains
+        # records (``clean_up`` removes them).
+        fs.remove_stale_temps(CHECKPOINT, self._stale_after)
         staging = set(fs.listdir(STAGING))
         for entry in sorted(staging):
             if entry in finished:
@@ -195,12 +238,57 @@ class CommitLog:
             self._apply(record)
         return bool(named)
 
+    def _load_latest(self) -> None:
+        """Start from the latest checkpoint (none: from the first record), read the rest."""
+        self._reset(None)
+        for seq in reversed(checkpoint_seqs(self.fs)):
+            checkpoint = read_checkpoint(self.fs, seq)
+            if checkpoint is not None:  # else a clean-up deleted it since the listing
+                self._reset(checkpoint)
+                break
+        self._synced_ms = 0.0  # check for a newer checkpoint once the records run out
+        self._refresh()
+
+    def _reset(self, checkpoint: Checkpoint | None) -> None:
+        self._seq = self._base = checkpoint.seq if checkpoint else 0
+        self._records, self._due = [], {}
+        self._unsure.clear()
+        self._ends = dict(checkpoint.ends) if checkpoint else {}
+        self._epochs = dict(checkpoint.epochs) if checkpoint else {}
+        self._claimed_by = dict(checkpoint.claimed_by) if checkpoint else {}
+
+    def _check_no_gap(self) -> None:
+        """After reading to the end: a later record must not exist (a hole in the log)."""
+        fs = self.fs
+        while fs.exists(join(LOG, _name(self._seq + 2))):
+            if not fs.exists(join(LOG, _name(self._seq + 1))):
+                after = f"after checkpoint {self._base}" if self._base else "with no checkpoint"
+                raise StorageCorrupt(
+                    f"commit log {fs.uri(LOG)} has a gap: record {self._seq + 1} is missing "
+                    f"({after}) while record {self._seq + 2} exists; records after the latest "
+                    "checkpoint "
+                    "are never deleted, so files were removed by hand: restore them"
+                )
+            self._refresh()  # another committer published meanwhile
+
     def _refresh(self) -> None:
         """Read the records created since the last read (by anyone)."""
         while True:
             name = join(LOG, _name(self._seq + 1))
+            before_ms = time.time() * 1000
             data = self.fs.read(name)
             if data is None:
+                # A record we have not read was created after our last look at the end of the
+                # log; a clean-up deletes none younger than the retention. Past half of it, a
+                # clean-up may have deleted records we never read: jump to a newer checkpoint.
+                if before_ms - self._synced_ms >= self._retention_ms / 2:
+                    latest = max(checkpoint_seqs(self.fs), default=0)
+                    if latest > self._seq:
+                        checkpoint = read_checkpoint(self.fs, latest)
+                        if checkpoint is not None:
+                            self._reset(checkpoint)
+                        continue
+                self._synced_ms = before_ms
                 return
             record = CommitRecord.from_json(data, source=self.fs.uri(name))
             if record.seq != self._seq + 1:
@@ -209,6 +297,7 @@ class CommitLog:
 
     def _account(self, record: CommitRecord) -> None:
         self._records.append(record)
+        self._unsure.add(record.seq)
         self._seq = record.seq
         for r in record.ranges:
             self._ends[r.tp] = r.end
@@ -224,6 +313,20 @@ class CommitLog:
                     self._ends.pop(tp, None)
                 else:
                     self._ends[tp] = offset
+        if len(self._records) > 2 * self._interval and self._seq >= self._trim_probe_at:
+            # Others write the checkpoints (this instance only reads, or loses the races):
+            # look for one now and then so memory stays bounded.
+            self._trim_probe_at = self._seq + self._interval
+            known = [s for s in checkpoint_seqs(self.fs) if self._base < s <= self._seq]
+            if known:
+                self._trim(known[-1])
+
+    def _trim(self, seq: int) -> None:
+        """Checkpoint ``seq`` is published: records up to it are done and no longer needed."""
+        if seq > self._base:
+            self._base = seq
+            self._records = [r for r in self._records if r.seq > seq]
+            self._unsure = {s for s in self._unsure if s > seq}
 
     # ---- reading the state ----
 
@@ -265,12 +368,51 @@ class CommitLog:
         """The partitions ``connector`` owns (see ``owners``)."""
         return sorted(tp for tp, c in self.owners().items() if c == connector)
 
-    def records(self) -> list[CommitRecord]:
-        """Every record so far, in order (the audit trail)."""
+    def last_seq(self) -> int:
+        """The seq of the last record (0: none yet)."""
         with self._lock:
             self._check_open()
             self._refresh()
-            return list(self._records)
+            return self._seq
+
+    def records_in_memory(self) -> int:
+        """How many records this instance holds (bounded by about the checkpoint interval)."""
+        with self._lock:
+            return len(self._records)
+
+    def records(self, since: int = 1) -> list[CommitRecord]:
+        """The records from seq ``since`` on that are still on disk, in order (the audit
+        trail; a clean-up deletes the oldest). Read from disk: see ``iter_records``."""
+        return list(self.iter_records(since))
+
+    def iter_records(self, since: int = 1) -> Iterator[CommitRecord]:
+        """``records`` one at a time: the audit reads history without holding it in memory."""
+        with self._lock:
+            self._check_open()
+            self._refresh()
+            last = self._seq
+        seqs = sorted(int(m.group(1)) for n in self.fs.listdir(LOG) if (m := _SEQ.match(n)))
+        for seq in seqs:
+            if since <= seq <= last:
+                name = join(LOG, _name(seq))
+                data = self.fs.read(name)
+                if data is not None:  # else deleted by a clean-up since the listing
+                    yield CommitRecord.from_json(data, source=self.fs.uri(name))
+
+    def clean_up(self, *, deadline: float | None = None) -> CleanUp:
+        """Delete records and ``done`` markers before the checkpoint before the latest and
+        older than ``retention_ms``, checkpoints before that one, and killed publishers'
+        temporary files older than ``stale_after``. ``deadline``: a
+        ``time.monotonic()`` value; it stops at the first step past it (the next run goes on).
+        Blocks (it lists the log): run it in a thread, concurrently with commits if need be.
+        A kill at any point leaves a log that opens."""
+        self._check_open(write=True)
+        return clean_up(
+            self.fs,
+            retention_ms=self._retention_ms,
+            stale_after=self._stale_after,
+            deadline=deadline,
+        )
 
     # ---- staging ----
 
@@ -406,6 +548,7 @@ class CommitLog:
         self._apply(record)
         with self._lock:
             self._release(commit_id)
+        self._checkpoint(record.seq)
         return record
 
     def fence(
@@ -447,6 +590,7 @@ class CommitLog:
                 check, kind="fence", connector=connector, task=task, epoch=epoch, offsets=offsets
             )
             self._apply(record)
+            self._checkpoint(record.seq)
             return record
 
     def alter_offsets(
@@ -470,6 +614,52 @@ class CommitLog:
 
             record = self._publish(check, kind="offsets", connector=connector, offsets=items)
             self._apply(record)
+            self._checkpoint(record.seq)
+            return record
+
+    def skip(
+        self,
+        connector: str,
+        task: int,
+        epoch: int,
+        tp: TopicPartition,
+        start: int,
+        end: int,
+        *,
+        reason: str,
+    ) -> CommitRecord:
+        """Record that the task skipped offsets ``start..end`` (exclusive end) of ``tp``
+        without writing them (e.g. retention deleted them before they were consumed): the
+        partition's end moves to ``end``, and ``records`` shows the gap with ``reason``.
+        Refused like a commit: ``PartitionsOwned``, ``ZombieEpoch``, and ``OffsetsDiverged``
+        if the partition has a committed end and ``start`` is not it."""
+        if not reason:
+            raise ValueError("a skip needs a reason (the audit shows it)")
+        skipped = OffsetRange(tp.topic, tp.partition, start, end)
+        with self._lock:
+            self._check_open(write=True)
+
+            def check() -> None:
+                self._check_owner(connector, tp)
+                self._check_epoch(connector, epoch, tp)
+                last = self._ends.get(tp)
+                if last is not None and start != last:
+                    raise OffsetsDiverged(
+                        f"skip of {tp} offsets {start}..{end} by {connector} refused: it must "
+                        f"start where the last commit ended, at {last}"
+                    )
+
+            record = self._publish(
+                check,
+                kind="skip",
+                connector=connector,
+                task=task,
+                epoch=epoch,
+                ranges=(skipped,),
+                reason=reason,
+            )
+            self._apply(record)
+            self._checkpoint(record.seq)
             return record
 
     def reset_offsets(
@@ -522,7 +712,28 @@ class CommitLog:
             except FileExistsError:
                 continue  # another committer took this number: re-read, re-check
             self._account(record)
+            if record.seq % self._interval == 0:
+                self._due[record.seq] = Checkpoint(
+                    record.seq, dict(self._ends), dict(self._epochs), dict(self._claimed_by)
+                )
             return record
+
+    def _checkpoint(self, seq: int) -> None:
+        """Publish the checkpoint due at ``seq`` (if any) once every record up to it is done.
+        Losing the race to another committer's checkpoint is fine: it holds the same state,
+        derived from the same records."""
+        with self._lock:
+            checkpoint = self._due.pop(seq, None)
+            if checkpoint is None:
+                return
+            for record in [r for r in self._records if r.seq <= seq and r.seq in self._unsure]:
+                if self.fs.exists(join(DONE, _done(record.seq))):
+                    self._unsure.discard(record.seq)
+                else:  # another committer's, not applied yet (or killed): roll it forward
+                    self._apply(record)
+            with contextlib.suppress(FileExistsError):  # another committer's: the same state
+                self.fs.publish_exclusive(join(CHECKPOINT, _name(seq)), checkpoint.to_json())
+            self._trim(seq)
 
     def _apply(self, record: CommitRecord) -> None:
         """Move the record's files into place (idempotent), then mark it done."""
@@ -543,6 +754,8 @@ class CommitLog:
             synced.add(parent(dst))
         fs.sync_dirs(synced)
         fs.create_marker(join(DONE, _done(record.seq)))
+        with self._lock:
+            self._unsure.discard(record.seq)
         if record.commit_id:
             fs.remove_tree(staging)
 

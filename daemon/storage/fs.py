@@ -98,6 +98,10 @@ class TableFs(Protocol):
         """Delete a file or directory tree; missing is fine."""
         ...
 
+    def remove(self, name: str) -> None:
+        """Delete one file; missing is fine (clean-up of the log: records, markers)."""
+        ...
+
     def walk_files(self, name: str) -> list[str]:
         """Files under directory ``name``, relative to it, sorted; hidden names skipped."""
         ...
@@ -183,6 +187,10 @@ class LocalFs:
 
     def remove_tree(self, name: str) -> None:
         shutil.rmtree(self._p(name), ignore_errors=True)
+
+    def remove(self, name: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._p(name))
 
     def walk_files(self, name: str) -> list[str]:
         root = self._p(name)

@@ -190,6 +190,10 @@ class HadoopFs:
         with contextlib.suppress(FileNotFoundError):
             _j(self._fs.delete, self._p(name), True)
 
+    def remove(self, name: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            _j(self._fs.delete, self._p(name), False)
+
     def walk_files(self, name: str) -> list[str]:
         found: list[str] = []
         pending = [""]

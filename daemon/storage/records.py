@@ -17,7 +17,7 @@ from daemon.errors import StorageCorrupt
 from daemon.structs import OffsetRange, TopicPartition
 
 FORMAT = 1
-Kind = Literal["commit", "fence", "offsets"]
+Kind = Literal["commit", "fence", "offsets", "skip"]
 
 
 @dataclass(frozen=True, order=True)
@@ -33,7 +33,9 @@ class DataFile:
 class CommitRecord:
     """One record of the log. ``kind``: ``commit`` (data + ranges), ``fence`` (an incarnation
     claims partitions: older epochs are refused from then on) or ``offsets`` (an operator set
-    or reset partitions' next offsets; ``None`` forgets a partition)."""
+    or reset partitions' next offsets; ``None`` forgets a partition) or ``skip`` (a task
+    skipped ``ranges`` without data, e.g. offsets retention deleted before they were consumed;
+    ``reason`` says why, for an audit)."""
 
     seq: int
     kind: Kind
@@ -45,6 +47,7 @@ class CommitRecord:
     files: tuple[DataFile, ...] = ()
     offsets: tuple[tuple[TopicPartition, int | None], ...] = ()
     created_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+    reason: str | None = None
 
     def to_json(self) -> bytes:
         body = self._body()
@@ -52,7 +55,7 @@ class CommitRecord:
         return json.dumps(body, sort_keys=True, indent=1).encode()
 
     def _body(self) -> dict[str, Any]:
-        return {
+        body: dict[str, Any] = {
             "format": FORMAT,
             "seq": self.seq,
             "kind": self.kind,
@@ -71,6 +74,10 @@ class CommitRecord:
                 for tp, o in self.offsets
             ],
         }
+        if self.reason is not None:
+            # Only when set: records without one stay byte-identical to older versions'.
+            body["reason"] = self.reason
+        return body
 
     @classmethod
     def from_json(cls, data: bytes, *, source: str) -> CommitRecord:
@@ -96,6 +103,7 @@ class CommitRecord:
                     (TopicPartition(o["topic"], o["partition"]), o["offset"])
                     for o in body["offsets"]
                 ),
+                reason=body.get("reason"),
             )
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise StorageCorrupt(

@@ -370,7 +370,7 @@ def test_missing_record_is_reported(log: CommitLog, kit: Kit) -> None:
     for i in range(3):
         write(kit, log, 1, r(TP0, i, i + 1))
     os.unlink(log.meta / "log" / f"{2:020d}.json")
-    with pytest.raises(StorageCorrupt, match="gaps"):
+    with pytest.raises(StorageCorrupt, match="gap: record 2 is missing"):
         CommitLog(log.path).open()
 
 

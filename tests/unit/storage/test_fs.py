@@ -300,5 +300,30 @@ def test_filesystems_without_an_exclusive_create_are_refused(hdfs: FakeHdfs) -> 
 
 def test_local_tables_keep_their_meta_layout(tmp_path: Path) -> None:
     with CommitLog(tmp_path / "t") as log:
-        assert sorted(os.listdir(tmp_path / "t" / META)) == ["done", "locks", "log", "staging"]
+        assert sorted(os.listdir(tmp_path / "t" / META)) == [
+            "checkpoint",
+            "done",
+            "locks",
+            "log",
+            "staging",
+        ]
         assert log.fs.kind == "local" and log.path == tmp_path / "t"
+
+
+def test_checkpoints_and_clean_up_on_a_hadoop_filesystem(hdfs: FakeHdfs) -> None:
+    """Issue 16: checkpoints are published and read, and the clean-up deletes, through the
+    Hadoop backend's primitives as through the local ones."""
+    fs = HadoopFs(FakeSpark(hdfs), "hdfs://nn/t")
+    log = CommitLog("hdfs://nn/t", fs=fs, checkpoint_interval=5, retention_ms=0).open()
+    for i in range(17):
+        log.commit("c", 0, 1, [OffsetRange("t", 0, i, i + 1)], commit_id=log.new_commit_id())
+    assert log.clean_up().records == 10
+    names = sorted(u.rsplit("/", 2)[1] + "/" + u.rsplit("/", 1)[1] for u in hdfs.files)
+    assert [n for n in names if n.startswith("checkpoint/")] == [
+        f"checkpoint/{s:020d}.json" for s in (10, 15)
+    ]
+    assert [n for n in names if n.startswith("log/")] == [
+        f"log/{s:020d}.json" for s in range(11, 18)
+    ]
+    fresh = CommitLog("hdfs://nn/t", fs=HadoopFs(FakeSpark(hdfs), "hdfs://nn/t")).open()
+    assert fresh.committed_offsets() == {TP0: 17} and fresh.last_seq() == 17
