@@ -19,8 +19,15 @@ Names (counters get ``_total`` on export):
   ``task stop``), ``connectd_task_restarts_total{connector,task,cause}``
 - ``connectd_event_loop_lag_seconds`` (histogram) and ``connectd_event_loop_lag_last_seconds``
 - ``connectd_consumer_lag_records{connector,task,topic,partition}``
+- ``connectd_offsets_skipped_total{connector,topic,partition}`` (offsets deleted by retention
+  before they were consumed, skipped under ``errors.offset.out.of.range=earliest``)
 - on scrape: ``connectd_connector_state{connector,state}``, ``connectd_task_state{...,state}``,
-  ``connectd_task_incarnation``, ``connectd_task_auto_restarts``, ``connectd_executors{state}``,
+  ``connectd_task_incarnation``, ``connectd_task_auto_restarts``, ``connectd_task_stalled``,
+  per task and partition (``{connector,task,topic,partition}``, from the task's freshness:
+  ``runtime/freshness.py``) ``connectd_partition_committed_offset``,
+  ``connectd_partition_log_end_offset``, ``connectd_partition_commit_lag_records``,
+  ``connectd_partition_last_commit_timestamp_seconds``,
+  ``connectd_partition_committed_event_timestamp_seconds``; ``connectd_executors{state}``,
   ``connectd_executor_rss_bytes{executor}``, ``connectd_executor_deaths_total``,
   ``connectd_executor_recycles_total``,
   ``connectd_executor_start_failures_total``, ``connectd_executor_writes_total``
@@ -29,18 +36,18 @@ Names (counters get ``_total`` on export):
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Protocol
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
-from daemon.connectors.records import TopicPartition
+from daemon.connectors.records import OffsetRange, TopicPartition
 from daemon.errors import ConnectdError
 from daemon.executor.info import ExecutorInfo, PoolStatus
-from daemon.runtime.model import State, WorkerAPI
+from daemon.runtime.model import PartitionFreshness, State, WorkerAPI
 
 WRITE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -116,6 +123,13 @@ class Metrics:
             [*task, "topic", "partition"],
             registry=r,
         )
+        self.offsets_skipped = Counter(
+            "connectd_offsets_skipped",
+            "Offsets never delivered to the sink: deleted by retention before the task consumed"
+            " them, skipped because errors.offset.out.of.range=earliest.",
+            ["connector", "topic", "partition"],
+            registry=r,
+        )
         self._lag_labels: dict[tuple[str, str], set[tuple[str, str]]] = {}
         self._watched: dict[int, Collector] = {}
         self._consumed_total = 0
@@ -146,6 +160,37 @@ class Metrics:
 
     def task_restarted(self, connector: str, task: int, cause: str) -> None:
         self.task_restarts.labels(connector, str(task), cause).inc()
+
+    def record_offsets_skipped(
+        self, connector: str, task: int, tp: TopicPartition, count: int
+    ) -> None:
+        # Labelled by partition, not task: the loss belongs to the data, whichever task
+        # (and incarnation) owned the partition when it was found.
+        if count > 0:
+            self.offsets_skipped.labels(connector, tp.topic, str(tp.partition)).inc(count)
+
+    # Freshness (committed offsets, log ends, event times) is kept per task by the runtime
+    # (``runtime/freshness.py``) and read from the task status on scrape, like the states:
+    # these three only make ``Metrics`` a complete ``TaskMetrics``.
+
+    def record_delivering(
+        self,
+        connector: str,
+        task: int,
+        ranges: Sequence[OffsetRange],
+        polled: Mapping[TopicPartition, Sequence[Any]],
+    ) -> None:
+        pass
+
+    def record_committed(
+        self, connector: str, task: int, offsets: Mapping[TopicPartition, int]
+    ) -> None:
+        pass
+
+    def set_log_ends(
+        self, connector: str, task: int, ends: Mapping[TopicPartition, int | None]
+    ) -> None:
+        pass
 
     def set_consumer_lags(
         self, connector: str, task: int, lags: Mapping[TopicPartition, int]
@@ -230,6 +275,12 @@ class _WorkerCollector(Collector):
             "Automatic restarts counted by the restart policy.",
             labels=["connector", "task"],
         )
+        stalled = GaugeMetricFamily(
+            "connectd_task_stalled",
+            "1 while the task is RUNNING with lag above 0 and no commit for task.stall.warn.ms.",
+            labels=["connector", "task"],
+        )
+        fresh = _FreshnessFamilies()
         for name in self._worker.connector_names():
             try:
                 status = self._worker.connector_status(name)
@@ -245,7 +296,59 @@ class _WorkerCollector(Collector):
                     incarnation.add_metric(labels, t.incarnation)
                 if t.auto_restart is not None:
                     restarts.add_metric(labels, t.auto_restart.count)
-        yield from (connector_state, task_state, incarnation, restarts)
+                stalled.add_metric(labels, float(t.stalled is not None))
+                for p in t.freshness:
+                    fresh.add(labels, p)
+        yield from (connector_state, task_state, incarnation, restarts, stalled)
+        yield from fresh.families()
+
+
+class _FreshnessFamilies:
+    """Per task and partition: what the sink committed against the partition's log."""
+
+    def __init__(self) -> None:
+        labels = ["connector", "task", "topic", "partition"]
+        self.committed = GaugeMetricFamily(
+            "connectd_partition_committed_offset",
+            "The next offset the task's sink committed (pre_commit), per partition.",
+            labels=labels,
+        )
+        self.log_end = GaugeMetricFamily(
+            "connectd_partition_log_end_offset",
+            "The partition's end (highwater) at the task's latest poll.",
+            labels=labels,
+        )
+        self.lag = GaugeMetricFamily(
+            "connectd_partition_commit_lag_records",
+            "Records in the partition not committed by the sink yet: log end - committed.",
+            labels=labels,
+        )
+        self.last_commit = GaugeMetricFamily(
+            "connectd_partition_last_commit_timestamp_seconds",
+            "When the task's committed offset last advanced (Unix time).",
+            labels=labels,
+        )
+        self.event_time = GaugeMetricFamily(
+            "connectd_partition_committed_event_timestamp_seconds",
+            "kafka_timestamp of the newest committed record (Unix time): how fresh the sink's"
+            " data is.",
+            labels=labels,
+        )
+
+    def add(self, task: list[str], p: PartitionFreshness) -> None:
+        labels = [*task, p.topic, str(p.partition)]
+        for family, value in (
+            (self.committed, p.committed),
+            (self.log_end, p.log_end),
+            (self.lag, p.lag),
+            (self.last_commit, p.last_commit),
+            (self.event_time, p.event_time),
+        ):
+            if value is not None:  # unknown yet: no sample rather than a made-up one
+                family.add_metric(labels, value)
+
+    def families(self) -> Iterator[Metric]:
+        yield from (self.committed, self.log_end, self.lag, self.last_commit, self.event_time)
 
 
 class _PoolCollector(Collector):

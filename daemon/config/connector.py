@@ -89,6 +89,19 @@ Tolerance = Annotated[
     ErrorTolerance, BeforeValidator(choice(ErrorTolerance)), Expect("none or all")
 ]
 
+
+class OutOfRangePolicy(enum.StrEnum):
+    """``errors.offset.out.of.range``: what a task does when the offset it resumes from is no
+    longer in the partition's log (retention deleted records it had not consumed)."""
+
+    FAIL = "fail"
+    EARLIEST = "earliest"
+
+
+OutOfRange = Annotated[
+    OutOfRangePolicy, BeforeValidator(choice(OutOfRangePolicy)), Expect("fail or earliest")
+]
+
 _E = "Errors"
 
 
@@ -160,6 +173,17 @@ class ConnectorConfig(BaseModel):
         key="errors.retry.delay.max.ms",
         group=_E,
         description="Longest wait between retries.",
+    )
+    errors_offset_out_of_range: OutOfRange = setting(
+        OutOfRangePolicy.FAIL,
+        key="errors.offset.out.of.range",
+        group=_E,
+        description=(
+            "connectd: when the offset a task resumes from was deleted from the log (retention)."
+            " fail: the task fails, naming the partition, the offset and the log start;"
+            " earliest: continue from the log start, log and count the offsets skipped and"
+            " record the gap in the sink (ParquetSink: a skip record in the commit log)."
+        ),
     )
     errors_log_enable: f.Bool = setting(
         False, key="errors.log.enable", group=_E, description="Log each tolerated error."

@@ -179,6 +179,20 @@ class WorkerConfig(KafkaSettings, RestApiSettings):
         description="connectd: deadline for resolving a configuration's ${provider:...} "
         "references when a task starts or offsets are read (raise it for slow secret stores).",
     )
+    task_stall_warn: f.PositiveMillis = setting(
+        timedelta(minutes=5),
+        key="task.stall.warn.ms",
+        group=_TASK,
+        description="connectd: a running task whose lag stayed above 0 this long without a "
+        "commit is stalled: its status says since when, and /health names it.",
+    )
+    health_stalled_unhealthy: f.Bool = setting(
+        False,
+        key="health.stalled.unhealthy",
+        group=_TASK,
+        description="connectd: GET /health answers 503 while a task is stalled "
+        "(task.stall.warn.ms); false: 200, with the stalled tasks named.",
+    )
     errors_restart_enabled: f.Bool = setting(
         True,
         key="errors.restart.enabled",

@@ -65,6 +65,20 @@ class SinkTask(ABC):
         await self.flush(offsets)
         return offsets
 
+    async def offsets_skipped(  # noqa: B027 (optional hook)
+        self, tp: TopicPartition, start: int, end: int
+    ) -> None:
+        """Offsets ``start``..``end - 1`` of ``tp`` were deleted from the log before they were
+        consumed (retention), and ``errors.offset.out.of.range=earliest`` skips them: the next
+        record of ``tp`` given to ``put`` is at ``end`` or later, and the offsets offered to
+        ``pre_commit`` continue from ``end``. ``start`` is where ``tp`` stood: after the last
+        record given to ``put``, or where the sink sought. Called between two ``put`` calls,
+        under the callback deadline. A sink that records where its data came from records the
+        gap here (ParquetSink: a skip record in its commit log, after writing what it
+        buffered), so an audit sees why those offsets are missing; if it raises, nothing is
+        skipped and the error is handled like one from ``put``. Default: nothing (the runtime
+        logs a warning and counts the offsets in ``connectd_offsets_skipped_total``)."""
+
     async def close(self, partitions: Collection[TopicPartition]) -> None:  # noqa: B027 (optional hook)
         """The partitions were revoked (after the closing ``pre_commit``): drop their state."""
 

@@ -159,9 +159,20 @@ class ServerInfo(BaseModel):
     kafka_cluster_id: str | None
 
 
+class StalledTask(BaseModel):
+    connector: str
+    task: int
+    since: str
+    lag: int
+
+
 class WorkerStatus(BaseModel):
     status: Literal["healthy", "starting", "unhealthy"]
     message: str
+    stalled: list[StalledTask] | None = Field(
+        default=None,
+        description="connectd: the stalled tasks (task.stall.warn.ms), when there are any.",
+    )
 
 
 class ConnectorTaskId(BaseModel):
@@ -180,6 +191,12 @@ class AutoRestart(BaseModel):
     count: int
     last_restart: str | None
     next_restart: str | None
+
+
+class Stall(BaseModel):
+    since: str = Field(description="ISO 8601, UTC: since when the task has had lag and no commit.")
+    lag: int = Field(description="Records behind, over its stalled partitions.")
+    partitions: list[str] = Field(description="topic-partition of each stalled partition.")
 
 
 class ConnectorState(BaseModel):
@@ -208,6 +225,11 @@ class TaskState(BaseModel):
         default=None, description="connectd: the executor process writing for the task now."
     )
     auto_restart: AutoRestart | None = None
+    stalled: Stall | None = Field(
+        default=None,
+        description="connectd: present while the task is RUNNING with lag above 0 and no commit"
+        " for task.stall.warn.ms.",
+    )
 
 
 class ConnectorStateInfo(BaseModel):

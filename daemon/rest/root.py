@@ -5,14 +5,17 @@ from __future__ import annotations
 import asyncio
 import functools
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 
 import daemon
+from daemon.errors import ConnectdError
 from daemon.rest import models as m
 from daemon.rest.api import Reply, Routes
 from daemon.rest.context import HealthReporting, context
 from daemon.rest.errors import json_reply
+from daemon.runtime.model import TaskStatus, WorkerAPI
 
 routes = Routes("worker")
 
@@ -63,7 +66,7 @@ async def server_info(request: web.Request) -> web.Response:
     "Whether the worker is ready and live (open even with authentication on)",
     Reply(200, "Healthy", m.WorkerStatus),
     Reply(500, "Unhealthy", m.WorkerStatus),
-    Reply(503, "Still starting", m.WorkerStatus),
+    Reply(503, "Still starting, or a task stalled (health.stalled.unhealthy=true)", m.WorkerStatus),
     public=True,
 )
 async def health(request: web.Request) -> web.Response:
@@ -85,11 +88,45 @@ async def health(request: web.Request) -> web.Response:
         return _health(status, state, f"{text} {exc}")
     if not worker.is_ready():
         return _health(503, "starting", STARTING)
-    return _health(200, "healthy", HEALTHY)
+    stalled = _stalled(worker)
+    if not stalled:
+        return _health(200, "healthy", HEALTHY)
+    named = "; ".join(
+        f"{c}-{t.id} (no commit since {t.stalled.since}, lag {t.stalled.lag})"
+        for c, t in stalled
+        if t.stalled is not None
+    )
+    listed = [
+        {"connector": c, "task": t.id, "since": t.stalled.since, "lag": t.stalled.lag}
+        for c, t in stalled
+        if t.stalled is not None
+    ]
+    if ctx.settings.health_stalled_unhealthy:
+        return _health(
+            503, "unhealthy", f"Tasks stalled (health.stalled.unhealthy=true): {named}", listed
+        )
+    return _health(200, "healthy", f"{HEALTHY} Tasks stalled: {named}", listed)
 
 
-def _health(status: int, state: str, message: str) -> web.Response:
-    return json_reply({"status": state, "message": message}, status=status)
+def _stalled(worker: WorkerAPI) -> list[tuple[str, TaskStatus]]:
+    """Tasks with lag and no commit for ``task.stall.warn.ms`` (their status says so)."""
+    out: list[tuple[str, TaskStatus]] = []
+    for name in worker.connector_names():
+        try:
+            status = worker.connector_status(name)
+        except ConnectdError:  # deleted while we looked
+            continue
+        out.extend((name, t) for t in status.tasks if t.stalled is not None)
+    return out
+
+
+def _health(
+    status: int, state: str, message: str, stalled: list[dict[str, Any]] | None = None
+) -> web.Response:
+    body: dict[str, Any] = {"status": state, "message": message}
+    if stalled:
+        body["stalled"] = stalled
+    return json_reply(body, status=status)
 
 
 @routes.op(

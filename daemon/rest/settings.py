@@ -88,6 +88,8 @@ class RestSettings:
     """Seconds a request waits for the worker (Connect's 90 s); the operation itself goes on."""
     health_timeout: float = 10.0
     """Seconds ``/health`` waits for the worker's own loop to answer (Connect's 10 s)."""
+    health_stalled_unhealthy: bool = _declared("health_stalled_unhealthy")
+    """``health.stalled.unhealthy``: a stalled task makes ``/health`` 503 (else 200, named)."""
     credentials_file: Path | None = None
     topic_tracking: bool = _declared("topic_tracking_enable")
     topic_tracking_reset: bool = _declared("topic_tracking_allow_reset")
@@ -115,6 +117,7 @@ class RestSettings:
             topic_tracking=config.topic_tracking_enable,
             topic_tracking_reset=config.topic_tracking_allow_reset,
             tls=tls,
+            health_stalled_unhealthy=config.health_stalled_unhealthy,
         )
 
     def check(self) -> None:

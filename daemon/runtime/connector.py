@@ -22,6 +22,7 @@ from daemon.config import Providers, WorkerConfig, parse_connector, resolve
 from daemon.connectors.api import ConnectorRegistry, SinkConnector, TaskId
 from daemon.errors import InvalidConfig, StopFailed
 from daemon.runtime.executors import Executors
+from daemon.runtime.freshness import Freshness, SlotRecorder
 from daemon.runtime.model import ConnectorStatus, State, TargetState, TaskStatus
 from daemon.runtime.restart import REAL_CLOCK, AutoRestarter, Clock, RestartPolicy
 from daemon.runtime.slot import TaskSlot
@@ -134,6 +135,10 @@ class ConnectorRuntime:
         env = self.env
         cls = type(self.instance) if self.instance is not None else None
 
+        # The task's freshness outlives its incarnations; each reports through the recorder.
+        freshness = Freshness()
+        recorder = SlotRecorder(freshness, env.metrics)
+
         async def draw_epoch(floor: int = 1) -> int:
             return await env.epochs.next_epoch_async(task_id.connector, floor=floor)
 
@@ -151,7 +156,7 @@ class ConnectorRuntime:
                 providers=env.providers,
                 settings=env.settings,
                 paused=self.target is TargetState.PAUSED,
-                metrics=env.metrics,
+                metrics=recorder,
                 draw_epoch=draw_epoch,
             )
 
@@ -166,6 +171,8 @@ class ConnectorRuntime:
             policy=self._policy(),
             metrics=env.metrics,
             clock=env.clock,
+            freshness=freshness,
+            stall_warn=env.settings.stall_warn,
         )
 
     def _policy(self) -> RestartPolicy:

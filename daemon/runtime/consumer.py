@@ -19,6 +19,13 @@ Rebalances: the listener hands revoked and assigned partitions to the task (``Pa
 Newly assigned partitions are paused at once, before any of their records can be returned, and
 resumed only after the task has opened them and applied the seeks it asked for.
 
+Offsets out of range: aiokafka runs with ``auto_offset_reset="none"``, so it never moves a
+position on its own. A partition with no committed offset (no seek, nothing in the group) gets
+the user's ``auto.offset.reset`` applied here (``earliest``, ``latest``; ``none`` fails the
+task, as before). A fetch whose offset is no longer in the log (retention deleted it) is raised
+as ``OutOfRange`` with the offsets: ``errors.offset.out.of.range`` decides what happens
+(``daemon.runtime.gaps``), never a silent reset.
+
 Consumer lag: with ``metrics``, every poll refreshes, for each assigned partition whose end is
 known, ``highwater - position`` (records in the log that the task has not been handed yet; the
 highwater comes with every fetch response); partitions no longer assigned lose their series,
@@ -33,6 +40,8 @@ from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka import TopicPartition as KafkaTP
+from aiokafka.consumer.fetcher import OffsetResetStrategy
+from aiokafka.errors import NoOffsetForPartitionError, OffsetOutOfRangeError
 from aiokafka.structs import ConsumerRecord, OffsetAndMetadata
 
 from daemon.config import ConnectorConfig, WorkerConfig
@@ -143,11 +152,24 @@ def security_settings(worker: WorkerConfig) -> dict[str, Any]:
     return out
 
 
+class OutOfRange(Exception):
+    """A fetch's offsets are no longer (or not yet) in their partitions' logs: ``offsets`` per
+    partition. Not an error by itself: ``errors.offset.out.of.range`` decides."""
+
+    def __init__(self, offsets: Mapping[TopicPartition, int]) -> None:
+        self.offsets = dict(offsets)
+        super().__init__(", ".join(f"{tp}@{o}" for tp, o in sorted(self.offsets.items())))
+
+
 class LagMetrics(Protocol):
     """Where consumer lag goes (``daemon.metrics.Metrics`` fits); calls never block."""
 
     def set_consumer_lags(
         self, connector: str, task: int, lags: Mapping[TopicPartition, int]
+    ) -> None: ...
+
+    def set_log_ends(
+        self, connector: str, task: int, ends: Mapping[TopicPartition, int | None]
     ) -> None: ...
 
 
@@ -208,6 +230,8 @@ class TaskConsumer:
         self._closing = False
         self._metrics = metrics if task_id is not None else None
         self._task_id = task_id
+        #: ``auto.offset.reset``, applied here to partitions with no committed offset only.
+        self.reset = str(self.settings.get("auto_offset_reset", "earliest"))
 
     @classmethod
     def for_task(
@@ -238,7 +262,9 @@ class TaskConsumer:
 
     async def start(self) -> None:
         """Connect and subscribe. Partitions arrive later, through the listener."""
-        consumer = AIOKafkaConsumer(**self.settings)
+        # No automatic reset: an offset out of range is raised (``OutOfRange``), a missing one
+        # gets ``self.reset`` in ``poll``.
+        consumer = AIOKafkaConsumer(**{**self.settings, "auto_offset_reset": "none"})
         self._consumer = consumer
         await consumer.start()
         # A metadata update may show that a broker is back (the client's connection to it
@@ -258,9 +284,17 @@ class TaskConsumer:
     async def poll(
         self, timeout_ms: int, max_records: int | None = None
     ) -> dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]:
-        """Records fetched since the last poll, by partition (waits up to ``timeout_ms``)."""
+        """Records fetched since the last poll, by partition (waits up to ``timeout_ms``).
+
+        Raises ``OutOfRange`` when a fetch offset is not in its partition's log."""
         consumer = self._c()
-        got = await consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)
+        try:
+            got = await consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)
+        except OffsetOutOfRangeError as exc:
+            raise OutOfRange(_out_of_range(exc)) from None
+        except NoOffsetForPartitionError as exc:
+            self._reset_missing(exc)
+            return {}
         if self._metrics is not None:
             self._report_lag(consumer)
         return {from_kafka(tp): records for tp, records in got.items() if records}
@@ -274,10 +308,54 @@ class TaskConsumer:
         assert self._metrics is not None and self._task_id is not None
         try:
             lags = _lags(consumer)
+            ends = _log_ends(consumer)
         except Exception as exc:  # metrics never fail a poll
             log.debug("consumer lag not available: %s", exc)
             return
         self._metrics.set_consumer_lags(self._task_id.connector, self._task_id.task, lags)
+        # The task's freshness (``runtime/freshness.py``): lag against what the sink committed.
+        self._metrics.set_log_ends(self._task_id.connector, self._task_id.task, ends)
+
+    def _reset_missing(self, exc: NoOffsetForPartitionError) -> None:
+        """``auto.offset.reset`` for a partition with no committed offset. Runs in the same step
+        as ``getmany`` raised, so no seek came in between (a seek clears a pending error)."""
+        kafka_tp = exc.args[0] if exc.args else None
+        consumer = self._c()
+        if not isinstance(kafka_tp, KafkaTP) or kafka_tp not in consumer.assignment():
+            return  # revoked meanwhile
+        tp = from_kafka(kafka_tp)
+        if tp in self._held:
+            return  # not opened yet: the sink may seek; if not, the error comes back
+        if self.reset == "none":
+            raise exc
+        strategy = (
+            OffsetResetStrategy.LATEST if self.reset == "latest" else OffsetResetStrategy.EARLIEST
+        )
+        log.info("%s has no committed offset: auto.offset.reset=%s", tp, self.reset)
+        # What ``seek_to_beginning``/``seek_to_end`` do, without awaiting the new position
+        # (the next fetch waits for it).
+        waiter = consumer._fetcher.request_offset_reset([kafka_tp], strategy)
+        waiter.add_done_callback(lambda f: f.cancelled() or f.exception())
+
+    def fetch_position(self, tp: TopicPartition) -> int | None:
+        """The offset the next fetch of ``tp`` starts at, if known (never waits)."""
+        subscription = self._c()._subscription.subscription
+        if subscription is None or subscription.assignment is None:
+            return None
+        state = subscription.assignment.state_value(to_kafka(tp))
+        if state is None or not state.has_valid_position:
+            return None
+        return int(state.position)
+
+    async def log_bounds(
+        self, tps: Collection[TopicPartition]
+    ) -> dict[TopicPartition, tuple[int, int]]:
+        """Per partition, its log start and end (the next offset to be written)."""
+        consumer = self._c()
+        wanted = [to_kafka(tp) for tp in tps]
+        starts = await consumer.beginning_offsets(wanted)
+        ends = await consumer.end_offsets(wanted)
+        return {from_kafka(tp): (int(starts[tp]), int(ends[tp])) for tp in wanted}
 
     def assignment(self) -> frozenset[TopicPartition]:
         return frozenset(from_kafka(tp) for tp in self._c().assignment())
@@ -335,6 +413,11 @@ class TaskConsumer:
             await self._consumer.stop()
 
 
+def _out_of_range(exc: OffsetOutOfRangeError) -> dict[TopicPartition, int]:
+    offsets = exc.args[0] if exc.args and isinstance(exc.args[0], dict) else {}
+    return {from_kafka(tp): int(o) for tp, o in offsets.items()}
+
+
 def _lags(consumer: AIOKafkaConsumer) -> dict[TopicPartition, int]:
     # The state consumer.highwater() reads; consumer.position() is not used because it waits
     # (for a reset or the committed offset) when a position is not known yet.
@@ -348,4 +431,19 @@ def _lags(consumer: AIOKafkaConsumer) -> dict[TopicPartition, int]:
         if state is None or state.highwater is None or not state.has_valid_position:
             continue
         out[from_kafka(tp)] = max(0, int(state.highwater) - int(state.position))
+    return out
+
+
+def _log_ends(consumer: AIOKafkaConsumer) -> dict[TopicPartition, int | None]:
+    """Every assigned partition's end (highwater), ``None`` until a fetch response brought it;
+    read from the same state as ``_lags``."""
+    subscription = consumer._subscription.subscription
+    if subscription is None or subscription.assignment is None:
+        return {}
+    assignment = subscription.assignment
+    out: dict[TopicPartition, int | None] = {}
+    for tp in assignment.tps:
+        state = assignment.state_value(tp)
+        highwater = None if state is None else state.highwater
+        out[from_kafka(tp)] = None if highwater is None else int(highwater)
     return out

@@ -3,7 +3,8 @@
 These are the contract between the runtime (``daemon.runtime.worker``) and its callers (the
 REST API, the systemd status line, tests). Field names follow Kafka Connect's REST JSON, so the
 REST layer serialises them without renaming; connectd's additions (``incarnation``,
-``executor_pid``, ``auto_restart``) are extra fields no Connect client trips over.
+``executor_pid``, ``auto_restart``, ``stalled``) are extra fields no Connect client trips over.
+A task's per-partition ``freshness`` is for ``/metrics`` only (not in the status JSON).
 """
 
 from __future__ import annotations
@@ -34,6 +35,31 @@ class AutoRestart:
 
 
 @dataclass(frozen=True)
+class PartitionFreshness:
+    """How far what a task committed to its sink is behind one partition's log."""
+
+    topic: str
+    partition: int
+    committed: int | None  # next offset, as the sink's pre_commit last returned it
+    log_end: int | None  # the partition's end (highwater) at the task's latest poll
+    lag: int | None  # log_end - committed (records written to Kafka, not yet in the sink)
+    last_commit: float | None  # wall time (epoch s) the committed offset last advanced
+    event_time: float | None  # kafka_timestamp (epoch s) of the newest committed record
+
+
+@dataclass(frozen=True)
+class Stall:
+    """A running task whose lag stayed above 0 for ``task.stall.warn.ms`` without a commit."""
+
+    since: str  # ISO 8601, UTC: since when it has had lag and no commit
+    lag: int  # records behind, over its stalled partitions
+    partitions: tuple[str, ...] = ()  # ``topic-partition`` of each stalled partition
+
+    def to_json(self) -> dict[str, Any]:
+        return {"since": self.since, "lag": self.lag, "partitions": list(self.partitions)}
+
+
+@dataclass(frozen=True)
 class TaskStatus:
     id: int
     state: State
@@ -43,6 +69,8 @@ class TaskStatus:
     epoch: int | None = None  # its fencing epoch now (a rebalance with new partitions draws one)
     executor_pid: int | None = None  # the executor process writing for the task now
     auto_restart: AutoRestart | None = None
+    stalled: Stall | None = None
+    freshness: tuple[PartitionFreshness, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -57,6 +85,8 @@ class TaskStatus:
         out["executor_pid"] = self.executor_pid
         if self.auto_restart is not None:
             out["auto_restart"] = self.auto_restart.to_json()
+        if self.stalled is not None:
+            out["stalled"] = self.stalled.to_json()
         return out
 
 

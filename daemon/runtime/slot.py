@@ -13,6 +13,10 @@ An incarnation that fails on its own (or cannot be created) is restarted by the 
 ``AutoRestarter`` (``daemon.runtime.restart``) through exactly the path of a restart by hand:
 the lock, the stop sequence, a new incarnation. The count and times are in the task's status
 (``auto_restart``); a failure that stays says why in its trace.
+
+The slot keeps the task's ``Freshness`` (``daemon.runtime.freshness``) across incarnations; the
+status shows it (``freshness``, for ``/metrics``) and, while the task is RUNNING with lag and
+no commit for ``task.stall.warn.ms``, ``stalled``.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from collections.abc import Callable
 from daemon.connectors.api import TaskId
 from daemon.errors import StopFailed
 from daemon.runtime.executors import Executors
+from daemon.runtime.freshness import Freshness
 from daemon.runtime.model import State, TaskStatus
 from daemon.runtime.restart import REAL_CLOCK, AutoRestarter, Clock, RestartPolicy
 from daemon.runtime.steps import TaskMetrics, TaskSettings
@@ -53,6 +58,8 @@ class TaskSlot:
         metrics: TaskMetrics | None = None,
         clock: Clock = REAL_CLOCK,
         epoch_timeout: float = TaskSettings.epoch_timeout,
+        freshness: Freshness | None = None,
+        stall_warn: float = TaskSettings.stall_warn,
     ) -> None:
         self.id = task_id
         self.make = make
@@ -63,6 +70,10 @@ class TaskSlot:
         self.metrics = metrics
         #: How long drawing a new incarnation's epoch may take (``TaskSettings.epoch_timeout``).
         self.epoch_timeout = epoch_timeout
+        #: What the task's incarnations committed against the log (the one ``make`` gives
+        #: them through their ``SlotRecorder``), and how long lag may stay uncommitted.
+        self.freshness = freshness if freshness is not None else Freshness()
+        self.stall_warn = stall_warn
         self.auto = AutoRestarter(
             f"Task {task_id}",
             f"POST /connectors/{task_id.connector}/tasks/{task_id.task}/restart",
@@ -180,6 +191,8 @@ class TaskSlot:
 
     def set_paused(self, paused: bool) -> None:
         if self.inc is not None:
+            if self.inc.paused and not paused:
+                self.freshness.resumed()
             self.inc.set_paused(paused)
 
     # ---- auto-restart ----
@@ -259,4 +272,6 @@ class TaskSlot:
             epoch=inc.epoch if inc is not None else None,
             executor_pid=self.executors.current_pid(str(self.id)),
             auto_restart=self.auto.status(),
+            stalled=self.freshness.stall(self.stall_warn) if state is State.RUNNING else None,
+            freshness=self.freshness.snapshot(),
         )

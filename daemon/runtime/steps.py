@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Iterable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from daemon.config import ConnectorConfig, WorkerConfig, effective_converter
 from daemon.connectors.converters import make_converter
-from daemon.connectors.records import TopicPartition
+from daemon.connectors.records import OffsetRange, TopicPartition
 from daemon.errors import ConnectdError, TaskTimeout
 from daemon.runtime.convert import BatchConverter
 
@@ -26,7 +26,11 @@ T = TypeVar("T")
 
 
 class TaskMetrics(Protocol):
-    """What the runtime records (``daemon.metrics.Metrics`` fits); calls never block."""
+    """What the runtime records (``daemon.metrics.Metrics`` fits); calls never block.
+
+    An incarnation is given its slot's ``SlotRecorder`` (``freshness.py``), which keeps the
+    last three (what was delivered and committed, the log ends) for the task's freshness and
+    stall, and passes every call on to the daemon's metrics."""
 
     def record_consumed(self, connector: str, task: int, count: int) -> None: ...
 
@@ -38,7 +42,37 @@ class TaskMetrics(Protocol):
 
     def task_restarted(self, connector: str, task: int, cause: str) -> None: ...
 
+    def record_offsets_skipped(
+        self, connector: str, task: int, tp: TopicPartition, count: int
+    ) -> None:
+        """``count`` offsets of ``tp`` that were never delivered (deleted by retention before
+        the task consumed them; ``errors.offset.out.of.range=earliest`` went on past them)."""
+        ...
+
     def executor_killed(self, reason: str) -> None: ...
+
+    def record_delivering(
+        self,
+        connector: str,
+        task: int,
+        ranges: Sequence[OffsetRange],
+        polled: Mapping[TopicPartition, Sequence[Any]],
+    ) -> None:
+        """A batch about to be handed to ``put``: its offset ranges (``PartitionProgress.begin``)
+        and its records (their ``offset`` and ``timestamp`` are read)."""
+        ...
+
+    def record_committed(
+        self, connector: str, task: int, offsets: Mapping[TopicPartition, int]
+    ) -> None:
+        """What ``pre_commit`` returned: per partition, the next offset durable in the sink."""
+        ...
+
+    def set_log_ends(
+        self, connector: str, task: int, ends: Mapping[TopicPartition, int | None]
+    ) -> None:
+        """After a poll: every assigned partition's end (highwater), ``None`` if not known."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -46,10 +80,10 @@ class TaskSettings:
     """Deadlines and pacing of a task, in seconds, from the worker config.
 
     From the worker config: ``task.write.timeout.ms``, ``offset.flush.interval.ms`` (flush
-    interval and poll timeout), ``task.consumer.start.timeout.ms`` and
-    ``config.resolve.timeout.ms``. The other deadlines bound the awaits around the
-    sink's callbacks that cross a boundary (Kafka, the epoch store); each is the longest wait
-    before the step fails (or, when closing, is given up with a warning).
+    interval and poll timeout), ``task.consumer.start.timeout.ms``,
+    ``config.resolve.timeout.ms`` and ``task.stall.warn.ms``. The other deadlines bound the
+    awaits around the sink's callbacks that cross a boundary (Kafka, the epoch store); each is
+    the longest wait before the step fails (or, when closing, is given up with a warning).
     """
 
     write_timeout: float = 60.0
@@ -68,6 +102,8 @@ class TaskSettings:
     epoch_timeout: float = 30.0
     #: Closing each dead-letter topic client (admin, producer, reader; past it, a warning).
     client_close_timeout: float = 10.0
+    #: ``task.stall.warn.ms``: lag above 0 this long without a commit is a stall.
+    stall_warn: float = 300.0
 
     @classmethod
     def from_worker(cls, worker: WorkerConfig) -> TaskSettings:
@@ -77,6 +113,7 @@ class TaskSettings:
             poll_timeout=min(1.0, max(0.05, worker.offset_flush_interval.total_seconds())),
             consumer_start_timeout=worker.task_consumer_start_timeout.total_seconds(),
             resolve_timeout=worker.config_resolve_timeout.total_seconds(),
+            stall_warn=worker.task_stall_warn.total_seconds(),
         )
 
     @property

@@ -13,7 +13,8 @@ is cancelled, which kills and reaps its executor's process tree before the cance
 
 The incarnation holds its parts, each with its own state: ``progress`` (partition positions,
 the batch in delivery, the rebalance generation: ``progress.py``), ``rebalancer`` (the consumer's
-rebalance listener: ``rebalance.py``), ``retrier`` (``errors.retry.*``: ``retrying.py``) and,
+rebalance listener: ``rebalance.py``), ``retrier`` (``errors.retry.*``: ``retrying.py``),
+``gaps`` (offsets no longer in the log, ``errors.offset.out.of.range``: ``gaps.py``) and,
 once started, ``pipeline`` (conversion and ``errors.*`` before ``put``: ``pipeline.py``). The
 rebalance and retry parts see the incarnation only through a narrow protocol (``RebalanceHost``,
 ``RetryHost``). Deadlines other than the sink callbacks' are named in ``TaskSettings``.
@@ -34,9 +35,10 @@ from daemon.connectors.api import SinkTask, TaskId
 from daemon.connectors.records import RecordBatch, TopicPartition
 from daemon.errors import ConnectdError, TaskTimeout
 from daemon.logs import set_task_context
-from daemon.runtime.consumer import TaskConsumer, poll_bound
+from daemon.runtime.consumer import OutOfRange, TaskConsumer, poll_bound
 from daemon.runtime.context import TaskContext
 from daemon.runtime.executors import ExecutorBinding, Executors
+from daemon.runtime.gaps import OffsetGaps
 from daemon.runtime.pipeline import RecordPipeline
 from daemon.runtime.progress import PartitionProgress
 from daemon.runtime.rebalance import Rebalancer
@@ -45,6 +47,8 @@ from daemon.runtime.steps import TaskMetrics, TaskSettings, log_failure, unless_
 
 log = logging.getLogger("connectd.task")
 T = TypeVar("T")
+#: A poll: its rebalance generation, its records, the offsets it found out of range.
+Fetched = tuple[int, dict[TopicPartition, list[Any]], dict[TopicPartition, int]]
 
 
 class Incarnation:
@@ -96,6 +100,7 @@ class Incarnation:
         self.progress = PartitionProgress()
         self.rebalancer = Rebalancer(self, self._stop_event, draw_epoch, settings.epoch_timeout)
         self.retrier = Retrier(self, self._stop_event)
+        self.gaps = OffsetGaps(self, metrics)
         self.pipeline: RecordPipeline | None = None
         self._runner: asyncio.Task[None] | None = None
 
@@ -184,6 +189,7 @@ class Incarnation:
         cfg = parse_connector(conn).config
         self.pipeline = RecordPipeline(self.id, self.worker, cfg, task_config, self.settings)
         self.retrier.configure(cfg)
+        self.gaps.configure(cfg)
         await self.pipeline.start()
         # The worker's write deadline, for sinks that read it from their configuration.
         task_config.setdefault(WRITE_TIMEOUT_KEY, str(int(self.settings.write_timeout * 1000)))
@@ -213,7 +219,7 @@ class Incarnation:
         next_flush = time.monotonic() + self.settings.flush_interval
         while not self._stopping:
             self._apply_pause()
-            generation, polled = await self._poll()
+            generation, polled, out_of_range = await self._poll()
             if self._stopping:
                 return
             delay: float | None = None
@@ -227,6 +233,8 @@ class Incarnation:
                     # Records handed out before a rebalance callback ran are not delivered: the
                     # callback's commit did not cover them; the new assignment fetches them again.
                     if generation == self.progress.generation and not self._paused:
+                        if out_of_range:
+                            await self.gaps.handle(out_of_range)
                         owned = self.context.assignment()
                         if await self._deliver(
                             {tp: rs for tp, rs in polled.items() if tp in owned}
@@ -243,15 +251,19 @@ class Incarnation:
             if delay is not None:
                 await self.retrier.wait(delay)
 
-    async def _fetch(self) -> tuple[int, dict[TopicPartition, list[Any]]]:
+    async def _fetch(self) -> Fetched:
         assert self.consumer is not None
-        records = await self.consumer.poll(int(self.settings.poll_timeout * 1000))
+        try:
+            records = await self.consumer.poll(int(self.settings.poll_timeout * 1000))
+        except OutOfRange as exc:
+            # Handled under the lock, unless a rebalance callback runs first (``gaps.py``).
+            return self.progress.generation, {}, exc.offsets
         # Read in the same step as the records were handed out: no callback ran in between.
-        return self.progress.generation, records
+        return self.progress.generation, records, {}
 
-    async def _poll(self) -> tuple[int, dict[TopicPartition, list[Any]]]:
-        """One fetch and the rebalance generation it belongs to; returns early (empty) when
-        the stop sequence asks."""
+    async def _poll(self) -> Fetched:
+        """One fetch, the rebalance generation it belongs to and the offsets it found out of
+        range; returns early (empty) when the stop sequence asks."""
         # getmany waits for a rebalance to finish: bound that too.
         fetched = await unless_set(
             self._fetch(),
@@ -259,13 +271,15 @@ class Incarnation:
             poll_bound(self.settings.callback_timeout),
             TaskTimeout(f"task {self.id}: a poll did not return (a rebalance never ended?)"),
         )
-        return fetched if fetched is not None else (self.progress.generation, {})
+        return fetched if fetched is not None else (self.progress.generation, {}, {})
 
     async def _deliver(self, polled: Mapping[TopicPartition, list[Any]]) -> int:
         """Convert, apply the error policy (``deadletter/policy.py``), ``put``; how many records."""
         assert self.pipeline is not None and self.task is not None
         # Before anything can fail: a retry re-reads these ranges (``retrying.py``).
         ranges = self.progress.begin(polled)
+        if self._metrics is not None:  # the task's freshness: what may be committed next
+            self._metrics.record_delivering(self.id.connector, self.id.task, ranges, polled)
         count, result = await self.pipeline.convert(polled, ranges)
         self.topics.update(tp.topic for tp in polled)
         batch = result.batch
@@ -301,6 +315,8 @@ class Incarnation:
             durable = await self._call("pre_commit", self.task.pre_commit(current))
         self.apply_seeks()
         offsets = {tp: o for tp, o in durable.items() if tp in scope}
+        if self._metrics is not None:  # the task's freshness: committed offsets, stalls
+            self._metrics.record_committed(self.id.connector, self.id.task, offsets)
         if offsets and self.consumer is not None:
             try:
                 # With a dead-letter topic, each offset carries its dead-letter bound as
@@ -312,6 +328,10 @@ class Incarnation:
                 log.warning("Could not commit offsets to the consumer group: %s", exc)
 
     # ---- helpers ----
+
+    async def call(self, name: str, coro: Awaitable[T]) -> T:
+        """A sink callback under its deadline (for the parts: ``gaps``)."""
+        return await self._call(name, coro)
 
     async def _call(self, name: str, coro: Awaitable[T]) -> T:
         """A sink callback under its deadline; ``TaskTimeout`` past it."""

@@ -9,7 +9,8 @@ its executor like a hung write.
   commit record exclusively, move the files into place. If anything fails inside the job, the
   staged files are deleted (or the commit finished, if its record was created) before it
   returns. If the executor is killed, the task runs ``abort`` in another executor.
-- ``open_table`` (fence and read at partition assignment), ``abort``, and the connector's
+- ``open_table`` (fence and read at partition assignment), ``abort``, ``skip_offsets`` (a
+  gap left by retention, ``errors.offset.out.of.range=earliest``), and the connector's
   offsets jobs (``read_offsets``, ``alter_offsets``, ``reset_offsets``).
 
 An opened ``CommitLog`` is cached per table in the executor process; it re-reads the log
@@ -24,6 +25,7 @@ Imports only the standard library and ``daemon`` modules that do at import time.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import os
 import signal
@@ -197,6 +199,45 @@ def abort(
     """Give up ``commit_id`` after its executor died: ``{"landed": True}`` if its record was
     created after all (the commit was finished), else its staged files are deleted."""
     return _job(lambda: {"landed": commit_log(spark, path, stale_after).abort(commit_id)})
+
+
+def skip_offsets(
+    spark: Any,
+    batch: Any,
+    *,
+    path: str,
+    stale_after: float,
+    connector: str,
+    task: int,
+    epoch: int,
+    partition: Sequence[Any],
+    start: int,
+    end: int,
+    reason: str,
+) -> dict[str, Any]:
+    """Record that offsets ``start``..``end - 1`` of ``partition`` ([topic, partition]) were
+    skipped (``CommitLog.skip``): ``{"seq": n}``, the skip record's sequence number."""
+    (tp,) = _tps([partition])
+
+    def run() -> dict[str, Any]:
+        log = commit_log(spark, path, stale_after)
+        record = log.skip(connector, task, epoch, tp, int(start), int(end), reason=reason)
+        return {"seq": record.seq}
+
+    return _job(run)
+
+
+def clean_up(
+    spark: Any, batch: Any, *, path: str, stale_after: float, budget: float
+) -> dict[str, Any]:
+    """Delete commit records no opener needs (``CommitLog.clean_up``) for ``budget`` s."""
+
+    def run() -> dict[str, Any]:
+        log = commit_log(spark, path, stale_after)
+        report = log.clean_up(deadline=time.monotonic() + budget)
+        return {"report": dataclasses.asdict(report)}
+
+    return _job(run)
 
 
 def read_offsets(

@@ -176,6 +176,25 @@ CONFIG_DEF = (
         "value.converter.fields.",
     )
     .define(
+        "commit.log.checkpoint.interval",
+        ConfigType.INT,
+        100,
+        Importance.LOW,
+        "Checkpoint the table's commit log every this many records: opening the table reads "
+        "the latest checkpoint and only the records after it, so its time and memory do not "
+        "grow with the table's history.",
+        validator=in_range(1, 1_000_000),
+    )
+    .define(
+        "commit.log.retention.ms",
+        ConfigType.MS,
+        7 * 24 * 3600 * 1000,
+        Importance.LOW,
+        "Commit records (the audit trail of what each commit covered) are kept at least this "
+        "long; older ones that the checkpoint before the latest covers are deleted by a "
+        "background clean-up.",
+    )
+    .define(
         "takeover",
         ConfigType.LIST,
         [],
@@ -201,6 +220,8 @@ class ParquetSettings:
     write_timeout: float  # seconds
     hadoop: bool = False
     takeover: tuple[str, ...] = ()  # connectors whose partitions this one may take over
+    checkpoint_interval: int = 100  # commit.log.checkpoint.interval
+    retention_ms: int = 7 * 24 * 3600 * 1000  # commit.log.retention.ms
 
     @property
     def staging_lease(self) -> float:
@@ -221,6 +242,8 @@ class ParquetSettings:
             write_timeout=_write_timeout(config) / 1000.0,  # checked by the parse
             hadoop=is_hadoop_uri(values["path"]),
             takeover=tuple(c.strip() for c in values["takeover"] if c.strip()),
+            checkpoint_interval=values["commit.log.checkpoint.interval"],
+            retention_ms=values["commit.log.retention.ms"],
         )
 
 

@@ -16,6 +16,10 @@ How a task keeps exactly-once (DESIGN.md, "Exactly-once into the sink"):
   its staged files and fails the ``put`` with the executor's (retriable) error: the runtime
   restarts the task, and the new incarnation seeks to the committed offsets again. Buffered
   records are dropped with the failed incarnation; Kafka still has them.
+- ``offsets_skipped`` (retention deleted offsets before they were written, and
+  ``errors.offset.out.of.range=earliest`` skips them): writes what is buffered, then records
+  the gap as a ``skip`` record of the commit log, fenced like a commit, so the table's history
+  says where the missing offsets went; the partition's committed offset moves past the gap.
 - ``pre_commit``: writes what is buffered when closing (``context.is_closing``) or when the
   interval has passed, and returns the offsets durable in the table; the runtime commits those
   to the consumer group for lag tools only.
@@ -79,6 +83,9 @@ __all__ = [
 ]
 
 log = logging.getLogger("connectd.connectors.parquet")
+
+#: Seconds between two clean-ups of the commit log, and the deadline of one.
+CLEAN_UP_EVERY, CLEAN_UP_BUDGET = 60.0, 30.0
 
 
 class ParquetSinkConnector(SinkConnector):
@@ -227,6 +234,8 @@ class ParquetSinkTask(SinkTask):
         await self._log.open()
         self.commits = 0
         self.rows_written = 0
+        self._cleaning: asyncio.Task[None] | None = None
+        self._cleaned_at = time.monotonic()
 
     async def open(self, partitions: Collection[TopicPartition]) -> None:
         tps = sorted(partitions)
@@ -254,6 +263,22 @@ class ParquetSinkTask(SinkTask):
         if self._buffer.due(self.settings.flush_max_records, self.settings.flush_interval):
             await self._flush()
 
+    async def offsets_skipped(self, tp: TopicPartition, start: int, end: int) -> None:
+        """Record the gap ``start``..``end - 1`` of ``tp`` in the commit log (a ``skip``
+        record): first what is buffered is written, so the skip continues the partition's
+        committed offsets exactly."""
+        await self._flush()
+        reason = (
+            f"errors.offset.out.of.range=earliest: offsets {start}..{end - 1} of {tp} were"
+            f" deleted from Kafka (retention) before they were written; the log started at {end}"
+        )
+        await self._log.skip(tp, start, end, reason)
+        self._committed[tp] = end
+        log.warning(
+            "%s: recorded skip of offsets %d..%d of %s in the table's commit log (epoch %d)",
+            *(self.context.task_id, start, end - 1, tp, self.context.epoch),
+        )
+
     async def pre_commit(
         self, offsets: Mapping[TopicPartition, int]
     ) -> Mapping[TopicPartition, int]:
@@ -268,9 +293,31 @@ class ParquetSinkTask(SinkTask):
             self._committed.pop(tp, None)
 
     async def stop(self) -> None:
+        cleaning = getattr(self, "_cleaning", None)
+        if cleaning is not None:
+            await cleaning  # bounded by its budget
         commit_log = getattr(self, "_log", None)  # None if start failed
         if commit_log is not None:
             await commit_log.close()
+
+    def _maybe_clean_up(self) -> None:
+        """At most every ``CLEAN_UP_EVERY`` s, in the background: delete the commit records
+        that no opener needs any more (the log stays small over months)."""
+        if self._cleaning is not None and not self._cleaning.done():
+            return
+        if time.monotonic() - self._cleaned_at < CLEAN_UP_EVERY:
+            return
+        self._cleaned_at = time.monotonic()
+        self._cleaning = asyncio.create_task(self._clean_up())
+
+    async def _clean_up(self) -> None:
+        try:
+            report = await self._log.clean_up(CLEAN_UP_BUDGET)
+        except Exception as exc:  # the log stays correct; the next run tries again
+            log.warning("%s: commit log clean-up failed: %s", self.context.task_id, exc)
+            return
+        if report.records or not report.finished:
+            log.info("%s: commit log clean-up: %s", self.context.task_id, report)
 
     @property
     def committed(self) -> dict[TopicPartition, int]:
@@ -321,6 +368,7 @@ class ParquetSinkTask(SinkTask):
             raise
         self._landed(ranges)
         self.commits += 1
+        self._maybe_clean_up()
         self.rows_written += table.num_rows
         log.info(
             "%s: committed %d records (%s) in %d files, %.2f s (write %.2f s)",

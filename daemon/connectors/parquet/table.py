@@ -13,7 +13,11 @@ guarantees (``daemon.storage.commitlog``):
   exclusively, move into place. Raises if anything failed; then ``abort(commit_id)`` must run
   (the executor is gone by then) and says whether the commit landed after all.
   ``crash_after`` (Hadoop tables; fault tests only) SIGKILLs the executor at that point of
-  the flush job (``parquet.jobs.CRASH_POINTS``).
+  the flush job (``parquet.jobs.CRASH_POINTS``);
+- ``skip(tp, start, end, reason)``: record that offsets ``start``..``end - 1`` of ``tp`` were
+  skipped (deleted from Kafka before they were written: ``errors.offset.out.of.range``), as a
+  ``skip`` record of the commit log, fenced by the epoch like a commit; the partition's
+  committed offset becomes ``end``.
 
 ``LocalTable`` keeps the commit log in the daemon (``asyncio.to_thread``; the executor only
 writes the staging dir). ``HadoopTable`` runs every step as an executor job (see
@@ -26,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -37,7 +42,7 @@ from daemon.connectors.parquet.jobs import raise_for
 from daemon.connectors.parquet.settings import ParquetSettings
 from daemon.connectors.parquet.write import tidy
 from daemon.connectors.records import OffsetRange, TopicPartition
-from daemon.storage.commitlog import CommitLog, DataFile
+from daemon.storage.commitlog import CleanUp, CommitLog, DataFile
 
 log = logging.getLogger("connectd.connectors.parquet")
 
@@ -68,6 +73,13 @@ class TableLog(Protocol):
     ) -> Written: ...
 
     async def abort(self, commit_id: str) -> bool: ...
+
+    async def skip(self, tp: TopicPartition, start: int, end: int, reason: str) -> None: ...
+
+    async def clean_up(self, budget: float) -> CleanUp:
+        """Delete commit records no opener needs (``CommitLog.clean_up``), off the event loop,
+        stopping after ``budget`` seconds."""
+        ...
 
     async def close(self) -> None: ...
 
@@ -117,7 +129,11 @@ class LocalTable:
 
     def __init__(self, settings: ParquetSettings, ctx: SinkTaskContext, write_function: str):
         self.settings, self.ctx, self.write_function = settings, ctx, write_function
-        self.log = CommitLog(settings.path)
+        self.log = CommitLog(
+            settings.path,
+            checkpoint_interval=settings.checkpoint_interval,
+            retention_ms=settings.retention_ms,
+        )
 
     async def open(self) -> None:
         await asyncio.to_thread(self.log.open)
@@ -173,6 +189,25 @@ class LocalTable:
 
     async def abort(self, commit_id: str) -> bool:
         return await asyncio.to_thread(self.log.abort, commit_id)
+
+    async def skip(self, tp: TopicPartition, start: int, end: int, reason: str) -> None:
+        ctx = self.ctx
+        await asyncio.to_thread(
+            functools.partial(
+                self.log.skip,
+                ctx.task_id.connector,
+                ctx.task_id.task,
+                ctx.epoch,
+                tp,
+                start,
+                end,
+                reason=reason,
+            )
+        )
+
+    async def clean_up(self, budget: float) -> CleanUp:
+        deadline = time.monotonic() + budget
+        return await asyncio.to_thread(functools.partial(self.log.clean_up, deadline=deadline))
 
     async def close(self) -> None:
         await asyncio.to_thread(self.log.close)
@@ -243,6 +278,23 @@ class HadoopTable:
             log.warning("%s: abort of commit %s failed: %s", self.ctx.task_id, commit_id, exc)
             return False
         return bool(result["landed"])
+
+    async def skip(self, tp: TopicPartition, start: int, end: int, reason: str) -> None:
+        ctx = self.ctx
+        await self._job(
+            "skip_offsets",
+            connector=ctx.task_id.connector,
+            task=ctx.task_id.task,
+            epoch=ctx.epoch,
+            partition=[tp.topic, tp.partition],
+            start=start,
+            end=end,
+            reason=reason,
+        )
+
+    async def clean_up(self, budget: float) -> CleanUp:
+        result = await self._job("clean_up", budget=budget, timeout=budget + LOG_JOB_TIMEOUT)
+        return CleanUp(**result["report"])
 
     async def close(self) -> None:
         return None  # nothing held in the daemon; the executors' cached logs hold no guards

@@ -132,3 +132,13 @@ async def test_event_loop_lag_from_the_daemons_monitor() -> None:
     )
     assert float(total.split()[-1]) >= 2
     assert float(fast.split()[-1]) < float(total.split()[-1])  # one sample was ~0.09 s late
+
+
+def test_offsets_skipped_are_counted_per_partition() -> None:
+    m = Metrics()
+    m.record_offsets_skipped("c", 0, TopicPartition("orders", 2), 40)
+    m.record_offsets_skipped("c", 1, TopicPartition("orders", 2), 2)  # another task, same data
+    m.record_offsets_skipped("c", 0, TopicPartition("orders", 3), 0)  # nothing skipped
+    text = _text(m)
+    assert 'connectd_offsets_skipped_total{connector="c",partition="2",topic="orders"} 42.0' in text
+    assert 'partition="3",topic="orders"' not in text
