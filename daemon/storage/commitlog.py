@@ -705,6 +705,8 @@ class CommitLog:
         and check again. Call with ``self._lock`` held."""
         while True:
             self._refresh()
+            if self._jump_past_cleaned():
+                continue
             check()
             record = CommitRecord(seq=self._seq + 1, **fields)
             try:
@@ -717,6 +719,21 @@ class CommitLog:
                     record.seq, dict(self._ends), dict(self._epochs), dict(self._claimed_by)
                 )
             return record
+
+    def _jump_past_cleaned(self) -> bool:
+        """Whether a checkpoint at or past the next number exists, and this instance moved to
+        it. A clean-up (of any writer, with any retention) deletes only records a checkpoint
+        covers, and that checkpoint is published before the deletion: so a number this
+        instance found free after its last read may be a deleted record's, never to be used
+        again, exactly when such a checkpoint is there. One small listing per publish."""
+        for seq in reversed(checkpoint_seqs(self.fs)):
+            if seq <= self._seq:
+                return False
+            checkpoint = read_checkpoint(self.fs, seq)
+            if checkpoint is not None:
+                self._reset(checkpoint)
+                return True
+        return False
 
     def _checkpoint(self, seq: int) -> None:
         """Publish the checkpoint due at ``seq`` (if any) once every record up to it is done.

@@ -36,6 +36,7 @@ The connector also answers Connect's offsets API from the table's commit log
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Collection, Mapping
@@ -84,8 +85,9 @@ __all__ = [
 
 log = logging.getLogger("connectd.connectors.parquet")
 
-#: Seconds between two clean-ups of the commit log, and the deadline of one.
-CLEAN_UP_EVERY, CLEAN_UP_BUDGET = 60.0, 30.0
+#: Seconds between two clean-ups of a local table's commit log, and the deadline of one (short:
+#: a stop cancels it, and its thread ends by it, so the daemon's exit never waits longer).
+CLEAN_UP_EVERY, CLEAN_UP_BUDGET = 60.0, 5.0
 
 
 class ParquetSinkConnector(SinkConnector):
@@ -268,6 +270,9 @@ class ParquetSinkTask(SinkTask):
         record): first what is buffered is written, so the skip continues the partition's
         committed offsets exactly."""
         await self._flush()
+        # The gap starts where the table's offsets end: the consumer's position may already
+        # be past a transaction marker or a compacted batch's end that no record stands for.
+        start = min(start, self._committed.get(tp, start))
         reason = (
             f"errors.offset.out.of.range=earliest: offsets {start}..{end - 1} of {tp} were"
             f" deleted from Kafka (retention) before they were written; the log started at {end}"
@@ -294,15 +299,23 @@ class ParquetSinkTask(SinkTask):
 
     async def stop(self) -> None:
         cleaning = getattr(self, "_cleaning", None)
-        if cleaning is not None:
-            await cleaning  # bounded by its budget
+        if cleaning is not None and not cleaning.done():
+            # Not waited for: a clean-up is safe to stop at any instant (the next one goes on),
+            # and the graceful stop has better use for its seconds.
+            cleaning.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await cleaning
         commit_log = getattr(self, "_log", None)  # None if start failed
         if commit_log is not None:
             await commit_log.close()
 
     def _maybe_clean_up(self) -> None:
         """At most every ``CLEAN_UP_EVERY`` s, in the background: delete the commit records
-        that no opener needs any more (the log stays small over months)."""
+        that no opener needs any more (the log stays small over months). Local tables only:
+        on a Hadoop filesystem the clean-up lists the log through the executor's JVM, in the
+        task's one executor slot, where it would hold the next write back (not done yet)."""
+        if self._log.kind != "local" or self.context.is_closing:
+            return
         if self._cleaning is not None and not self._cleaning.done():
             return
         if time.monotonic() - self._cleaned_at < CLEAN_UP_EVERY:

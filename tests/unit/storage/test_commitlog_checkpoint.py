@@ -168,6 +168,30 @@ def test_a_stale_instance_jumps_past_cleaned_records(tmp_path: Path) -> None:
     assert CommitLog(table).open().committed_offsets() == stale.committed_offsets()
 
 
+def test_an_instance_with_a_longer_retention_never_reuses_a_cleaned_number(
+    tmp_path: Path,
+) -> None:
+    """Review finding: the stale-instance jump keyed on the reader's own retention, while
+    records are deleted by the cleaner's. A writer that keeps 7 days, idle while another
+    writer with retention 0 cleaned records it never read, must not publish over their
+    numbers: its commit lands after the newest checkpoint, and every opener sees it."""
+    table = tmp_path / "t"
+    week = 7 * 24 * 3600 * 1000
+    patient = CommitLog(table, checkpoint_interval=10, retention_ms=week).open()
+    u0 = TopicPartition("u", 0)
+    for start in range(3):
+        ranges = [OffsetRange("u", 0, start, start + 1)]
+        patient.commit("patient", 0, 1, ranges, commit_id=patient.new_commit_id())
+    eager = CommitLog(table, checkpoint_interval=10, retention_ms=0).open()
+    empty(eager, 40)
+    assert eager.clean_up().records == 30
+    patient.commit("patient", 0, 1, [OffsetRange("u", 0, 3, 5)], commit_id=patient.new_commit_id())
+    assert patient.last_seq() == 44
+    fresh = CommitLog(table).open()
+    assert fresh.committed_offsets()[u0] == 5
+    assert fresh.committed_offsets() == patient.committed_offsets()
+
+
 def test_the_checkpoint_writer_rolls_forward_others_pending_records(
     tmp_path: Path, kit: Kit
 ) -> None:
