@@ -48,6 +48,7 @@ blocks on I/O: call them off the event loop (``asyncio.to_thread``, or an execut
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import threading
@@ -82,6 +83,8 @@ __all__ = [
     "PartitionsOwned",
     "ZombieEpoch",
 ]
+
+log = logging.getLogger("connectd.storage.commitlog")
 
 META = "_connectd"
 LOG, STAGING, DONE = f"{META}/log", f"{META}/staging", f"{META}/done"
@@ -743,13 +746,25 @@ class CommitLog:
             checkpoint = self._due.pop(seq, None)
             if checkpoint is None:
                 return
-            for record in [r for r in self._records if r.seq <= seq and r.seq in self._unsure]:
-                if self.fs.exists(join(DONE, _done(record.seq))):
-                    self._unsure.discard(record.seq)
-                else:  # another committer's, not applied yet (or killed): roll it forward
-                    self._apply(record)
-            with contextlib.suppress(FileExistsError):  # another committer's: the same state
-                self.fs.publish_exclusive(join(CHECKPOINT, _name(seq)), checkpoint.to_json())
+            try:
+                for record in [r for r in self._records if r.seq <= seq and r.seq in self._unsure]:
+                    if self.fs.exists(join(DONE, _done(record.seq))):
+                        self._unsure.discard(record.seq)
+                    else:  # another committer's, not applied yet (or killed): roll it forward
+                        self._apply(record)
+                with contextlib.suppress(FileExistsError):  # another committer's: same state
+                    self.fs.publish_exclusive(join(CHECKPOINT, _name(seq)), checkpoint.to_json())
+            except (OSError, StorageCorrupt) as exc:
+                # The record that made it due has landed: failing its commit now would make the
+                # writer give up a commit that is in the table. The next one covers this state.
+                log.warning(
+                    "commit log %s: checkpoint at record %d not written (%s); the next one"
+                    " covers its state",
+                    self.location,
+                    seq,
+                    exc,
+                )
+                return
             self._trim(seq)
 
     def _apply(self, record: CommitRecord) -> None:

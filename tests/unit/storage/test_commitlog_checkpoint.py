@@ -192,6 +192,29 @@ def test_an_instance_with_a_longer_retention_never_reuses_a_cleaned_number(
     assert fresh.committed_offsets() == patient.committed_offsets()
 
 
+def test_a_checkpoint_that_cannot_be_written_does_not_fail_the_landed_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The record that made the checkpoint due is in the table: its commit returns, and the
+    next interval's checkpoint covers the state."""
+    table = tmp_path / "t"
+    log = CommitLog(table, checkpoint_interval=10).open()
+    publish = log.fs.publish_exclusive
+
+    def full_disk(name: str, data: bytes) -> None:
+        if "checkpoint" in name:
+            raise OSError(28, "No space left on device")
+        publish(name, data)
+
+    monkeypatch.setattr(log.fs, "publish_exclusive", full_disk)
+    empty(log, 10)  # the 10th commit's checkpoint fails; the commit itself stands
+    assert log.last_seq() == 10 and not names(table, "checkpoint")
+    monkeypatch.setattr(log.fs, "publish_exclusive", publish)
+    empty(log, 10)
+    assert names(table, "checkpoint") == [f"{20:020d}.json"]
+    assert CommitLog(table).open().committed_offsets() == log.committed_offsets()
+
+
 def test_the_checkpoint_writer_rolls_forward_others_pending_records(
     tmp_path: Path, kit: Kit
 ) -> None:
