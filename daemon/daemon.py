@@ -62,6 +62,29 @@ log = logging.getLogger("connectd.daemon")
 EX_FORCED = 1
 
 
+#: How long the shutdown waits for orphans of killed trees that are still exiting.
+ORPHAN_GRACE = 2.0
+
+
+def reap_exited_children(grace: float) -> int:
+    """Reap every child that has ended (``waitpid(-1, WNOHANG)``), waiting up to ``grace``
+    seconds for children that still run to end. Only when nothing else waits for children
+    any more (the end of the shutdown). Returns how many were reaped."""
+    reaped = 0
+    deadline = time.monotonic() + grace
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return reaped  # no children left
+        if pid:
+            reaped += 1
+            continue
+        if time.monotonic() >= deadline:
+            return reaped
+        time.sleep(0.01)
+
+
 class ListenerUnavailable(ServiceUnavailable):
     """A REST listener cannot be bound (e.g. its port is in use): exit 69 (EX_UNAVAILABLE)."""
 
@@ -410,4 +433,8 @@ class Daemon:
             log.warning("uvloop cannot be loaded (%s); running on plain asyncio", exc)
         with asyncio.Runner(loop_factory=factory) as runner:
             runner.run(self.serve())
+        # A subreaper's last duty, once nothing else waits for children: a process of a killed
+        # tree that ended after its tree was confirmed gone (a grandchild still exiting) came
+        # back to us; reaped here, it does not outlive the daemon as someone else's zombie.
+        reap_exited_children(ORPHAN_GRACE)
         return 0
