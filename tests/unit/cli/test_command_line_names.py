@@ -9,24 +9,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
+from support.cli import connectd
 from support.kafka import free_port
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def connectd(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "daemon", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-        check=False,
-    )
 
 
 def _files(tmp_path: Path) -> tuple[Path, Path, Path]:

@@ -8,22 +8,16 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
+
+from support.cli import BARE_ENV
+from support.cli import connectd as run_connectd
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def connectd(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "daemon", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=cwd,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
-        check=False,
-    )
+    return run_connectd(*args, cwd=cwd, env=BARE_ENV)
 
 
 def _worker(tmp_path: Path, prefix: bytes = b"") -> Path:
