@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING
 
 from daemon import __version__
@@ -145,8 +147,34 @@ def plan(args: argparse.Namespace) -> LaunchPlan:
     )
 
 
+class EarlyReload:
+    """A SIGHUP that comes before the daemon's loop handles signals (while it loads its files
+    and imports, a second or two) is recorded and becomes one reload once the daemon runs,
+    instead of ending the process (the default action of SIGHUP). systemd sends reloads only
+    after READY=1; a shell's ``kill -HUP`` can come at any moment. From ``forward_to`` on, each
+    SIGHUP is a reload request at once, until the loop installs its own handler."""
+
+    def __init__(self) -> None:
+        self.pending = False
+        self._target: Callable[[], None] | None = None
+        signal.signal(signal.SIGHUP, self._on_hup)
+
+    def _on_hup(self, signum: int, frame: FrameType | None) -> None:
+        if self._target is None:
+            self.pending = True
+        else:
+            self._target()
+
+    def forward_to(self, target: Callable[[], None]) -> None:
+        self._target = target
+        if self.pending:
+            self.pending = False
+            target()
+
+
 def launch(args: argparse.Namespace) -> int:
     """Validate, then run the daemon in the requested mode until it is told to stop."""
+    early = EarlyReload()
     launch_plan = plan(args)
     from daemon.logs import setup_logging
 
@@ -159,4 +187,6 @@ def launch(args: argparse.Namespace) -> int:
     find_java()
     from daemon.daemon import Daemon
 
-    return Daemon(launch_plan).run()
+    daemon = Daemon(launch_plan)
+    early.forward_to(daemon.request_reload)
+    return daemon.run()

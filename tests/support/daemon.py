@@ -343,9 +343,12 @@ def daemon_process(tmp_path: Path) -> Iterator[ProcessFactory]:
         *,
         wait: bool = True,
         env: Mapping[str, str] | None = None,
+        start: bool = True,
     ) -> DaemonProcess:
         p = DaemonProcess(worker, connectors, tmp_path / f"daemon-{len(made)}", env)
         made.append(p)
+        if not start:  # files written, not started: the test starts it (and it is still ended)
+            return p
         p.start()
         if wait:
             p.wait_rest()

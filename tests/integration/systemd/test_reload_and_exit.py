@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import os
 import signal
 import time
 from pathlib import Path
@@ -162,3 +163,51 @@ async def test_unreachable_kafka_at_start_exits_69(
     assert "READY=1" not in listener.texts(), listener.texts()
     assert "STOPPING=1" in listener.texts(), listener.texts()
     assert procs.wait_gone(baseline, 5.0) == {}
+
+
+async def test_a_sighup_while_the_files_load_is_one_reload_not_the_end(
+    daemon_process: ProcessFactory, kafka_bootstrap: str, kafka_topic: TopicFactory, tmp_path: Path
+) -> None:
+    """SIGHUP's default action ends a process; the daemon's loop handles it only once it runs.
+    One sent while the files are still being read (here: the worker file is a FIFO, so the
+    daemon is held inside its read until the test writes it) becomes a reload once it runs."""
+    topic = await kafka_topic(partitions=1)
+    worker = worker_properties(kafka_bootstrap, tmp_path / "state")
+    connector = {"name": "echo", "connector.class": "EchoSink", "topics": topic}
+    p = daemon_process(worker, [connector], start=False)
+    content = p.worker_file.read_bytes()
+    regular = p.worker_file.with_suffix(".regular")
+    regular.write_bytes(content)
+    p.worker_file.unlink()
+    os.mkfifo(p.worker_file)
+    p.start()
+
+    def reader_opened() -> int | None:
+        try:
+            return os.open(p.worker_file, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:  # ENXIO: nobody reads it yet
+            return None
+
+    fd: int | None = None
+
+    def opened() -> bool:
+        nonlocal fd
+        fd = reader_opened()
+        return fd is not None
+
+    await wait_until(opened, 60.0, "the daemon reading its worker file")
+    assert fd is not None
+    p.signal(signal.SIGHUP)  # the daemon is inside its read of worker.properties
+    try:
+        os.set_blocking(fd, True)
+        os.write(fd, content)
+    finally:
+        os.close(fd)
+    os.replace(regular, p.worker_file)  # the reload reads a plain file again
+    await asyncio.to_thread(p.wait_rest, 90.0)
+    await wait_until(
+        lambda: "Reloaded the configuration" in p.log_path.read_text(), 60.0, "the reload"
+    )
+    assert p.proc is not None and p.proc.poll() is None, p.log()
+    p.signal(signal.SIGTERM)
+    assert await asyncio.to_thread(p.wait, 60.0) == 0, p.log()
