@@ -70,7 +70,7 @@ test-integration: check-java
 	$(VENV)/bin/pytest -m "integration and not soak" $(PYTEST_ARGS)
 
 soak: check-java
-	$(VENV)/bin/pytest -m soak --timeout 3600 $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -m soak --timeout 5400 $(PYTEST_ARGS)
 
 bench: bench-commitlog bench-executor bench-e2e bench-rest
 

@@ -426,8 +426,73 @@ def _start(
     if out.returncode != 0:
         sys.stderr.write(out.stdout[-4000:] + out.stderr[-4000:])
         raise KafkactlError(f"formatting {data_dir} failed (output above)")
-    t_format = time.monotonic() - t0
+    return _launch(
+        java,
+        libs,
+        port,
+        version,
+        run_dir,
+        ready_timeout,
+        die_with_parent,
+        f"format {time.monotonic() - t0:.1f}s, ",
+    )
 
+
+def restart(
+    run_dir: Path, *, ready_timeout: float = READY_TIMEOUT, die_with_parent: bool = False
+) -> Broker:
+    """Start the broker of `run_dir` again on its storage and ports, as a restarted machine does.
+
+    Unlike `up`, nothing is formatted or deleted: topics, records and committed group offsets
+    survive (for tests of broker outages). A live broker of the directory is returned as is.
+    The port is checked with SO_REUSEADDR: the stopped broker's connections may linger in
+    TIME_WAIT for a minute, which the JVM's own bind tolerates.
+    """
+    run_dir = run_dir.resolve()
+    with locked(run_dir / ".lock"):
+        port = int(_setting(run_dir, r"^advertised\.listeners=PLAINTEXT://[^:]+:(\d+)"))
+        version = _version_of(run_dir)
+        pid = read_pid(run_dir)
+        if pid is not None:
+            return Broker(pid, port, run_dir, version)
+        if not (run_dir / "data" / "meta.properties").is_file():
+            raise KafkactlError(f"{run_dir} holds no formatted broker storage: use `up` first")
+        if not _bindable(port):
+            raise PortTaken(f"port {port} on 127.0.0.1 is taken by another process")
+        return _launch(
+            find_java(),
+            resolve_jars(version),
+            port,
+            version,
+            run_dir,
+            ready_timeout,
+            die_with_parent,
+            "",
+        )
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def _launch(
+    java: str,
+    libs: Path,
+    port: int,
+    version: str,
+    run_dir: Path,
+    ready_timeout: float,
+    die_with_parent: bool,
+    took: str,
+) -> Broker:
+    log_dir = run_dir / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
     preexec = _pdeathsig if die_with_parent else None
     cmd = _java_cmd(java, libs, run_dir, "kafka.Kafka", str(run_dir / "server.properties"))
     with (log_dir / "kafka.out").open("ab") as out_f:
@@ -449,7 +514,7 @@ def _start(
         (run_dir / "broker.pid").unlink(missing_ok=True)
         raise
     log(
-        f"Kafka {version} ready on 127.0.0.1:{port} (pid {proc.pid}): format {t_format:.1f}s, "
+        f"Kafka {version} ready on 127.0.0.1:{port} (pid {proc.pid}): {took}"
         f"start to ready {time.monotonic() - t1:.1f}s; logs in {log_dir}"
     )
     # The Popen object is dropped without wait(): the broker outlives us; is_alive() reaps it.

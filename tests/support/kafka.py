@@ -131,6 +131,22 @@ class KafkaBroker:
             self.pid = None
             self._remove_dir()
 
+    def halt(self) -> None:
+        """Stop the broker process (SIGTERM, by PID), keeping its storage, for `resume()`."""
+        if self.run_dir is not None:
+            kafkactl.down(self.run_dir, self.stop_timeout)
+        self.pid = None
+
+    def resume(self) -> None:
+        """Start the halted broker again on the same port and storage (topics, records and
+        group offsets kept), as after a machine's restart."""
+        if self.run_dir is None:
+            raise RuntimeError("the broker was never started")
+        broker = kafkactl.restart(
+            self.run_dir, ready_timeout=self.ready_timeout, die_with_parent=True
+        )
+        self.pid = int(broker.pid)
+
     def pids(self) -> list[int]:
         """The broker's PID while it runs (for the test session's process-leak check)."""
         return [self.pid] if self.pid is not None else []

@@ -2,29 +2,23 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from daemon.storage.commitlog import META, CommitRecord
+from daemon.storage.commitlog import META, CommitLog
 
 
-def committed(table: Path) -> int:
+def committed(table: Path, *, attempts: int = 5) -> int:
     """Offsets the table's commit log covers so far, summed over partitions (each starts at
-    0); an operator's ``offsets`` record sets a partition's end too."""
-    ends: dict[tuple[str, int], int] = {}
-    log = table / META / "log"
-    if not log.is_dir():
+    0; an operator's ``offsets`` record sets a partition's end too): read as the daemon reads
+    it (the latest checkpoint and the records after it), without changing anything. A log
+    being cleaned up under the reader is read again."""
+    if not (table / META / "log").is_dir():
         return 0
-    for name in sorted(os.listdir(log)):
-        if not name.endswith(".json"):
-            continue
+    for attempt in range(attempts):
         try:
-            record = CommitRecord.from_json((log / name).read_bytes(), source=name)
-        except Exception:  # a record being published: read it next time
-            break
-        for r in record.ranges:
-            ends[(r.topic, r.partition)] = r.end
-        for tp, offset in record.offsets:
-            if offset is not None and record.kind == "offsets":
-                ends[(tp.topic, tp.partition)] = offset
-    return sum(ends.values())
+            log = CommitLog(table).open_read_only()
+            return sum(log.committed_offsets().values())
+        except Exception:  # a record cleaned up or being published while read: read again
+            if attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
