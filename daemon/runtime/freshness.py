@@ -3,26 +3,39 @@
 One ``Freshness`` per task slot: it outlives incarnations, so a task that fails and restarts
 without ever committing stays stalled. The incarnation reports through its ``TaskMetrics``: the
 slot gives it a ``SlotRecorder``, which keeps what matters here and passes every call on to the
-daemon's metrics. Three calls feed it:
+daemon's metrics. These calls feed it:
 
 - ``record_delivering``: the offset ranges of a batch about to be handed to ``put``, with its
   records (the offset and ``timestamp`` of each are kept until committed, so the event time of
   the newest committed record is known);
 - ``record_committed``: what ``pre_commit`` returned, the offsets durable in the sink;
-- ``set_log_ends``: after every poll, each assigned partition's end (highwater), ``None`` where
-  not known yet; partitions no longer assigned are forgotten.
+- ``set_consumer_lags`` then ``set_log_ends``, after every poll (``consumer.py``, in that order and
+  in one step): each assigned partition's end (highwater), ``None`` where not known yet, and its
+  consumer lag, from which its position (``end - lag``) follows; partitions no longer assigned
+  are forgotten.
 
-A partition's lag is ``log_end - committed``. Until the sink reports a committed offset (a sink
-that has committed nothing yet), the start of the first range delivered stands in for it: where
-the task began, i.e. the sink's committed position once it sought there.
+A partition's lag is the offsets between what the sink committed and the log end that are
+still to be written: ``log_end - committed``, less the offsets known to hold no record —
+transaction markers (a transactional producer's commit takes an offset after its records: the
+sink commits ``N``, the log ends at ``N + 1``), aborted and compacted records. Such a stretch is
+known once the consumer's position has stayed the same for two polls (no records came in
+between, so all it returned has been delivered): the offsets from the end of the last delivery
+(or the committed offset, if higher) to that position. A caught-up task therefore has lag 0, in
+``/metrics`` and for stalls; while records are on their way (polled, not delivered yet) the
+markers among them count, which only errs towards more lag. Until the sink reports a
+committed offset (a sink that has committed nothing yet), the start of the first range
+delivered stands in for it: where the task began, i.e. the sink's committed position once it
+sought there.
 
 Stalled: a partition's lag has stayed above 0 for ``task.stall.warn.ms`` and no commit advanced
 it. The clock starts when lag appears, or at the last commit that left lag behind; a resume
 restarts it (a paused task is behind by choice). Only a RUNNING task is reported stalled (the
 slot decides that: a FAILED one says so already).
 
-Everything here runs on the event loop and is cheap: a poll's records cost two ``array``
-appends per partition, and what is kept per partition is bounded (``MAX_PENDING``).
+Everything here runs on the event loop and is cheap, whatever a stuck sink does: a poll costs
+each partition two ``array`` fills from its records in C (``map(attrgetter(...))``, no Python
+code per record) and O(1) bookkeeping; per partition at most ``MAX_PENDING`` records and
+``MAX_BATCHES + 1`` batch entries are kept however long nothing commits.
 """
 
 from __future__ import annotations
@@ -33,6 +46,7 @@ from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from daemon.connectors.records import OffsetRange, TopicPartition
@@ -45,20 +59,43 @@ from daemon.runtime.steps import TaskMetrics
 #: time of the batch before (older, never newer than the truth). Sinks that commit whole batches
 #: (ParquetSink flushes all it buffered) are exact either way. 16 bytes a record.
 MAX_PENDING = 100_000
+#: Batches per partition kept with their records while not committed (one per poll that had
+#: records for it): past it the oldest is reduced to its last record's, like past
+#: ``MAX_PENDING``. Reduced batches next to each other are merged into one entry, so a task
+#: that never commits keeps at most ``MAX_BATCHES + 1`` entries per partition.
+MAX_BATCHES = 1_000
+
+#: Stretches of offsets without a record (transaction markers, aborted or compacted records)
+#: kept per partition above its committed offset.
+MAX_GAPS = 64
+
+_offset = attrgetter("offset")
+_timestamp = attrgetter("timestamp")
 
 
-@dataclass
+@dataclass(slots=True)
 class _Batch:
-    """Records delivered on one partition in one poll, not committed yet."""
+    """Records delivered on one partition in one poll (or, reduced, in several consecutive
+    ones), not committed yet."""
 
     first: int
     end: int  # after the last record
-    last_time: int  # ms; -1 for none
-    offsets: array[int] | None
+    last_time: int  # ms; below 0 for none
+    offsets: array[int] | None  # ``None``: reduced to the last record's time
     times: array[int] | None
 
     def __len__(self) -> int:
         return 0 if self.offsets is None else len(self.offsets)
+
+
+def _columns(records: Sequence[Any]) -> tuple[array[int], array[int]]:
+    """The records' offsets and timestamps (ms; below 0 for none), filled in C."""
+    offsets = array("q", map(_offset, records))
+    try:
+        times = array("q", map(_timestamp, records))
+    except TypeError:  # a ``None`` timestamp (message format v0): the slow path, rare
+        times = array("q", (-1 if t is None else int(t) for t in map(_timestamp, records)))
+    return offsets, times
 
 
 @dataclass
@@ -66,6 +103,11 @@ class _Partition:
     committed: int | None = None
     start: int | None = None  # where delivery began, while nothing is committed
     log_end: int | None = None
+    delivered: int | None = None  # the end of the last range delivered
+    position: int | None = None  # the consumer's, at the latest poll
+    #: [low, high) stretches above the committed offset that hold no record, oldest first; a
+    #: stretch forgotten (past ``MAX_GAPS``) only makes the lag higher than the truth.
+    gaps: deque[tuple[int, int]] = field(default_factory=lambda: deque(maxlen=MAX_GAPS))
     last_commit: float | None = None  # wall
     event_ms: int | None = None
     waiting: float | None = None  # monotonic: since when lag > 0 without a commit
@@ -73,11 +115,42 @@ class _Partition:
     kept: int = 0  # records with their offsets and times in ``pending``
 
     @property
+    def base(self) -> int | None:
+        return self.committed if self.committed is not None else self.start
+
+    @property
     def lag(self) -> int | None:
-        base = self.committed if self.committed is not None else self.start
+        base = self.base
         if base is None or self.log_end is None:
             return None
-        return max(0, self.log_end - base)
+        end = self.log_end
+        passed = sum(max(0, min(hi, end) - max(lo, base)) for lo, hi in self.gaps)
+        return max(0, end - base - passed)
+
+    def seen_at(self, position: int | None) -> None:
+        """The consumer's position at a poll. The same twice in a row: the poll returned no
+        record, all the consumer returned before was delivered, so the offsets from the end
+        of the last delivery to the position hold no record (markers, aborted or compacted)."""
+        settled = position is not None and position == self.position
+        self.position = position
+        base = self.base
+        if not settled or position is None or base is None:
+            return
+        low = base if self.delivered is None else max(base, self.delivered)
+        if position <= low:
+            return
+        gaps = self.gaps
+        if gaps and low < gaps[-1][1]:
+            if low >= gaps[-1][0]:  # the same stretch, or more of it
+                gaps[-1] = (gaps[-1][0], max(position, gaps[-1][1]))
+            return  # below it (a seek back): seen already; forgetting one only adds lag
+        gaps.append((low, position))
+
+    def forget_gaps(self) -> None:
+        """Gaps wholly committed past are not needed any more."""
+        base = self.base
+        while self.gaps and base is not None and self.gaps[0][1] <= base:
+            self.gaps.popleft()
 
     def tick(self, now: float) -> None:
         """Start the stall clock when lag appears; stop it when lag is gone (or unknown)."""
@@ -88,17 +161,28 @@ class _Partition:
 
     def add(self, first: int, end: int, records: Sequence[Any]) -> None:
         self.drop_from(first)  # delivered again (a retry, a seek back): the new ones count
+        self.delivered = end
         if not records:
             return
-        offsets = array("q", (r.offset for r in records))
-        times = array("q", (_ms(r.timestamp) for r in records))
+        offsets, times = _columns(records)
         self.pending.append(_Batch(first, end, times[-1], offsets, times))
         self.kept += len(offsets)
-        for old in self.pending:
-            if self.kept <= MAX_PENDING:
-                break
-            self.kept -= len(old)
-            old.offsets = old.times = None
+        while self.kept > MAX_PENDING or len(self.pending) > MAX_BATCHES + 1:
+            self._reduce_oldest()
+
+    def _reduce_oldest(self) -> None:
+        """Reduce the oldest batch that has its records to its last one's time, merged with a
+        reduced batch before it (only the first entry can be one). O(1)."""
+        pending = self.pending
+        head = pending[0]
+        if head.offsets is not None:
+            self.kept -= len(head)
+            head.offsets = head.times = None
+            return
+        nxt = pending[1]  # exists: reduced entries never exceed the bounds alone
+        self.kept -= len(nxt)
+        pending.popleft()
+        nxt.first, nxt.offsets, nxt.times = head.first, None, None
 
     def drop_from(self, offset: int) -> None:
         while self.pending and self.pending[-1].first >= offset:
@@ -111,6 +195,8 @@ class _Partition:
                 self.kept -= len(last.offsets) - i
                 del last.offsets[i:], last.times[i:]
                 last.last_time = last.times[-1] if i else -1
+            else:
+                last.last_time = -1  # its last record is gone; which one is last now is not kept
 
     def take_committed(self, offset: int) -> int | None:
         """Forget what is committed up to ``offset``; the newest committed record's time."""
@@ -118,7 +204,8 @@ class _Partition:
         while self.pending and self.pending[0].end <= offset:
             batch = self.pending.popleft()
             self.kept -= len(batch)
-            newest = batch.last_time
+            if batch.last_time >= 0:
+                newest = batch.last_time
         if self.pending and self.pending[0].first < offset:
             batch = self.pending[0]
             if batch.offsets is not None and batch.times is not None:
@@ -127,12 +214,8 @@ class _Partition:
                     newest = batch.times[i - 1]
                     self.kept -= i
                     del batch.offsets[:i], batch.times[:i]
-                    batch.first = offset
+            batch.first = offset
         return newest if newest is not None and newest >= 0 else None
-
-
-def _ms(timestamp: int | None) -> int:
-    return -1 if timestamp is None or timestamp < 0 else int(timestamp)
 
 
 class Freshness:
@@ -147,6 +230,7 @@ class Freshness:
         self._wall = wall
         self._mono = monotonic
         self._parts: dict[TopicPartition, _Partition] = {}
+        self._consumer_lags: Mapping[TopicPartition, int] = {}
 
     def _part(self, tp: TopicPartition) -> _Partition:
         part = self._parts.get(tp)
@@ -177,6 +261,7 @@ class Freshness:
             advanced = before is not None and offset > before
             newest = part.take_committed(offset)
             part.committed = offset
+            part.forget_gaps()
             if advanced:
                 part.last_commit = self._wall()
                 if newest is not None:
@@ -184,15 +269,22 @@ class Freshness:
                 part.waiting = None
             part.tick(now)
 
+    def consumer_lags(self, lags: Mapping[TopicPartition, int]) -> None:
+        """``highwater - position`` per partition, from the poll whose ends come next."""
+        self._consumer_lags = lags
+
     def log_ends(self, ends: Mapping[TopicPartition, int | None]) -> None:
         """``ends``: every assigned partition (``None``: its end is not known yet)."""
         for tp in [tp for tp in self._parts if tp not in ends]:
             del self._parts[tp]  # revoked: its next owner reports it
+        lags, self._consumer_lags = self._consumer_lags, {}
         now = self._mono()
         for tp, end in ends.items():
             part = self._part(tp)
             if end is not None:
                 part.log_end = end
+            lag = lags.get(tp)
+            part.seen_at(None if end is None or lag is None else end - lag)
             part.tick(now)
 
     def resumed(self) -> None:
@@ -255,6 +347,7 @@ class SlotRecorder:
     def set_consumer_lags(
         self, connector: str, task: int, lags: Mapping[TopicPartition, int]
     ) -> None:
+        self.freshness.consumer_lags(lags)  # the positions, with the ends that come next
         if self._inner is not None:
             self._inner.set_consumer_lags(connector, task, lags)
 

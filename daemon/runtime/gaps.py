@@ -17,15 +17,22 @@ assigned whose position is still that offset:
 - inside the log by now (the log start moved between the fetch and the look-up, a leader
   changed): nothing; the next fetch reads it.
 
-A failed look-up of the log bounds is logged and left: the position did not move, so the next
-fetch raises the same ``OutOfRange`` and it is tried again.
+The look-up of the log bounds (``BOUNDS_TIMEOUT`` an attempt) may fail (a broker that does
+not answer ListOffsets, a leader moving). The position did not move, so the next fetch raises
+the same ``OutOfRange`` at once and the look-up is tried again: not at once, but after a wait
+(``RETRY_FIRST`` doubling up to ``RETRY_MAX``; a stop cuts it short), one warning per attempt.
+A look-up that keeps failing for the same offsets for ``BOUNDS_DEADLINE`` fails the task with
+``LogBoundsUnavailable`` (retriable: the restart policy takes over) instead of retrying
+forever in silence. The wait runs under the incarnation's lock, like the look-up itself:
+bounded by ``RETRY_MAX``, it delays a rebalance callback no longer than one slow look-up does.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Mapping
+import time
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
 from daemon.config.connector import ConnectorConfig, OutOfRangePolicy
@@ -37,8 +44,13 @@ from daemon.runtime.steps import TaskMetrics
 
 log = logging.getLogger("connectd.task")
 
-#: Looking up a partition's log start and end (two ListOffsets requests).
+#: Looking up a partition's log start and end (two ListOffsets requests): one attempt.
 BOUNDS_TIMEOUT = 30.0
+#: The wait after a failed look-up: this, doubling after each failure up to ``RETRY_MAX``.
+RETRY_FIRST = 0.5
+RETRY_MAX = 5.0
+#: How long the look-up may keep failing for the same offsets before the task fails.
+BOUNDS_DEADLINE = 300.0
 
 
 class OffsetOutOfRange(ConnectdError):
@@ -48,6 +60,14 @@ class OffsetOutOfRange(ConnectdError):
     come back; the message says what to change."""
 
     retriable = False
+
+
+class LogBoundsUnavailable(ConnectdError):
+    """Offsets are out of range and their partitions' log bounds could not be read for
+    ``BOUNDS_DEADLINE``: what to do about them cannot be decided. Retriable: a new incarnation
+    (the restart policy) tries again."""
+
+    retriable = True
 
 
 class GapHost(Protocol):
@@ -76,10 +96,24 @@ class GapHost(Protocol):
 class OffsetGaps:
     """The out-of-range part of one incarnation (see the module docstring)."""
 
-    def __init__(self, host: GapHost, metrics: TaskMetrics | None = None) -> None:
+    def __init__(
+        self,
+        host: GapHost,
+        metrics: TaskMetrics | None = None,
+        *,
+        wake: asyncio.Event | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """``wake``: set when the stop sequence asks (cuts a wait between look-ups short)."""
         self.host = host
         self.policy = OutOfRangePolicy.FAIL
         self._metrics = metrics
+        self._wake = wake
+        self._clock = clock
+        # The failing look-ups of the same offsets: which, since when, how many.
+        self._failing: frozenset[tuple[TopicPartition, int]] = frozenset()
+        self._failing_since = 0.0
+        self._failures = 0
 
     def configure(self, config: ConnectorConfig) -> None:
         self.policy = config.errors_offset_out_of_range
@@ -97,15 +131,8 @@ class OffsetGaps:
         }
         if not current:
             return
-        try:
-            async with asyncio.timeout(BOUNDS_TIMEOUT):
-                bounds = await consumer.log_bounds(current)
-        except Exception as exc:  # the position did not move: the next fetch asks again
-            log.warning(
-                "Task %s: offsets %s are out of range, and their log bounds could not be read:"
-                " %s: %s",
-                *(host.id, _names(current), type(exc).__name__, exc),
-            )
+        bounds = await self._bounds(consumer, current)
+        if bounds is None:
             return
         for tp, offset in sorted(current.items()):
             start, end = bounds[tp]
@@ -127,6 +154,50 @@ class OffsetGaps:
                     " or set the partition's offset with the offsets API"
                 )
             await self._skip(tp, offset, start)
+
+    async def _bounds(
+        self, consumer: TaskConsumer, current: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, tuple[int, int]] | None:
+        """The log bounds of ``current``'s partitions; ``None`` after a failed attempt and the
+        wait that follows it (module docstring)."""
+        key = frozenset(current.items())
+        if key != self._failing:  # new offsets: a new count
+            self._failing, self._failing_since, self._failures = key, self._clock(), 0
+        try:
+            async with asyncio.timeout(BOUNDS_TIMEOUT):
+                bounds = await consumer.log_bounds(current)
+        except Exception as exc:  # the position did not move: the next fetch asks again
+            self._failures += 1
+            failing = self._clock() - self._failing_since
+            cause = f"{type(exc).__name__}: {exc}"
+            if failing >= BOUNDS_DEADLINE:
+                self._failing = frozenset()
+                raise LogBoundsUnavailable(
+                    f"task {self.host.id}: offsets {_names(current)} are out of range, and"
+                    f" their log bounds could not be read in {self._failures} attempts over"
+                    f" {failing:.0f} s: {cause}. Check that the partitions' leaders are"
+                    " available and answer ListOffsets"
+                ) from exc
+            delay = min(RETRY_FIRST * 2.0 ** min(self._failures - 1, 30), RETRY_MAX)
+            log.warning(
+                "Task %s: offsets %s are out of range, and their log bounds could not be read:"
+                " %s (attempt %d; again in %.1f s)",
+                *(self.host.id, _names(current), cause, self._failures, delay),
+            )
+            await self._wait(delay)
+            return None
+        self._failing = frozenset()
+        return bounds
+
+    async def _wait(self, delay: float) -> None:
+        if self._wake is None:
+            await asyncio.sleep(delay)
+            return
+        try:
+            async with asyncio.timeout(delay):
+                await self._wake.wait()
+        except TimeoutError:
+            pass
 
     async def _skip(self, tp: TopicPartition, start: int, end: int) -> None:
         host = self.host

@@ -7,10 +7,15 @@
 - A ParquetSink that commits (the session's warm Spark pool): ``/metrics`` has, per partition,
   the committed offset and log end (both the records produced), lag 0, the time of the last
   commit and the event time of the newest committed record (the producer's timestamp).
+- A topic written by a transactional producer: each commit marker takes an offset after the
+  transaction's records, so a task that committed every record is one offset short of the log
+  end. A caught-up task (EchoSink, ParquetSink) is never stalled and its lag is 0, while a task
+  on the same topic that stops committing still is stalled.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Collection, Mapping
@@ -210,3 +215,81 @@ async def test_a_committing_parquet_sink_is_fresh(
     event = samples(text, "connectd_partition_committed_event_timestamp_seconds", name)
     assert event == {k: (base_ms + 100 * p + 29) / 1000 for p, k in enumerate(keys)}
     assert samples(text, "connectd_task_stalled", name) == {("0",): 0.0}
+
+
+@pytest.mark.parametrize("sink", ["EchoSink", "ParquetSink"])
+async def test_a_caught_up_task_on_a_transactional_topic_is_never_stalled(
+    sink: str,
+    run_daemon: DaemonFactory,
+    kafka_bootstrap: str,
+    kafka_topic: TopicFactory,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+) -> None:
+    # ParquetSink writes through Spark: the session's warm pool; EchoSink needs none.
+    pool = request.getfixturevalue("warm_spark" if sink == "ParquetSink" else "plain_pool")
+    topic = await kafka_topic(partitions=1)
+    # Two transactions of 5 records: records at 0..4 and 6..10, commit markers at 5 and 11.
+    producer = AIOKafkaProducer(
+        bootstrap_servers=kafka_bootstrap, transactional_id="tx-" + uuid.uuid4().hex[:8]
+    )
+    await producer.start()
+    try:
+        for t in range(2):
+            async with producer.transaction():
+                for i in range(5):
+                    await producer.send_and_wait(topic, b"t%d-%d" % (t, i), partition=0)
+    finally:
+        await producer.stop()
+    warn = 1.0
+    props = worker_properties(
+        kafka_bootstrap,
+        tmp_path / "state",
+        **{
+            "offset.flush.interval.ms": "200",
+            "task.stall.warn.ms": str(int(warn * 1000)),
+            "health.stalled.unhealthy": "true",
+        },
+    )
+    d = await run_daemon(props, executors=pool)
+    fresh, stuck = "txfresh-" + uuid.uuid4().hex[:8], "txstuck-" + uuid.uuid4().hex[:8]
+    CAPS[stuck] = 3  # commits offsets 0..2, then never again
+    configs = {
+        fresh: {"connector.class": sink, "topics": topic, "tasks.max": "1"},
+        stuck: {"connector.class": f"{__name__}:StallingSink", "topics": topic, "tasks.max": "1"},
+    }
+    if sink == "ParquetSink":
+        configs[fresh].update(path=str(tmp_path / "table"), **{"flush.interval.ms": "200"})
+    key = ("0", topic, "0")
+    async with aiohttp.ClientSession(d.rest_url) as http:
+        for name, config in configs.items():
+            async with http.post("/connectors", json={"name": name, "config": config}) as r:
+                assert r.status == 201, await r.text()
+
+        async def all_committed() -> bool:
+            _, text = await get(http, "/metrics")
+            return (
+                samples(text, "connectd_partition_committed_offset", fresh).get(key) == 11
+                and samples(text, "connectd_partition_log_end_offset", fresh).get(key) == 12
+            )
+
+        await wait_until(all_committed, 120, "every record committed, the log end past a marker")
+
+        async def stall_of(name: str) -> Any:
+            _, s = await get(http, f"/connectors/{name}/status")
+            return s["tasks"][0].get("stalled")
+
+        # The stuck task is stalled (the stall clock runs the same for both tasks) ...
+        stall = await wait_until(lambda: stall_of(stuck), 30, "the stuck task stalled")
+        assert stall["lag"] > 0 and stall["partitions"] == [f"{topic}-0"]
+        # ... and the caught-up one never is, well past the threshold.
+        until = time.monotonic() + 4 * warn
+        while time.monotonic() < until:
+            assert await stall_of(fresh) is None
+            status, health = await get(http, "/health")
+            assert status == 503 and [s["connector"] for s in health["stalled"]] == [stuck]
+            await asyncio.sleep(0.2)  # the pace of the polling, not a synchronisation
+        _, text = await get(http, "/metrics")
+    assert samples(text, "connectd_partition_commit_lag_records", fresh) == {key: 0}
+    assert samples(text, "connectd_task_stalled", fresh) == {("0",): 0.0}
+    assert samples(text, "connectd_task_stalled", stuck) == {("0",): 1.0}

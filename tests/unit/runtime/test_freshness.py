@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -13,7 +15,7 @@ from daemon.runtime.freshness import Freshness
 TP = TopicPartition("orders", 0)
 
 
-@dataclass
+@dataclass(slots=True)
 class Rec:
     offset: int
     timestamp: int | None
@@ -109,3 +111,96 @@ def test_redelivered_records_replace_the_old_ones_and_memory_is_bounded(
     f.committed({TP: 24})  # whole batches: exact even where the records were dropped
     assert f.snapshot()[0].event_time == 0.023
     assert part.kept == 0 and not part.pending
+
+
+def poll(f: Freshness, end: int, position: int | None) -> None:
+    """What a poll reports, in the consumer's order: its lags, then the log ends."""
+    f.consumer_lags({} if position is None else {TP: end - position})
+    f.log_ends({TP: end})
+
+
+def test_offsets_the_consumer_passed_without_a_record_are_not_lag() -> None:
+    # A transactional producer: records 0..4, its commit marker at 5, the log ends at 6.
+    clock = Clock()
+    f = Freshness(wall=clock.wall, monotonic=clock.mono)
+    poll(f, 6, 5)  # the records are returned, the consumer is at 5
+    deliver(f, 0, 5)
+    f.committed({TP: 5})  # all the sink has: the marker is no record
+    assert f.snapshot()[0].lag == 1  # the marker not fetched yet: not known to be one
+    poll(f, 6, 6)  # the marker fetched: no record returned, the position moved past it
+    assert f.snapshot()[0].lag == 1  # the position moved in this poll: not settled yet
+    poll(f, 6, 6)  # the same position twice: all the consumer returned was delivered
+    assert f.snapshot()[0].lag == 0
+    clock.t += 60
+    assert f.stall(10.0) is None
+    # More records arrive and are polled: until they are delivered they are lag, even though
+    # the consumer is past them already.
+    poll(f, 12, 11)
+    assert f.snapshot()[0].lag == 6
+    deliver(f, 6, 11)
+    assert f.snapshot()[0].lag == 6  # delivered, not committed: lag (and the marker at 11)
+    poll(f, 12, 12)
+    poll(f, 12, 12)
+    assert f.snapshot()[0].lag == 5  # the records 6..10, not the markers at 5 and 11
+    clock.t += 11
+    stall = f.stall(10.0)
+    assert stall is not None and stall.lag == 5
+    f.committed({TP: 11})
+    assert f.snapshot()[0].lag == 0 and f.stall(0.0) is None
+
+
+def test_a_restarted_task_resumes_before_a_marker_and_is_caught_up() -> None:
+    f = Freshness()
+    f.committed({TP: 5})  # the table's offset: the next incarnation seeks there
+    poll(f, 6, 5)
+    assert f.snapshot()[0].lag == 1
+    poll(f, 6, 6)
+    poll(f, 6, 6)  # nothing delivered, the consumer passed the marker at 5
+    assert f.snapshot()[0].lag == 0
+    poll(f, 6, None)  # position unknown (a seek): the marker is still no record
+    assert f.snapshot()[0].lag == 0
+    poll(f, 9, None)  # records after it, not fetched yet
+    assert f.snapshot()[0].lag == 3
+
+
+@pytest.mark.timeout(60)
+def test_a_task_that_never_commits_keeps_a_bounded_number_of_entries() -> None:
+    f = Freshness()
+    n, size = 100_000, 5
+    for i in range(n):  # 100k polls delivered, nothing committed
+        deliver(f, i * size, (i + 1) * size, ts=1000)
+    part = f._parts[TP]
+    assert part.kept <= fr.MAX_PENDING
+    assert len(part.pending) <= fr.MAX_BATCHES + 1
+    assert len(part.pending[0]) == 0  # the oldest reduced and merged into one entry
+    f.committed({TP: 3})  # inside the reduced entry: no event time newer than the truth
+    assert f.snapshot()[0].event_time is None
+    f.committed({TP: n * size - 2})  # inside the newest batch, which has its records
+    assert f.snapshot()[0].event_time == (1000 + n * size - 3) / 1000
+    f.committed({TP: n * size})
+    assert part.kept == 0 and not part.pending
+
+
+def test_delivering_a_poll_runs_no_python_code_per_record() -> None:
+    # The event loop's share of a poll: a fixed number of Python calls, however many records
+    # (a generator over the records would be resumed once per record).
+    calls = 0
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        nonlocal calls
+        calls += event == "call"
+
+    f = Freshness()
+    counts = []
+    for n in (10, 10_000):
+        records = [Rec(o, 5) for o in range(n)]
+        calls = 0
+        sys.setprofile(profile)
+        try:
+            f.delivering([OffsetRange(TP.topic, TP.partition, 0, n)], {TP: records})
+        finally:
+            sys.setprofile(None)
+        counts.append(calls)
+    assert counts[1] <= counts[0] < 40, counts  # about 20 either way
+    f.committed({TP: 10_000})
+    assert f.snapshot()[0].event_time == 0.005

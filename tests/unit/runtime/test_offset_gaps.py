@@ -4,6 +4,8 @@ tests/integration/runtime/test_offsets_out_of_range.py."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Awaitable, Collection
 from typing import Any
 
@@ -12,7 +14,8 @@ import pytest
 from daemon.config import parse_connector
 from daemon.connectors.api import TaskId
 from daemon.connectors.records import TopicPartition
-from daemon.errors import InvalidConfig
+from daemon.errors import ConnectdError, InvalidConfig
+from daemon.runtime import gaps as gaps_module
 from daemon.runtime.gaps import OffsetGaps, OffsetOutOfRange
 
 TP = TopicPartition("t", 0)
@@ -63,10 +66,12 @@ class Metrics:
         self.skipped.append((connector, task, tp, count))
 
 
-def gaps(host: Host, policy: str | None, metrics: Metrics | None = None) -> OffsetGaps:
+def gaps(
+    host: Host, policy: str | None, metrics: Metrics | None = None, **kwargs: Any
+) -> OffsetGaps:
     extra = {} if policy is None else {"errors.offset.out.of.range": policy}
     config = parse_connector({"name": "c", "connector.class": "x:Y", "topics": "t", **extra})
-    g = OffsetGaps(host, metrics)  # type: ignore[arg-type]
+    g = OffsetGaps(host, metrics, **kwargs)  # type: ignore[arg-type]
     g.configure(config.config)
     return g
 
@@ -112,3 +117,84 @@ def test_the_setting_takes_fail_or_earliest_only() -> None:
                 "errors.offset.out.of.range": "x",
             }
         )
+
+
+async def test_the_bounds_of_the_range_are_exact() -> None:
+    # At the log end: nothing to skip (the next record will be there). One below the log
+    # start: exactly that one offset skipped, the next fetch at the log start.
+    at_end = Host(Consumer(100, (80, 100)))
+    await gaps(at_end, "fail").handle({TP: 100})
+    assert at_end.calls == []
+    host, metrics = Host(Consumer(79, (80, 100))), Metrics()
+    await gaps(host, "earliest", metrics).handle({TP: 79})
+    assert host.calls == [("skipped", TP, 79, 80), ("seek", TP, 80)]
+    assert metrics.skipped == [("c", 0, TP, 1)]
+    with pytest.raises(OffsetOutOfRange, match="offset 101 is beyond the log end 100"):
+        await gaps(Host(Consumer(101, (80, 100))), "earliest").handle({TP: 101})
+
+
+class FailingConsumer(Consumer):
+    """Its look-up of the log bounds fails ``failures`` times, then answers."""
+
+    def __init__(self, position: int, failures: int) -> None:
+        super().__init__(position, (80, 100))
+        self.failures = failures
+        self.attempts = 0
+
+    async def log_bounds(self, tps: Collection[TopicPartition]) -> dict[Any, tuple[int, int]]:
+        self.attempts += 1
+        if self.attempts <= self.failures:
+            raise ConnectionError("the leader does not answer")
+        return await super().log_bounds(tps)
+
+
+@pytest.fixture
+def short_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    # raising=False: the same test runs against code without the setting (and fails there).
+    monkeypatch.setattr(gaps_module, "RETRY_FIRST", 0.02, raising=False)
+    monkeypatch.setattr(gaps_module, "RETRY_MAX", 0.08, raising=False)
+
+
+async def test_a_failing_look_up_is_tried_again_after_growing_waits(short_waits: None) -> None:
+    # What the main loop does while the look-up fails: every fetch raises the same
+    # OutOfRange at once, and the offsets go to ``handle`` again.
+    consumer = FailingConsumer(50, failures=1_000_000)
+    host = Host(consumer)
+    g = gaps(host, "earliest")
+    started = time.monotonic()
+    while time.monotonic() - started < 0.5:
+        await g.handle({TP: 50})
+    # Waits 0.02, 0.04, 0.08, 0.08, ...: 7 or 8 attempts in 0.5 s, not one per fetch.
+    assert 5 <= consumer.attempts <= 9, consumer.attempts
+    assert host.calls == []
+    consumer.failures = consumer.attempts  # it answers again: the policy applies
+    await g.handle({TP: 50})
+    assert host.calls == [("skipped", TP, 50, 80), ("seek", TP, 80)]
+
+
+async def test_a_look_up_failing_past_the_deadline_fails_the_task(
+    short_waits: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(gaps_module, "BOUNDS_DEADLINE", 0.3, raising=False)
+    host = Host(FailingConsumer(50, failures=1_000_000))
+    g = gaps(host, "earliest")
+    started = time.monotonic()
+    with pytest.raises(ConnectdError) as caught:
+        while time.monotonic() - started < 5:
+            await g.handle({TP: 50})
+    assert 0.3 <= time.monotonic() - started < 1.0
+    assert type(caught.value).__name__ == "LogBoundsUnavailable"
+    assert caught.value.retriable and host.calls == []
+    assert "offsets t-0@50 are out of range, and their log bounds could not be read" in str(
+        caught.value
+    )
+    assert "ConnectionError: the leader does not answer" in str(caught.value)
+
+
+async def test_a_stop_cuts_the_wait_between_look_ups_short(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gaps_module, "RETRY_FIRST", 60.0)
+    wake = asyncio.Event()
+    g = gaps(Host(FailingConsumer(50, failures=1)), "earliest", wake=wake)
+    asyncio.get_running_loop().call_later(0.05, wake.set)
+    async with asyncio.timeout(5):
+        await g.handle({TP: 50})
