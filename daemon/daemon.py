@@ -48,7 +48,8 @@ from daemon.connectors.registry import (
     default_registry,
     validate_connector_async,
 )
-from daemon.errors import ConnectdError, InvalidConfig, ServiceUnavailable
+from daemon.errors import ConnectdError, InvalidConfig, ListenerUnavailable
+from daemon.executor.process import ORPHAN_GRACE, reap_exited_children
 from daemon.metrics import Metrics
 from daemon.runtime.executors import Executors
 from daemon.runtime.looplag import LoopLag
@@ -60,33 +61,6 @@ from daemon.systemd import Notifier, StatusLine
 log = logging.getLogger("connectd.daemon")
 
 EX_FORCED = 1
-
-
-#: How long the shutdown waits for orphans of killed trees that are still exiting.
-ORPHAN_GRACE = 2.0
-
-
-def reap_exited_children(grace: float) -> int:
-    """Reap every child that has ended (``waitpid(-1, WNOHANG)``), waiting up to ``grace``
-    seconds for children that still run to end. Only when nothing else waits for children
-    any more (the end of the shutdown). Returns how many were reaped."""
-    reaped = 0
-    deadline = time.monotonic() + grace
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return reaped  # no children left
-        if pid:
-            reaped += 1
-            continue
-        if time.monotonic() >= deadline:
-            return reaped
-        time.sleep(0.01)
-
-
-class ListenerUnavailable(ServiceUnavailable):
-    """A REST listener cannot be bound (e.g. its port is in use): exit 69 (EX_UNAVAILABLE)."""
 
 
 class Daemon:

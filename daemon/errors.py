@@ -160,6 +160,10 @@ class ServiceUnavailable(ConnectdError):
     retriable = True
 
 
+class ListenerUnavailable(ServiceUnavailable):
+    """A REST listener cannot be bound (e.g. its port is in use): exit 69 (EX_UNAVAILABLE)."""
+
+
 class RecordRejected(ConnectdError):
     """A sink refused a record (``SinkTask.reject``) and ``errors.tolerance`` is ``none``. Not
     retriable: the same record is refused again. The message names topic, partition and offset."""

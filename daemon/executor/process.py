@@ -361,3 +361,26 @@ def kill_tree(
                 foreign_zombies=tuple(sorted(foreign)),
             )
         time.sleep(0.002)
+
+
+#: How long the shutdown waits for orphans of killed trees that are still exiting.
+ORPHAN_GRACE = 2.0
+
+
+def reap_exited_children(grace: float) -> int:
+    """Reap every child that has ended (``waitpid(-1, WNOHANG)``), waiting up to ``grace``
+    seconds for children that still run to end. Only when nothing else waits for children
+    any more (the end of the shutdown). Returns how many were reaped."""
+    reaped = 0
+    deadline = time.monotonic() + grace
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return reaped  # no children left
+        if pid:
+            reaped += 1
+            continue
+        if time.monotonic() >= deadline:
+            return reaped
+        time.sleep(0.01)
