@@ -1,6 +1,7 @@
-"""Durable state: the file sinks' exactly-once commit log, epochs, atomic file writes.
-
-Later also the standalone state file and distributed mode's Kafka-backed stores.
+"""Durable state: the file sinks' exactly-once commit log, epochs, atomic file writes, the
+standalone state file (``standalone``, ``statelock``), and distributed mode's Kafka-backed
+stores (``daemon.storage.kafka``: internal topics, the config log, the status store; not yet
+used by a running daemon).
 """
 
 from __future__ import annotations
