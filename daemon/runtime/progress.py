@@ -76,6 +76,23 @@ class PartitionProgress:
         self.delivering = []
         return seeks
 
+    def refetch(
+        self, polled: Mapping[TopicPartition, Sequence[Any]], owned: Collection[TopicPartition]
+    ) -> list[tuple[TopicPartition, int]]:
+        """A poll's records that are not delivered though their partitions stay ``owned`` (a
+        connector pause came after the poll handed them out): where to seek the consumer.
+
+        The consumer's position has moved past them already. Left there, the first delivery
+        after the resume would start its range at ``next`` and so claim offsets whose records
+        never reached ``put`` (rows missing while the sink's commit covers them). Seeking back
+        to where delivery continues (``next``; the first record if nothing was delivered on the
+        partition yet) fetches them again after the resume."""
+        return [
+            (tp, self.next.get(tp, records[0].offset))
+            for tp, records in polled.items()
+            if tp in owned and records
+        ]
+
     def seek(self, tp: TopicPartition, offset: int) -> None:
         self.next[tp] = offset
 

@@ -100,7 +100,7 @@ class Incarnation:
         self.progress = PartitionProgress()
         self.rebalancer = Rebalancer(self, self._stop_event, draw_epoch, settings.epoch_timeout)
         self.retrier = Retrier(self, self._stop_event)
-        self.gaps = OffsetGaps(self, metrics)
+        self.gaps = OffsetGaps(self, metrics, wake=self._stop_event)
         self.pipeline: RecordPipeline | None = None
         self._runner: asyncio.Task[None] | None = None
 
@@ -231,8 +231,14 @@ class Incarnation:
                 assert self.context is not None
                 try:
                     # Records handed out before a rebalance callback ran are not delivered: the
-                    # callback's commit did not cover them; the new assignment fetches them again.
-                    if generation == self.progress.generation and not self._paused:
+                    # callback's commit did not cover them; the new assignment fetches them again
+                    # (aiokafka resets every position of a new assignment: to the sink's seeks,
+                    # else to the group's offsets, which the closing commit set to what the sink
+                    # made durable). Records handed out before a pause are sought back.
+                    current = generation == self.progress.generation
+                    if current and self._paused:
+                        self._fetch_again(polled)  # see ``PartitionProgress.refetch``
+                    elif current:
                         if out_of_range:
                             await self.gaps.handle(out_of_range)
                         owned = self.context.assignment()
@@ -349,6 +355,14 @@ class Incarnation:
         assert self.consumer is not None
         self.consumer.seek(tp, offset)
         self.progress.seek(tp, offset)
+
+    def _fetch_again(self, polled: Mapping[TopicPartition, list[Any]]) -> None:
+        assert self.consumer is not None and self.context is not None
+        for tp, offset in self.progress.refetch(polled, self.context.assignment()):
+            self.consumer.seek(tp, offset)
+            log.info(
+                "Paused after a poll: %s is fetched again after the resume from %d", tp, offset
+            )
 
     def apply_seeks(self) -> None:
         if self.context is None or self.consumer is None:
