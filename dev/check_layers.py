@@ -9,6 +9,7 @@ each other either)::
                 daemon.errors, daemon.logs, daemon.javacheck, daemon.kafkacheck
     config      daemon.config
     storage | executor
+    cluster
     connectors
     runtime
     metrics
@@ -48,6 +49,7 @@ LAYERS: tuple[tuple[tuple[str, ...], ...], ...] = (
     ),
     (("daemon.config",),),
     (("daemon.storage",), ("daemon.executor",)),
+    (("daemon.cluster",),),
     (("daemon.connectors",),),
     (("daemon.runtime",),),
     (("daemon.metrics",),),

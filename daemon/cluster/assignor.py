@@ -1,0 +1,262 @@
+"""The incremental cooperative assignor: who runs which connector and task. Pure: no I/O, no clock
+of its own, nothing global; the leader calls ``assign`` once per rebalance and keeps the returned
+``LeaderState`` for the next one.
+
+Rules (after Connect's ``IncrementalCooperativeAssignor``, with issue 14's 6(a) on top):
+
+- **Never on two members at once.** Work is assigned only if no present member reports running
+  it, it is not reserved for a departed member and it is not revoked in this same round. Work
+  revoked for balance is assigned in the *next* round, after its owner has stopped it and
+  rejoined without it.
+- **Deleted work is revoked**; work reported by two members is revoked from both.
+- **Sticky.** Work stays where it runs; only a member's excess over its balanced share is revoked.
+- **Balanced.** Connectors and tasks are spread separately; once the revoked work is placed the
+  counts of any two members differ by at most one (work reserved for a departed member aside).
+- **Departed members.** A member that left on purpose (``left_on_purpose``) keeps its work
+  reserved for ``max_delay_ms``; every assignment then carries ``delay_ms`` so members rejoin
+  when it ends. A member that comes back (same URL) within the delay gets its work back. A
+  member that crashed (gone without being in ``left_on_purpose``) has its work moved at once,
+  unless ``Policy.delay_crashed`` restores Connect's behaviour (reserve it too).
+- **Leader config check.** If a member has read the config log further than the leader's
+  snapshot, every member gets ``CONFIG_MISMATCH`` (Connect's ``ensureLeaderConfig``).
+- **A new leader** starts from ``LeaderState()``: what runs comes from the members' reports; only
+  the reservations of members that departed before it took over are unknown (their work is
+  placed at once, as in Connect).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TypeVar
+
+from daemon.cluster.protocol import (
+    EMPTY,
+    Allocation,
+    Assignment,
+    AssignmentError,
+    MemberMetadata,
+)
+from daemon.storage.kafka import ConfigSnapshot
+from daemon.structs import TaskId
+
+T = TypeVar("T", bound=Hashable)
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """The work to spread: connectors and their task counts, as of config ``offset``."""
+
+    offset: int
+    task_counts: Mapping[str, int]
+
+    @staticmethod
+    def from_snapshot(snapshot: ConfigSnapshot) -> ClusterConfig:
+        counts = {name: len(snapshot.tasks(name)) for name in snapshot.connectors}
+        return ClusterConfig(snapshot.offset, MappingProxyType(counts))
+
+    def work(self) -> Allocation:
+        tasks = (TaskId(c, i) for c, n in self.task_counts.items() for i in range(n))
+        return Allocation.of(self.task_counts, tasks)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """``max_delay_ms`` is ``scheduled.rebalance.max.delay.ms``; ``delay_crashed`` = True reserves
+    a crashed member's work too, exactly as Connect does."""
+
+    max_delay_ms: int = 300_000
+    delay_crashed: bool = False
+
+
+@dataclass(frozen=True)
+class Reserved:
+    """Work of a departed member (by URL) held back until ``deadline_ms``."""
+
+    allocation: Allocation
+    deadline_ms: int
+
+
+@dataclass(frozen=True)
+class LeaderState:
+    """What the leader remembers between rounds: each member's URL and work after the last round,
+    and the reservations still running."""
+
+    members: Mapping[str, tuple[str, Allocation]] = field(default_factory=dict)
+    reserved: Mapping[str, Reserved] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Round:
+    assignments: Mapping[str, Assignment]
+    state: LeaderState
+
+
+def _union(allocs: Iterable[Allocation]) -> Allocation:
+    out = EMPTY
+    for a in allocs:
+        out = out | a
+    return out
+
+
+def assign(
+    members: Mapping[str, MemberMetadata],
+    config: ClusterConfig,
+    state: LeaderState,
+    *,
+    leader: str,
+    now_ms: int,
+    policy: Policy,
+    left_on_purpose: frozenset[str] = frozenset(),
+) -> Round:
+    """One rebalance: an assignment for every member of ``members`` (member id → metadata) and
+    the state to pass to the next call. ``leader`` is the leader's member id."""
+    leader_url = members[leader].url if leader in members else ""
+    ids = sorted(members)
+    newest = max((m.config_offset for m in members.values()), default=0)
+    if newest > config.offset:
+        bad = Assignment(AssignmentError.CONFIG_MISMATCH, leader, leader_url, newest)
+        return Round(MappingProxyType(dict.fromkeys(ids, bad)), state)
+
+    work = config.work()
+    running = {mid: members[mid].allocation for mid in ids}
+    revoked = {mid: running[mid] - work for mid in ids}  # deleted work
+    twice = _duplicates(running)
+    for mid in ids:
+        revoked[mid] = revoked[mid] | (running[mid] & twice)
+    kept = {mid: running[mid] - revoked[mid] for mid in ids}
+
+    reserved, returning = _departures(members, state, kept, work, now_ms, policy, left_on_purpose)
+    held = _union(kept.values()) | _union(r.allocation for r in reserved.values())
+    unowned = work - held - twice
+    assigned = {mid: EMPTY for mid in ids}
+    for mid in ids:
+        back = returning.get(members[mid].url, EMPTY) & unowned
+        assigned[mid] = back
+        unowned = unowned - back
+
+    reserved_work = _union(r.allocation for r in reserved.values())
+    loads = {mid: kept[mid] | assigned[mid] for mid in ids}
+    total = work - reserved_work
+    excess_c = _excess(
+        {m: loads[m].connectors for m in ids},
+        {m: kept[m].connectors for m in ids},
+        len(total.connectors),
+        sorted,
+    )
+    excess_t = _excess(
+        {m: loads[m].tasks for m in ids},
+        {m: kept[m].tasks for m in ids},
+        len(total.tasks),
+        _task_order,
+    )
+    for mid in ids:
+        extra = Allocation(excess_c[mid], excess_t[mid])
+        revoked[mid] = revoked[mid] | extra
+        loads[mid] = loads[mid] - extra
+    new_c = _place(sorted(unowned.connectors), {m: len(loads[m].connectors) for m in ids})
+    new_t = _place(_task_order(unowned.tasks), {m: len(loads[m].tasks) for m in ids})
+    for mid in ids:
+        assigned[mid] = assigned[mid] | Allocation(frozenset(new_c[mid]), frozenset(new_t[mid]))
+
+    delay = min((r.deadline_ms for r in reserved.values()), default=now_ms) - now_ms
+    out = {
+        mid: Assignment(
+            AssignmentError.NONE,
+            leader,
+            leader_url,
+            config.offset,
+            assigned[mid],
+            revoked[mid],
+            max(delay, 0),
+        )
+        for mid in ids
+    }
+    after = {mid: (members[mid].url, kept[mid] - revoked[mid] | assigned[mid]) for mid in ids}
+    new_state = LeaderState(MappingProxyType(after), MappingProxyType(reserved))
+    return Round(MappingProxyType(out), new_state)
+
+
+def _duplicates(running: Mapping[str, Allocation]) -> Allocation:
+    seen, twice = EMPTY, EMPTY
+    for a in running.values():
+        twice = twice | (seen & a)
+        seen = seen | a
+    return twice
+
+
+def _departures(
+    members: Mapping[str, MemberMetadata],
+    state: LeaderState,
+    kept: Mapping[str, Allocation],
+    work: Allocation,
+    now_ms: int,
+    policy: Policy,
+    left_on_purpose: frozenset[str],
+) -> tuple[dict[str, Reserved], dict[str, Allocation]]:
+    """Reservations still running, and work to give back to members that came back (by URL)."""
+    urls = {m.url for m in members.values()}
+    reserved = dict(state.reserved)
+    for mid, (url, alloc) in state.members.items():
+        if mid in members:
+            continue
+        on_purpose = mid in left_on_purpose
+        if url in urls or not (on_purpose or policy.delay_crashed) or policy.max_delay_ms <= 0:
+            if url in urls:  # restarted before the leader noticed: its old work goes back to it
+                old = reserved.get(url)
+                reserved[url] = Reserved(alloc | (old.allocation if old else EMPTY), now_ms)
+            continue
+        old = reserved.get(url)
+        deadline = old.deadline_ms if old else now_ms + policy.max_delay_ms
+        reserved[url] = Reserved(alloc | (old.allocation if old else EMPTY), deadline)
+    returning: dict[str, Allocation] = {}
+    running = _union(kept.values())
+    live: dict[str, Reserved] = {}
+    for url, r in reserved.items():
+        alloc = (r.allocation & work) - running
+        if url in urls:
+            returning[url] = alloc
+        elif r.deadline_ms > now_ms and alloc:
+            live[url] = Reserved(alloc, r.deadline_ms)
+    return live, returning
+
+
+def _task_order(tasks: Iterable[TaskId]) -> list[TaskId]:
+    return sorted(tasks)
+
+
+def _excess(
+    loads: Mapping[str, frozenset[T]],
+    revocable: Mapping[str, frozenset[T]],
+    total: int,
+    order: Callable[[Iterable[T]], list[T]],
+) -> dict[str, frozenset[T]]:
+    """Per member, what to revoke so nobody holds more than its balanced share of ``total``: the
+    ``total % n`` most loaded may keep ceil(total / n), the others floor. Only ``revocable`` work
+    (what the member already runs) is taken, last items first."""
+    ids = sorted(loads, key=lambda m: (-len(loads[m]), m))
+    n = len(ids)
+    out: dict[str, frozenset[T]] = {m: frozenset() for m in ids}
+    if n == 0:
+        return out
+    floor, ceil_slots = divmod(total, n)
+    for rank, mid in enumerate(ids):
+        share = floor + (1 if rank < ceil_slots else 0)
+        over = len(loads[mid]) - share
+        if over > 0:
+            out[mid] = frozenset(order(revocable[mid])[-over:])
+    return out
+
+
+def _place(items: list[T], loads: Mapping[str, int]) -> dict[str, list[T]]:
+    """Each item to the least loaded member (ties: the smallest member id)."""
+    count = dict(loads)
+    out: dict[str, list[T]] = {m: [] for m in count}
+    for item in items:
+        if not count:
+            break
+        mid = min(count, key=lambda m: (count[m], m))
+        out[mid].append(item)
+        count[mid] += 1
+    return out
