@@ -9,13 +9,16 @@ its executor like a hung write.
   commit record exclusively, move the files into place. If anything fails inside the job, the
   staged files are deleted (or the commit finished, if its record was created) before it
   returns. If the executor is killed, the task runs ``abort`` in another executor.
+- ``clean_up``: the commit log's clean-up (``CommitLog.clean_up``) under a budget, which the
+  task runs in the background now and then, as it does in a thread for a local table.
 - ``open_table`` (fence and read at partition assignment), ``abort``, ``skip_offsets`` (a
   gap left by retention, ``errors.offset.out.of.range=earliest``), and the connector's
   offsets jobs (``read_offsets``, ``alter_offsets``, ``reset_offsets``).
 
-An opened ``CommitLog`` is cached per table in the executor process; it re-reads the log
-before every decision, so another executor's commits are always seen (the filesystem is the
-truth). Errors with a meaning (``CommitRejected``, ``StorageCorrupt``, ``ConfigError`` …) are
+An opened ``CommitLog`` is cached per table (and its ``commit.log.*`` settings, which every
+job takes as ``checkpoint_interval`` and ``retention_ms``) in the executor process; it re-reads
+the log before every decision, so another executor's commits are always seen (the filesystem
+is the truth). Errors with a meaning (``CommitRejected``, ``StorageCorrupt``, ``ConfigError`` …) are
 returned as ``{"error": [class name, message]}`` rather than raised, because the pool reports
 any raised exception as a retriable ``WriteFailed``; ``raise_for`` turns them back into the
 right class on the task's side.
@@ -26,6 +29,7 @@ Imports only the standard library and ``daemon`` modules that do at import time.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import os
 import signal
@@ -39,7 +43,9 @@ from daemon.connectors.records import OffsetRange, TopicPartition
 from daemon.storage import commitlog as commitlog_module
 from daemon.storage.commitlog import CommitLog, DataFile
 
-_LOGS: dict[tuple[str, float], CommitLog] = {}
+_LOGS: dict[tuple[str, float, int, int], CommitLog] = {}
+#: ``commit.log.checkpoint.interval`` and ``commit.log.retention.ms`` when a caller passes none.
+INTERVAL, RETENTION_MS = 100, 7 * 24 * 3600 * 1000
 _GUARD = threading.Lock()
 
 #: Points at which ``flush(crash_after=...)`` SIGKILLs its own executor, for fault tests:
@@ -47,8 +53,16 @@ _GUARD = threading.Lock()
 CRASH_POINTS = ("write", "publish")
 
 
-def commit_log(spark: Any, path: str, stale_after: float) -> CommitLog:
-    """The opened commit log of the table at ``path`` (cached in this process)."""
+def commit_log(
+    spark: Any,
+    path: str,
+    stale_after: float,
+    checkpoint_interval: int = INTERVAL,
+    retention_ms: int = RETENTION_MS,
+) -> CommitLog:
+    """The opened commit log of the table at ``path`` (cached in this process, per settings:
+    the connector's ``commit.log.*`` settings decide when it checkpoints and what its
+    clean-up keeps)."""
     from daemon.storage.hadoopfs import HadoopFs
 
     if spark is None:
@@ -56,12 +70,19 @@ def commit_log(spark: Any, path: str, stale_after: float) -> CommitLog:
             f"path: {path} is a Hadoop filesystem URI; its commit log needs executors with "
             "Spark (executor.spark.enabled)"
         )
+    key = (path, stale_after, checkpoint_interval, retention_ms)
     with _GUARD:
-        log = _LOGS.get((path, stale_after))
+        log = _LOGS.get(key)
         if log is None:
             fs = HadoopFs(spark, path, stale_after=stale_after)
-            log = CommitLog(path, fs=fs, stale_after=stale_after).open()
-            _LOGS[(path, stale_after)] = log
+            log = CommitLog(
+                path,
+                fs=fs,
+                stale_after=stale_after,
+                checkpoint_interval=checkpoint_interval,
+                retention_ms=retention_ms,
+            ).open()
+            _LOGS[key] = log
         return log
 
 
@@ -100,6 +121,8 @@ def open_table(
     *,
     path: str,
     stale_after: float,
+    checkpoint_interval: int = INTERVAL,
+    retention_ms: int = RETENTION_MS,
     connector: str = "",
     task: int = 0,
     epoch: int = 0,
@@ -115,7 +138,7 @@ def open_table(
     raises its epoch above it and asks again."""
 
     def run() -> dict[str, Any]:
-        log = commit_log(spark, path, stale_after)
+        log = commit_log(spark, path, stale_after, checkpoint_interval, retention_ms)
         tps = _tps(partitions)
         if not tps:
             log.recover()
@@ -144,6 +167,8 @@ def flush(
     *,
     path: str,
     stale_after: float,
+    checkpoint_interval: int = INTERVAL,
+    retention_ms: int = RETENTION_MS,
     commit_id: str,
     connector: str,
     task: int,
@@ -162,7 +187,7 @@ def flush(
     offsets = [OffsetRange(str(t), int(p), int(s), int(e)) for t, p, s, e in ranges]
 
     def run() -> dict[str, Any]:
-        log = commit_log(spark, path, stale_after)
+        log = commit_log(spark, path, stale_after, checkpoint_interval, retention_ms)
         files: list[DataFile] = []
         written: dict[str, Any] = {}
         try:
@@ -194,11 +219,19 @@ def _die() -> None:
 
 
 def abort(
-    spark: Any, batch: Any, *, path: str, stale_after: float, commit_id: str
+    spark: Any,
+    batch: Any,
+    *,
+    path: str,
+    stale_after: float,
+    commit_id: str,
+    checkpoint_interval: int = INTERVAL,
+    retention_ms: int = RETENTION_MS,
 ) -> dict[str, Any]:
     """Give up ``commit_id`` after its executor died: ``{"landed": True}`` if its record was
     created after all (the commit was finished), else its staged files are deleted."""
-    return _job(lambda: {"landed": commit_log(spark, path, stale_after).abort(commit_id)})
+    log = functools.partial(commit_log, spark, path, stale_after, checkpoint_interval, retention_ms)
+    return _job(lambda: {"landed": log().abort(commit_id)})
 
 
 def skip_offsets(
@@ -207,6 +240,8 @@ def skip_offsets(
     *,
     path: str,
     stale_after: float,
+    checkpoint_interval: int = INTERVAL,
+    retention_ms: int = RETENTION_MS,
     connector: str,
     task: int,
     epoch: int,
@@ -220,7 +255,7 @@ def skip_offsets(
     (tp,) = _tps([partition])
 
     def run() -> dict[str, Any]:
-        log = commit_log(spark, path, stale_after)
+        log = commit_log(spark, path, stale_after, checkpoint_interval, retention_ms)
         record = log.skip(connector, task, epoch, tp, int(start), int(end), reason=reason)
         return {"seq": record.seq}
 
@@ -228,12 +263,19 @@ def skip_offsets(
 
 
 def clean_up(
-    spark: Any, batch: Any, *, path: str, stale_after: float, budget: float
+    spark: Any,
+    batch: Any,
+    *,
+    path: str,
+    stale_after: float,
+    budget: float,
+    checkpoint_interval: int = INTERVAL,
+    retention_ms: int = RETENTION_MS,
 ) -> dict[str, Any]:
     """Delete commit records no opener needs (``CommitLog.clean_up``) for ``budget`` s."""
 
     def run() -> dict[str, Any]:
-        log = commit_log(spark, path, stale_after)
+        log = commit_log(spark, path, stale_after, checkpoint_interval, retention_ms)
         report = log.clean_up(deadline=time.monotonic() + budget)
         return {"report": dataclasses.asdict(report)}
 
@@ -241,12 +283,19 @@ def clean_up(
 
 
 def read_offsets(
-    spark: Any, batch: Any, *, path: str, stale_after: float, connector: str = ""
+    spark: Any,
+    batch: Any,
+    *,
+    path: str,
+    stale_after: float,
+    connector: str = "",
+    checkpoint_interval: int = INTERVAL,
+    retention_ms: int = RETENTION_MS,
 ) -> dict[str, Any]:
     """The committed next offset of every partition ``connector`` owns (all without it)."""
 
     def run() -> dict[str, Any]:
-        log = commit_log(spark, path, stale_after)
+        log = commit_log(spark, path, stale_after, checkpoint_interval, retention_ms)
         tps = log.owned_by(connector) if connector else None
         return {"offsets": _offsets_out(log.committed_offsets(tps))}
 
@@ -259,6 +308,8 @@ def alter_offsets(
     *,
     path: str,
     stale_after: float,
+    checkpoint_interval: int = INTERVAL,
+    retention_ms: int = RETENTION_MS,
     connector: str,
     offsets: Sequence[Sequence[Any]],
 ) -> dict[str, Any]:
@@ -268,19 +319,28 @@ def alter_offsets(
     }
 
     def run() -> dict[str, Any]:
-        commit_log(spark, path, stale_after).alter_offsets(wanted, connector=connector)
+        log = commit_log(spark, path, stale_after, checkpoint_interval, retention_ms)
+        log.alter_offsets(wanted, connector=connector)
         return {}
 
     return _job(run)
 
 
 def reset_offsets(
-    spark: Any, batch: Any, *, path: str, stale_after: float, connector: str
+    spark: Any,
+    batch: Any,
+    *,
+    path: str,
+    stale_after: float,
+    connector: str,
+    checkpoint_interval: int = INTERVAL,
+    retention_ms: int = RETENTION_MS,
 ) -> dict[str, Any]:
     """Forget every partition's committed offset."""
 
     def run() -> dict[str, Any]:
-        commit_log(spark, path, stale_after).reset_offsets(connector=connector)
+        log = commit_log(spark, path, stale_after, checkpoint_interval, retention_ms)
+        log.reset_offsets(connector=connector)
         return {}
 
     return _job(run)

@@ -64,7 +64,13 @@ from daemon.connectors.parquet.settings import (
     table_path,
     write_timeout,
 )
-from daemon.connectors.parquet.table import JOBS, LOG_JOB_TIMEOUT, TableLog, table_log
+from daemon.connectors.parquet.table import (
+    JOBS,
+    LOG_JOB_TIMEOUT,
+    TableLog,
+    log_job_kwargs,
+    table_log,
+)
 from daemon.connectors.parquet.write import tidy
 from daemon.connectors.records import OffsetRange, RecordBatch, TopicPartition
 from daemon.errors import ConfigError
@@ -85,8 +91,8 @@ __all__ = [
 
 log = logging.getLogger("connectd.connectors.parquet")
 
-#: Seconds between two clean-ups of a local table's commit log, and the deadline of one (short:
-#: a stop cancels it, and its thread ends by it, so the daemon's exit never waits longer).
+#: Seconds between two clean-ups of a table's commit log, and the deadline of one (short: a
+#: stop cancels it, and its thread or job ends by it, so the daemon's exit never waits longer).
 CLEAN_UP_EVERY, CLEAN_UP_BUDGET = 60.0, 5.0
 
 
@@ -206,12 +212,7 @@ async def _hadoop_job(
         )
     settings = ParquetSettings.from_config(config)
     result = await run(
-        f"{JOBS}:{fn}",
-        None,
-        timeout=LOG_JOB_TIMEOUT,
-        path=settings.path,
-        stale_after=settings.staging_lease,
-        **kwargs,
+        f"{JOBS}:{fn}", None, timeout=LOG_JOB_TIMEOUT, **log_job_kwargs(settings), **kwargs
     )
     return raise_for(result)
 
@@ -311,10 +312,12 @@ class ParquetSinkTask(SinkTask):
 
     def _maybe_clean_up(self) -> None:
         """At most every ``CLEAN_UP_EVERY`` s, in the background: delete the commit records
-        that no opener needs any more (the log stays small over months). Local tables only:
-        on a Hadoop filesystem the clean-up lists the log through the executor's JVM, in the
-        task's one executor slot, where it would hold the next write back (not done yet)."""
-        if self._log.kind != "local" or self.context.is_closing:
+        that no opener needs any more (the log stays small over months). A local table's in a
+        thread; a Hadoop table's in an executor job (``parquet.jobs.clean_up``), off the write
+        path: it touches only the names it deletes (no listing of the log), within
+        ``CLEAN_UP_BUDGET``, and a stop cancels it (the pool kills the executor running it:
+        a clean-up is safe to stop at any instant)."""
+        if self.context.is_closing:
             return
         if self._cleaning is not None and not self._cleaning.done():
             return

@@ -90,6 +90,17 @@ def table_log(settings: ParquetSettings, ctx: SinkTaskContext, write_function: s
     return LocalTable(settings, ctx, write_function)
 
 
+def log_job_kwargs(settings: ParquetSettings) -> dict[str, Any]:
+    """Where a Hadoop table's commit-log jobs find the table, and how its log is kept (the
+    executor caches one ``CommitLog`` per table and settings: ``parquet.jobs.commit_log``)."""
+    return {
+        "path": settings.path,
+        "stale_after": settings.staging_lease,
+        "checkpoint_interval": settings.checkpoint_interval,
+        "retention_ms": settings.retention_ms,
+    }
+
+
 def _write_kwargs(settings: ParquetSettings) -> dict[str, Any]:
     return {
         "format": settings.format,
@@ -220,7 +231,7 @@ class HadoopTable:
 
     def __init__(self, settings: ParquetSettings, ctx: SinkTaskContext, write_function: str):
         self.settings, self.ctx, self.write_function = settings, ctx, write_function
-        self._where = {"path": settings.path, "stale_after": settings.staging_lease}
+        self._where = log_job_kwargs(settings)
 
     async def _job(self, fn: str, batch: pa.Table | None = None, **kwargs: Any) -> Any:
         timeout = kwargs.pop("timeout", LOG_JOB_TIMEOUT)

@@ -80,7 +80,7 @@ async def test_a_hadoop_table_raises_the_epoch_through_its_jobs(
     local = tmp_path / "t"
     claimed(local, 10)
     monkeypatch.setattr(
-        jobs, "commit_log", lambda spark, path, stale_after: CommitLog(local).open()
+        jobs, "commit_log", lambda spark, path, stale_after, *settings: CommitLog(local).open()
     )
     store = EpochStore(tmp_path / "fresh-state")
     ctx, config = context(local, store.next_epoch("orders"))

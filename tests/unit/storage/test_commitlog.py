@@ -406,7 +406,7 @@ def test_writer_commits_and_dies_while_a_cleaner_looks_at_its_staging(
     real_try_lock = fs._try_lock
 
     def writer_commits_then_dies(path: Path) -> int | None:
-        if path.name == f"{commit_id}.lock" and commit_id in writer._held:
+        if path.name == f"{commit_id}.lock" and commit_id in writer._staging.held:
             monkeypatch.setattr(writer, "_apply", lambda record: None)  # dies after the record
             writer.commit("sink", 0, 1, [r(TP0, 0, 6)], commit_id=commit_id)
             writer.close()  # the process is gone: its lock with it

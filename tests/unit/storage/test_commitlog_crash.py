@@ -51,7 +51,7 @@ def _recover_and_check(kit: Kit, table: Path, second: dict[str, bytes], retry_ep
     """Reopen as a new incarnation would; check exactly-once; write the second batch again if
     it did not land; check again. Returns whether the killed commit had landed."""
     log = CommitLog(table, stale_after=0).open()
-    log.clean_up()  # a killed publisher's temporary file goes in the background clean-up
+    log.clean_up(sweep_temps=True)  # a killed publisher's temporary file: the clean-up sweeps it
     ends = log.committed_offsets()
     assert ends in (BEFORE, AFTER)
     kit.assert_exactly_once(table, ends)
@@ -136,7 +136,7 @@ def test_kill_at_every_step_of_operator_records(kit: Kit, tmp_path: Path) -> Non
         status = kit.run_killed_at(step, lambda table=table: operate(table))
         assert status in (0, kit.killed)
         log = CommitLog(table, stale_after=0).open()
-        log.clean_up()
+        log.clean_up(sweep_temps=True)
         kinds = [rec.kind for rec in log.records()]
         assert kinds in (["commit"], ["commit", "fence"], ["commit", "fence", "offsets"])
         assert log.committed_offsets() == ({TP0: 4, TP1: 5} if "offsets" in kinds else BEFORE)
