@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from daemon.errors import PoolClosed, WriteTimeout
+from daemon.executor.info import ExecutorState
 from daemon.executor.lease import WriteLease
 
 if TYPE_CHECKING:
@@ -178,3 +179,14 @@ class ExecutorBinding:
     def current_pid(self) -> int | None:
         """The executor writing for this task id now, if any."""
         return self.executors.current_pid(self.task_id)
+
+    def released(self, pid: int) -> bool:
+        """Whether the pool holds ``pid`` as a live executor that writes nothing for this task
+        id (idle, or leased to another task): the write it did for this task, if any, ended
+        with its outcome reported, so it is no threat to a new incarnation."""
+        for info in self.executors.snapshot():
+            if info.pid == pid:
+                return info.state is ExecutorState.IDLE or (
+                    info.state is ExecutorState.BUSY and info.task_id != self.task_id
+                )
+        return False

@@ -139,14 +139,17 @@ async def stop_incarnation(
         ) from None
     leader = _leader(members, pid, suspect)
     await _confirm_released(inc, [leader, suspect], kill_timeout - (time.monotonic() - killed_at))
+    # The write seen at the deadline may have ended with its outcome in the instant before the
+    # kill: its executor went back to the pool, alive and rightly so, and nothing was killed.
+    finished = pid is not None and inc.binding.released(pid)
     report = StopReport(
         task,
         inc.epoch,
         False,
         time.monotonic() - started,
-        killed_pid=pid,
-        tree=tuple(sorted(members)),
-        reap_seconds=time.monotonic() - killed_at,
+        killed_pid=None if finished else pid,
+        tree=() if finished else tuple(sorted(members)),
+        reap_seconds=None if finished else time.monotonic() - killed_at,
     )
     log.warning(report.describe(graceful_timeout))
     return report
@@ -177,11 +180,16 @@ async def _confirm_released(
     writing when the kill came, one an earlier attempt suspected) runs, as /proc shows.
 
     A zombie counts as ended: it runs nothing and holds no memory. The pool waits for its
-    executors (``waitpid``) before it lets the task id go, which the holder check covers."""
+    executors (``waitpid``) before it lets the task id go, which the holder check covers.
+
+    So does an executor the pool has taken back (idle, or writing for another task): the write
+    it did for this task ended with its outcome reported, in the instant between the deadline
+    that named it and the kill. Waiting for it to die would wait forever."""
     deadline = time.monotonic() + max(budget, 0.5)
     while True:
         holder = inc.binding.current_pid()
-        alive = await asyncio.to_thread(_running, executors)
+        running = await asyncio.to_thread(_running, executors)
+        alive = [s for s in running if not inc.binding.released(s.pid)]
         if holder is None and not alive:
             return
         if time.monotonic() >= deadline:

@@ -33,12 +33,16 @@ class StandIn:
         self.holding = True
         self.closed_gracefully = False
         self.immortal = behaviour == "immortal"
-        self.binding = SimpleNamespace(current_pid=self._pid)
+        self.binding = SimpleNamespace(current_pid=self._pid, released=self._released)
         self._asked = asyncio.Event()
         self._runner = asyncio.get_running_loop().create_task(self._run())
 
     def _pid(self) -> int | None:
         return self.executor.pid if self.holding else None
+
+    def _released(self, pid: int) -> bool:
+        """The pool took the executor back (idle): only after a write that finished."""
+        return self.behaviour == "finished" and not self.holding
 
     async def _run(self) -> None:
         if self.behaviour == "graceful":
@@ -52,6 +56,9 @@ class StandIn:
             if self.behaviour == "hang":
                 self.executor.kill()
                 await asyncio.to_thread(self.executor.wait)
+                self.holding = False
+                raise
+            if self.behaviour == "finished":  # the write ended just before the cancel came
                 self.holding = False
                 raise
             if self.behaviour == "survivor":  # "forgets" its executor without killing it
@@ -133,6 +140,23 @@ async def test_an_executor_that_survives_the_kill_is_stop_failed() -> None:
         with pytest.raises(StopFailed, match="could not be reaped: executor pid"):
             await _stop(inc, graceful=0.1, kill=0.5)
         assert read_stat(inc.executor.pid) is not None  # so no new incarnation may start
+    finally:
+        inc.cleanup()
+
+
+async def test_a_write_that_ended_just_before_the_kill_leaves_its_executor_alone(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The deadline saw the executor writing; the write then ended with its outcome and the
+    pool took the executor back (idle) before the kill. It must not be waited for to die: that
+    stalled a connector for good in the soak (every restart waited for an idle executor)."""
+    inc = StandIn("finished")
+    try:
+        with caplog.at_level(logging.INFO):
+            report = await _stop(inc, graceful=0.1, kill=0.5)
+        assert not report.graceful and report.killed_pid is None and report.tree == ()
+        assert read_stat(inc.executor.pid) is not None  # alive, back in the pool
+        assert "cancelled it (no executor was writing for it)" in caplog.text
     finally:
         inc.cleanup()
 
