@@ -112,9 +112,7 @@ class CommitLog:
         self._lock = threading.RLock()
         self._state = LogState(self.location)
         self._staging = Staging(self.fs)
-        self._file = LogFile(
-            self.fs, self._state, interval=checkpoint_interval, retention_ms=retention_ms
-        )
+        self._file = LogFile(self.fs, self._state, interval=checkpoint_interval)
         self._cleaner = Cleaner(self.fs, retention_ms=retention_ms, stale_after=stale_after)
         self._opened = False
         self._read_only = False

@@ -2,10 +2,14 @@
 (``daemon.storage.logstate``), appending the next record, publishing due checkpoints.
 
 ``LogFile`` starts from the latest checkpoint and reads the records after it, by name
-(``<seq + 1>``, until one is missing: the end of the log). A record deleted by a clean-up before
-this reader got to it is never needed: a checkpoint past it was published first, and the reader
-jumps to it (``refresh`` after half the retention without reaching the end, ``jump_past_cleaned``
-before every publish). ``CommitLog`` holds one and calls it under its lock.
+(``<seq + 1>``, until one is missing). A missing record is the end of the log only if no
+checkpoint past this reader's position exists: a record deleted by a clean-up before this reader
+got to it is never needed, because a checkpoint past it was published first, and the reader
+jumps to it (``jump_past_cleaned``: one listing of the small checkpoint directory each time a
+read reaches a missing record). Another writer's clean-up may run with a shorter
+``commit.log.retention.ms`` than this reader's (two connectors on one table), so no reader
+infers "nothing was cleaned since I last looked" from its own retention. ``CommitLog`` holds
+one and calls it under its lock.
 
 Checkpoints: the committer whose record's seq is a multiple of the interval publishes a
 checkpoint once every record up to it is done (rolling others' unfinished ones forward); a
@@ -18,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -38,19 +41,19 @@ from daemon.storage.records import CommitRecord
 
 log = logging.getLogger("connectd.storage.commitlog")
 
+#: Listings of the checkpoint directory before a reader gives up jumping past cleaned records
+#: (each one found every newer checkpoint deleted before it could be read).
+JUMP_ATTEMPTS = 5
+
 
 class LogFile:
     """The log on ``fs``, read into and written from ``state`` (see the module docs).
-    ``interval``: the checkpoint interval (memory stays within about two of it);
-    ``retention_ms``: this instance's ``commit.log.retention.ms``. Not thread-safe: the
-    owning ``CommitLog`` calls it under its lock."""
+    ``interval``: the checkpoint interval (memory stays within about two of it). Not
+    thread-safe: the owning ``CommitLog`` calls it under its lock."""
 
-    def __init__(self, fs: TableFs, state: LogState, *, interval: int, retention_ms: int) -> None:
+    def __init__(self, fs: TableFs, state: LogState, *, interval: int) -> None:
         self.fs, self.state = fs, state
         self._interval = interval
-        self._retention_ms = retention_ms
-        #: Wall time (ms) before the last read that found the end of the log; 0: never.
-        self._synced_ms = 0.0
         self._trim_probe_at = 0
 
     def load_latest(self) -> None:
@@ -61,7 +64,6 @@ class LogFile:
             if checkpoint is not None:  # else a clean-up deleted it since the listing
                 self.state.reset(checkpoint)
                 break
-        self._synced_ms = 0.0  # check for a newer checkpoint once the records run out
         self.refresh()
 
     def check_no_gap(self) -> None:
@@ -69,6 +71,9 @@ class LogFile:
         fs, state = self.fs, self.state
         while fs.exists(join(LOG, record_name(state.seq + 2))):
             if not fs.exists(join(LOG, record_name(state.seq + 1))):
+                if self.jump_past_cleaned():  # cleaned up under us since the last read
+                    self.refresh()
+                    continue
                 after = f"after checkpoint {state.base}" if state.base else "with no checkpoint"
                 raise StorageCorrupt(
                     f"commit log {fs.uri(LOG)} has a gap: record {state.seq + 1} is missing "
@@ -81,20 +86,12 @@ class LogFile:
         """Read the records created since the last read (by anyone)."""
         while True:
             name = join(LOG, record_name(self.state.seq + 1))
-            before_ms = time.time() * 1000
             data = self.fs.read(name)
             if data is None:
-                # A record we have not read was created after our last look at the end of the
-                # log; a clean-up deletes none younger than the retention. Past half of it, a
-                # clean-up may have deleted records we never read: jump to a newer checkpoint.
-                if before_ms - self._synced_ms >= self._retention_ms / 2:
-                    latest = max(checkpoint_seqs(self.fs), default=0)
-                    if latest > self.state.seq:
-                        checkpoint = read_checkpoint(self.fs, latest)
-                        if checkpoint is not None:
-                            self.state.reset(checkpoint)
-                        continue
-                self._synced_ms = before_ms
+                # The end of the log, unless a clean-up (any writer's, any retention) deleted
+                # records this reader never read: then a checkpoint past them exists.
+                if self.jump_past_cleaned():
+                    continue
                 return
             record = CommitRecord.from_json(data, source=self.fs.uri(name))
             if record.seq != self.state.seq + 1:
@@ -132,14 +129,20 @@ class LogFile:
         covers, and that checkpoint is published before the deletion: so a number this
         instance found free after its last read may be a deleted record's, never to be used
         again, exactly when such a checkpoint is there. One small listing per publish."""
-        for seq in reversed(checkpoint_seqs(self.fs)):
-            if seq <= self.state.seq:
+        for _ in range(JUMP_ATTEMPTS):
+            newer = [s for s in checkpoint_seqs(self.fs) if s > self.state.seq]
+            if not newer:
                 return False
-            checkpoint = read_checkpoint(self.fs, seq)
-            if checkpoint is not None:
-                self.state.reset(checkpoint)
-                return True
-        return False
+            for seq in reversed(newer):
+                checkpoint = read_checkpoint(self.fs, seq)
+                if checkpoint is not None:
+                    self.state.reset(checkpoint)
+                    return True
+            # Every one listed was deleted since the listing (a clean-up moved on): list again.
+        raise StorageCorrupt(
+            f"commit log {self.fs.uri(CHECKPOINT)}: checkpoints past record {self.state.seq} "
+            f"kept disappearing while read ({JUMP_ATTEMPTS} listings); try again"
+        )
 
     def publish(self, check: Callable[[], None], **fields: Any) -> CommitRecord:
         """Check against the latest state, then create the next record; on a lost race re-read

@@ -91,8 +91,8 @@ __all__ = [
 
 log = logging.getLogger("connectd.connectors.parquet")
 
-#: Seconds between two clean-ups of a table's commit log, and the deadline of one (short: a
-#: stop cancels it, and its thread or job ends by it, so the daemon's exit never waits longer).
+#: Seconds between two clean-ups of a local table's commit log, and the deadline of one (short:
+#: a stop cancels it, and its thread ends by it, so the daemon's exit never waits longer).
 CLEAN_UP_EVERY, CLEAN_UP_BUDGET = 60.0, 5.0
 
 
@@ -312,12 +312,12 @@ class ParquetSinkTask(SinkTask):
 
     def _maybe_clean_up(self) -> None:
         """At most every ``CLEAN_UP_EVERY`` s, in the background: delete the commit records
-        that no opener needs any more (the log stays small over months). A local table's in a
-        thread; a Hadoop table's in an executor job (``parquet.jobs.clean_up``), off the write
-        path: it touches only the names it deletes (no listing of the log), within
-        ``CLEAN_UP_BUDGET``, and a stop cancels it (the pool kills the executor running it:
-        a clean-up is safe to stop at any instant)."""
-        if self.context.is_closing:
+        that no opener needs any more (the log stays small over months), in a thread, within
+        ``CLEAN_UP_BUDGET``; a stop cancels it (a clean-up is safe to stop at any instant).
+        Local tables only: a Hadoop table's would run as an executor job under this task's id
+        (``parquet.jobs.clean_up``), where it holds the task's one write slot: the next flush,
+        and the closing flush of a rebalance or stop, would wait behind it (not done yet)."""
+        if self._log.kind != "local" or self.context.is_closing:
             return
         if self._cleaning is not None and not self._cleaning.done():
             return
