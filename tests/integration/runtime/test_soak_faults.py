@@ -115,10 +115,12 @@ def _tree(p: DaemonProcess) -> dict[int, float]:
 
 
 def _jvms(p: DaemonProcess) -> list[int]:
+    """The executors' Spark JVMs (not, say, the ``java -version`` of the daemon's start-up)."""
     out = []
     for pid in p.descendants():
         with contextlib.suppress(psutil.Error):
-            if psutil.Process(pid).name() == "java":
+            proc = psutil.Process(pid)
+            if proc.name() == "java" and "org.apache.spark.deploy.SparkSubmit" in proc.cmdline():
                 out.append(pid)
     return out
 
