@@ -61,6 +61,11 @@ def find_java(env: dict[str, str] | None = None) -> Java:
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise JavaUnavailable(f"could not run {exe} -version ({exc}); {INSTALL_HINT}") from exc
         match = _VERSION_RE.search(proc.stderr + proc.stdout)
+        if not match and proc.returncode < 0:  # not a Java problem: say what happened
+            raise JavaUnavailable(
+                f"{exe} -version was killed by signal {-proc.returncode} before it printed its"
+                " version; start connectd again"
+            )
         if not match:
             raise JavaUnavailable(f"could not read the version printed by {exe}; {INSTALL_HINT}")
         version = match.group("v")

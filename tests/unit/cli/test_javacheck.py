@@ -40,6 +40,16 @@ def test_too_old_java_names_what_to_install(tmp_path: Path) -> None:
         find_java({"JAVA_HOME": str(tmp_path / "jdk"), "PATH": "/nonexistent"})
 
 
+def test_a_java_killed_by_a_signal_is_not_called_unreadable(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "jdk" / "bin"
+    bin_dir.mkdir(parents=True)
+    exe = bin_dir / "java"
+    exe.write_text("#!/bin/sh\nkill -KILL $$\n")
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    with pytest.raises(JavaUnavailable, match=r"-version was killed by signal 9"):
+        find_java({"JAVA_HOME": str(tmp_path / "jdk"), "PATH": "/nonexistent"})
+
+
 def test_no_java_names_what_to_install() -> None:
     with pytest.raises(JavaUnavailable, match=r"no Java runtime found.*JAVA_HOME"):
         find_java({"PATH": "/nonexistent"})
