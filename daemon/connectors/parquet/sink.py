@@ -238,7 +238,9 @@ class ParquetSinkTask(SinkTask):
         self.commits = 0
         self.rows_written = 0
         self._cleaning: asyncio.Task[None] | None = None
-        self._cleaned_at = time.monotonic()
+        # The first clean-up comes after the first commit: a task restarted more often than
+        # CLEAN_UP_EVERY (reloads, rebalances, a daemon restarted often) still cleans up.
+        self._cleaned_at = -CLEAN_UP_EVERY
 
     async def open(self, partitions: Collection[TopicPartition]) -> None:
         tps = sorted(partitions)
