@@ -9,8 +9,12 @@ its executor like a hung write.
   commit record exclusively, move the files into place. If anything fails inside the job, the
   staged files are deleted (or the commit finished, if its record was created) before it
   returns. If the executor is killed, the task runs ``abort`` in another executor.
-- ``clean_up``: the commit log's clean-up (``CommitLog.clean_up``) under a budget, which the
-  task runs in the background now and then, as it does in a thread for a local table.
+- ``flush`` with ``clean_up_budget``: after the commit landed, the commit log's clean-up
+  (``CommitLog.clean_up``, no listing of the log) in the same job, for at most that many
+  seconds; the task asks for it once a minute. In the flush, not a job of its own: a job runs
+  under the task's id and holds its one write slot either way, and this way it never delays a
+  closing flush (which does not ask) nor waits for a free executor. ``clean_up`` alone
+  exists for operators and tests.
 - ``open_table`` (fence and read at partition assignment), ``abort``, ``skip_offsets`` (a
   gap left by retention, ``errors.offset.out.of.range=earliest``), and the connector's
   offsets jobs (``read_offsets``, ``alter_offsets``, ``reset_offsets``).
@@ -177,10 +181,13 @@ def flush(
     write_function: str = "daemon.connectors.parquet.write:write_staged",
     write_kwargs: Mapping[str, Any] | None = None,
     crash_after: str | None = None,
+    clean_up_budget: float = 0.0,
 ) -> dict[str, Any]:
     """Write ``batch`` and commit it as covering ``ranges`` ([topic, partition, start, end]),
     in this job. ``{"files": n, "seconds": s, "write_seconds": w}``, or ``{"error": ...}``
-    after the staged files were deleted. ``crash_after``: see ``CRASH_POINTS``."""
+    after the staged files were deleted. ``crash_after``: see ``CRASH_POINTS``. With
+    ``clean_up_budget`` > 0, then the log's clean-up for at most that long: its report as
+    ``"clean_up"`` (or its error as ``"clean_up_error"``: the commit stands either way)."""
     from daemon.connectors.parquet.write import tidy
 
     began = time.monotonic()
@@ -205,11 +212,19 @@ def flush(
         except BaseException:
             log.abort(commit_id)
             raise
-        return {
+        result: dict[str, Any] = {
             "files": len(files),
             "seconds": time.monotonic() - began,
             "write_seconds": float(written.get("seconds", 0.0)),
         }
+        if clean_up_budget > 0:
+            try:
+                deadline = time.monotonic() + clean_up_budget
+                report = log.clean_up(deadline=deadline, sweep_temps=False)
+                result["clean_up"] = dataclasses.asdict(report)
+            except Exception as exc:  # the log stays correct; the next one goes on
+                result["clean_up_error"] = f"{type(exc).__name__}: {exc}"
+        return result
 
     return _job(run)
 

@@ -74,7 +74,7 @@ from daemon.connectors.parquet.table import (
 from daemon.connectors.parquet.write import tidy
 from daemon.connectors.records import OffsetRange, RecordBatch, TopicPartition
 from daemon.errors import ConfigError
-from daemon.storage.commitlog import META, CommitLog
+from daemon.storage.commitlog import META, CleanUp, CommitLog
 
 __all__ = [
     "CONFIG_DEF",
@@ -91,7 +91,7 @@ __all__ = [
 
 log = logging.getLogger("connectd.connectors.parquet")
 
-#: Seconds between two clean-ups of a local table's commit log, and the deadline of one (short:
+#: Seconds between two clean-ups of a table's commit log, and the deadline of one (short:
 #: a stop cancels it, and its thread ends by it, so the daemon's exit never waits longer).
 CLEAN_UP_EVERY, CLEAN_UP_BUDGET = 60.0, 5.0
 
@@ -316,9 +316,9 @@ class ParquetSinkTask(SinkTask):
         """At most every ``CLEAN_UP_EVERY`` s, in the background: delete the commit records
         that no opener needs any more (the log stays small over months), in a thread, within
         ``CLEAN_UP_BUDGET``; a stop cancels it (a clean-up is safe to stop at any instant).
-        Local tables only: a Hadoop table's would run as an executor job under this task's id
-        (``parquet.jobs.clean_up``), where it holds the task's one write slot: the next flush,
-        and the closing flush of a rebalance or stop, would wait behind it (not done yet)."""
+        Local tables only: a Hadoop table's rides on a flush (``_hadoop_clean_up_budget``),
+        since a job of its own would hold the task's one write slot: the next flush, and the
+        closing flush of a rebalance or stop, would wait behind it."""
         if self._log.kind != "local" or self.context.is_closing:
             return
         if self._cleaning is not None and not self._cleaning.done():
@@ -327,6 +327,22 @@ class ParquetSinkTask(SinkTask):
             return
         self._cleaned_at = time.monotonic()
         self._cleaning = asyncio.create_task(self._clean_up())
+
+    def _hadoop_clean_up_budget(self) -> float:
+        """A Hadoop table's clean-up rides on a flush (``parquet.jobs.flush``): at most every
+        ``CLEAN_UP_EVERY`` s, never in a closing flush; ``CLEAN_UP_BUDGET`` s in that job."""
+        if self._log.kind == "local" or self.context.is_closing:
+            return 0.0
+        if time.monotonic() - self._cleaned_at < CLEAN_UP_EVERY:
+            return 0.0
+        self._cleaned_at = time.monotonic()
+        return CLEAN_UP_BUDGET
+
+    def _report_clean_up(self, outcome: CleanUp | str | None) -> None:
+        if isinstance(outcome, str):
+            log.warning("%s: commit log clean-up failed: %s", self.context.task_id, outcome)
+        elif outcome is not None and (outcome.records or not outcome.finished):
+            log.info("%s: commit log clean-up: %s", self.context.task_id, outcome)
 
     async def _clean_up(self) -> None:
         try:
@@ -366,8 +382,11 @@ class ParquetSinkTask(SinkTask):
         ctx, commit_log = self.context, self._log
         commit_id = CommitLog.new_commit_id()
         began = time.monotonic()
+        budget = self._hadoop_clean_up_budget()
         try:
-            written = await commit_log.write(table, ranges, commit_id, self.crash_after())
+            written = await commit_log.write(
+                table, ranges, commit_id, self.crash_after(), clean_up_budget=budget
+            )
         except BaseException as exc:
             # The executor (if any) is gone by now: the pool reaps it before raising.
             abort = asyncio.ensure_future(commit_log.abort(commit_id))
@@ -387,6 +406,7 @@ class ParquetSinkTask(SinkTask):
         self._landed(ranges)
         self.commits += 1
         self._maybe_clean_up()
+        self._report_clean_up(written.clean_up)
         self.rows_written += table.num_rows
         log.info(
             "%s: committed %d records (%s) in %d files, %.2f s (write %.2f s)",

@@ -55,6 +55,8 @@ LOG_JOB_TIMEOUT = 120.0
 class Written:
     files: int
     write_seconds: float
+    #: A Hadoop table's clean-up run in the same job (``clean_up_budget``), or why it failed.
+    clean_up: CleanUp | str | None = None
 
 
 class TableLog(Protocol):
@@ -70,7 +72,11 @@ class TableLog(Protocol):
         ranges: Collection[OffsetRange],
         commit_id: str,
         crash_after: str | None = None,
-    ) -> Written: ...
+        clean_up_budget: float = 0.0,
+    ) -> Written:
+        """Write and commit; ``clean_up_budget`` (Hadoop tables): then clean the log up in the
+        same executor job for at most that long (a local table cleans up in a thread)."""
+        ...
 
     async def abort(self, commit_id: str) -> bool: ...
 
@@ -172,6 +178,7 @@ class LocalTable:
         ranges: Collection[OffsetRange],
         commit_id: str,
         crash_after: str | None = None,  # Hadoop tables only
+        clean_up_budget: float = 0.0,  # Hadoop tables only
     ) -> Written:
         ctx, commit_log = self.ctx, self.log
         files: list[DataFile] = []
@@ -265,6 +272,7 @@ class HadoopTable:
         ranges: Collection[OffsetRange],
         commit_id: str,
         crash_after: str | None = None,
+        clean_up_budget: float = 0.0,
     ) -> Written:
         ctx = self.ctx
         result = await self._job(
@@ -279,8 +287,12 @@ class HadoopTable:
             write_function=self.write_function,
             write_kwargs=_write_kwargs(self.settings),
             crash_after=crash_after,
+            clean_up_budget=clean_up_budget,
         )
-        return Written(int(result["files"]), float(result["write_seconds"]))
+        cleaned: CleanUp | str | None = result.get("clean_up_error")
+        if "clean_up" in result:
+            cleaned = CleanUp(**result["clean_up"])
+        return Written(int(result["files"]), float(result["write_seconds"]), cleaned)
 
     async def abort(self, commit_id: str) -> bool:
         try:
