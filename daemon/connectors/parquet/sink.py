@@ -36,7 +36,6 @@ The connector also answers Connect's offsets API from the table's commit log
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Collection, Mapping
@@ -71,10 +70,11 @@ from daemon.connectors.parquet.table import (
     log_job_kwargs,
     table_log,
 )
+from daemon.connectors.parquet.upkeep import LogUpkeep
 from daemon.connectors.parquet.write import tidy
 from daemon.connectors.records import OffsetRange, RecordBatch, TopicPartition
 from daemon.errors import ConfigError
-from daemon.storage.commitlog import META, CleanUp, CommitLog
+from daemon.storage.commitlog import META, CommitLog
 
 __all__ = [
     "CONFIG_DEF",
@@ -90,10 +90,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("connectd.connectors.parquet")
-
-#: Seconds between two clean-ups of a table's commit log, and the deadline of one (short:
-#: a stop cancels it, and its thread ends by it, so the daemon's exit never waits longer).
-CLEAN_UP_EVERY, CLEAN_UP_BUDGET = 60.0, 5.0
 
 
 class ParquetSinkConnector(SinkConnector):
@@ -237,10 +233,7 @@ class ParquetSinkTask(SinkTask):
         await self._log.open()
         self.commits = 0
         self.rows_written = 0
-        self._cleaning: asyncio.Task[None] | None = None
-        # The first clean-up comes after the first commit: a task restarted more often than
-        # CLEAN_UP_EVERY (reloads, rebalances, a daemon restarted often) still cleans up.
-        self._cleaned_at = -CLEAN_UP_EVERY
+        self._upkeep = LogUpkeep(self._log, context.task_id)
 
     async def open(self, partitions: Collection[TopicPartition]) -> None:
         tps = sorted(partitions)
@@ -301,57 +294,12 @@ class ParquetSinkTask(SinkTask):
             self._committed.pop(tp, None)
 
     async def stop(self) -> None:
-        cleaning = getattr(self, "_cleaning", None)
-        if cleaning is not None and not cleaning.done():
-            # Not waited for: a clean-up is safe to stop at any instant (the next one goes on),
-            # and the graceful stop has better use for its seconds.
-            cleaning.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await cleaning
+        upkeep = getattr(self, "_upkeep", None)  # None if start failed
+        if upkeep is not None:
+            await upkeep.stop()
         commit_log = getattr(self, "_log", None)  # None if start failed
         if commit_log is not None:
             await commit_log.close()
-
-    def _maybe_clean_up(self) -> None:
-        """At most every ``CLEAN_UP_EVERY`` s, in the background: delete the commit records
-        that no opener needs any more (the log stays small over months), in a thread, within
-        ``CLEAN_UP_BUDGET``; a stop cancels it (a clean-up is safe to stop at any instant).
-        Local tables only: a Hadoop table's rides on a flush (``_hadoop_clean_up_budget``),
-        since a job of its own would hold the task's one write slot: the next flush, and the
-        closing flush of a rebalance or stop, would wait behind it."""
-        if self._log.kind != "local" or self.context.is_closing:
-            return
-        if self._cleaning is not None and not self._cleaning.done():
-            return
-        if time.monotonic() - self._cleaned_at < CLEAN_UP_EVERY:
-            return
-        self._cleaned_at = time.monotonic()
-        self._cleaning = asyncio.create_task(self._clean_up())
-
-    def _hadoop_clean_up_budget(self) -> float:
-        """A Hadoop table's clean-up rides on a flush (``parquet.jobs.flush``): at most every
-        ``CLEAN_UP_EVERY`` s, never in a closing flush; ``CLEAN_UP_BUDGET`` s in that job."""
-        if self._log.kind == "local" or self.context.is_closing:
-            return 0.0
-        if time.monotonic() - self._cleaned_at < CLEAN_UP_EVERY:
-            return 0.0
-        self._cleaned_at = time.monotonic()
-        return CLEAN_UP_BUDGET
-
-    def _report_clean_up(self, outcome: CleanUp | str | None) -> None:
-        if isinstance(outcome, str):
-            log.warning("%s: commit log clean-up failed: %s", self.context.task_id, outcome)
-        elif outcome is not None and (outcome.records or not outcome.finished):
-            log.info("%s: commit log clean-up: %s", self.context.task_id, outcome)
-
-    async def _clean_up(self) -> None:
-        try:
-            report = await self._log.clean_up(CLEAN_UP_BUDGET)
-        except Exception as exc:  # the log stays correct; the next run tries again
-            log.warning("%s: commit log clean-up failed: %s", self.context.task_id, exc)
-            return
-        if report.records or not report.finished:
-            log.info("%s: commit log clean-up: %s", self.context.task_id, report)
 
     @property
     def committed(self) -> dict[TopicPartition, int]:
@@ -382,7 +330,7 @@ class ParquetSinkTask(SinkTask):
         ctx, commit_log = self.context, self._log
         commit_id = CommitLog.new_commit_id()
         began = time.monotonic()
-        budget = self._hadoop_clean_up_budget()
+        budget = self._upkeep.flush_budget(self.context.is_closing)
         try:
             written = await commit_log.write(
                 table, ranges, commit_id, self.crash_after(), clean_up_budget=budget
@@ -405,8 +353,7 @@ class ParquetSinkTask(SinkTask):
             raise
         self._landed(ranges)
         self.commits += 1
-        self._maybe_clean_up()
-        self._report_clean_up(written.clean_up)
+        self._upkeep.committed(written.clean_up, self.context.is_closing)
         self.rows_written += table.num_rows
         log.info(
             "%s: committed %d records (%s) in %d files, %.2f s (write %.2f s)",

@@ -9,7 +9,7 @@ every 5 records (the settings reached the log the executor keeps for the Hadoop 
 SIGKILLed daemon's successor opens both tables and continues; every row is there once: rows ==
 distinct (partition, offset) == produced.
 
-The sink cleans up at most once a minute (``parquet.sink.CLEAN_UP_EVERY``) after a flush, so
+The sink cleans up at most once a minute (``parquet.upkeep.CLEAN_UP_EVERY``) after a flush, so
 records are produced at a steady pace until both logs were cleaned (one or two minutes).
 """
 
