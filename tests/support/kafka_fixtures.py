@@ -24,6 +24,20 @@ from support.kafka import KafkaBroker, create_topic, delete_topic, kafkactl, uni
 TopicFactory = Callable[..., Awaitable[str]]
 
 
+@pytest.fixture
+def own_broker() -> Iterator[KafkaBroker]:
+    """A broker of the test's own, for tests that stop and restart it (``halt``/``resume``):
+    the session's broker is shared and never stopped."""
+    broker = KafkaBroker()
+    unregister = procs.register_session_owner(broker.pids)
+    try:
+        broker.start()
+        yield broker
+    finally:
+        broker.stop()
+        unregister()
+
+
 @pytest.fixture(scope="session")
 def kafka_broker() -> Iterator[KafkaBroker | None]:
     """The session's own broker; None when KAFKA_BOOTSTRAP names an external cluster."""

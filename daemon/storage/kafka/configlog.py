@@ -34,7 +34,7 @@ from daemon.errors import ConnectdError
 from daemon.storage.kafka import configrecords as rec
 from daemon.storage.kafka.configrecords import ConfigLogState, ConfigSnapshot, Properties
 from daemon.storage.kafka.errors import ConfigWriteFailed, LeaderFenced, WriteOutcomeUnknown
-from daemon.storage.kafka.tail import TopicTail, client_options
+from daemon.storage.kafka.tail import TopicTail, client_options, start_producer
 from daemon.structs import TargetState, TaskId
 
 log = logging.getLogger("connectd.storage.configlog")
@@ -154,12 +154,7 @@ class ConfigLogWriter:
 
     async def start(self) -> None:
         """Connect and register the transactional id (this fences every older writer)."""
-        try:
-            async with asyncio.timeout(self.write_timeout):
-                await self._producer.start()
-        except BaseException:
-            await self._producer.stop()  # a half-started producer still holds connections
-            raise
+        await start_producer(self._producer, self.write_timeout)
         self._started = True
 
     async def stop(self) -> None:

@@ -29,7 +29,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.structs import ConsumerRecord
 
 from daemon.storage.kafka.errors import StoreTimeout
-from daemon.storage.kafka.tail import TopicTail, client_options
+from daemon.storage.kafka.tail import TopicTail, client_options, start_producer
 from daemon.structs import State, TaskId
 
 log = logging.getLogger("connectd.storage.status")
@@ -250,12 +250,7 @@ class StatusWriter:
         self._started = False
 
     async def start(self) -> None:
-        try:
-            async with asyncio.timeout(self.write_timeout):
-                await self._producer.start()
-        except BaseException:
-            await self._producer.stop()  # a half-started producer still holds connections
-            raise
+        await start_producer(self._producer, self.write_timeout)
         self._started = True
 
     async def stop(self) -> None:

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.structs import ConsumerRecord
 
 from daemon.storage.kafka.errors import StoreTimeout
@@ -32,6 +32,17 @@ Apply = Callable[[ConsumerRecord[bytes, bytes]], None]
 def client_options(client_settings: Mapping[str, Any] | None) -> dict[str, Any]:
     """aiokafka's connection options (security protocol, SASL, SSL context) for every client."""
     return dict(client_settings or {})
+
+
+async def start_producer(producer: AIOKafkaProducer, timeout: float) -> None:
+    """Start a store's writer under ``timeout``; one that fails to start is stopped (a
+    half-started producer still holds connections)."""
+    try:
+        async with asyncio.timeout(timeout):
+            await producer.start()
+    except BaseException:
+        await producer.stop()
+        raise
 
 
 class TopicTail:

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 from aiokafka.errors import TopicAlreadyExistsError
-from support import procs
 from support.daemon import DaemonFactory, wait_until, worker_properties
 from support.kafka import KafkaBroker, create_topic, kafkactl
 from support.spark import ThreadedPool
@@ -31,18 +30,6 @@ pytestmark = pytest.mark.integration
 
 OUTAGE_S = 8.0
 EVERY_S = 2.0
-
-
-@pytest.fixture
-def own_broker() -> Iterator[KafkaBroker]:
-    broker = KafkaBroker()
-    unregister = procs.register_session_owner(broker.pids)
-    try:
-        broker.start()
-        yield broker
-    finally:
-        broker.stop()
-        unregister()
 
 
 @pytest.fixture

@@ -29,7 +29,6 @@ import os
 import random
 import signal
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,7 +37,6 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pytest
 from aiokafka.errors import KafkaError
-from support import procs
 from support.daemon import ROOT, DaemonProcess, ProcessFactory, wait_until, worker_properties
 from support.kafka import KafkaBroker, create_topic, produce
 from support.tables import committed
@@ -82,19 +80,6 @@ def plan(rng: random.Random) -> list[Fault]:
             faults.append(Fault(kind, at, delay, early))
     faults.sort(key=lambda f: f.at)
     return faults
-
-
-@pytest.fixture
-def soak_broker() -> Iterator[KafkaBroker]:
-    """A broker of its own (the session's broker is shared and never stopped)."""
-    broker = KafkaBroker()
-    unregister = procs.register_session_owner(broker.pids)
-    try:
-        broker.start()
-        yield broker
-    finally:
-        broker.stop()
-        unregister()
 
 
 def _running(pid: int, started: float) -> bool:
@@ -264,7 +249,7 @@ class Soak:
 
 
 async def test_a_million_records_exactly_once_through_a_hundred_faults(
-    daemon_process: ProcessFactory, soak_broker: KafkaBroker, tmp_path: Path
+    daemon_process: ProcessFactory, own_broker: KafkaBroker, tmp_path: Path
 ) -> None:
     seed = int(os.environ.get("CONNECTD_SOAK_SEED", time.time_ns() % 100_000))
     rng = random.Random(seed)
@@ -272,10 +257,10 @@ async def test_a_million_records_exactly_once_through_a_hundred_faults(
     head = f"soak seed {seed} (CONNECTD_SOAK_SEED={seed} to replay), {RECORDS} records"
     print(f"\n{head}\nplan: {'; '.join(map(str, faults))}", flush=True)
 
-    topic = await create_topic(soak_broker.bootstrap, "soak", PARTITIONS)
+    topic = await create_topic(own_broker.bootstrap, "soak", PARTITIONS)
     table = tmp_path / "table"
     worker = worker_properties(
-        soak_broker.bootstrap,
+        own_broker.bootstrap,
         tmp_path / "state",
         **{"task.shutdown.graceful.timeout.ms": "2000", "executor.spark.master": "local[2]"},
     )
@@ -295,7 +280,7 @@ async def test_a_million_records_exactly_once_through_a_hundred_faults(
         "commit.log.retention.ms": "60000",
     }
     p = daemon_process(worker, [sink], wait=False)
-    soak = Soak(soak_broker, p, table, topic)
+    soak = Soak(own_broker, p, table, topic)
     producer = asyncio.create_task(soak.produce_all())
     watcher = asyncio.create_task(soak.watch())
     try:
