@@ -13,7 +13,7 @@ from daemon.connectors.registry import ConnectorRegistry
 from daemon.executor.settings import PoolSettings
 from daemon.metrics import Metrics
 from daemon.runtime.executors import Executors
-from daemon.runtime.worker import Worker
+from daemon.runtime.model import WorkerAPI
 
 if TYPE_CHECKING:
     from daemon.executor import ExecutorPool
@@ -73,7 +73,7 @@ def kill_timeout(executors: Executors | None) -> float:
 
 
 def rest_server(
-    worker: Worker, config: WorkerConfig, metrics: Metrics, registry: ConnectorRegistry
+    worker: WorkerAPI, config: WorkerConfig, metrics: Metrics, registry: ConnectorRegistry
 ) -> RestServer:
     from daemon.rest import FrontedRestServer, RestSettings, create_app
     from daemon.rest import RestServer as Server

@@ -51,7 +51,9 @@ from daemon.connectors.registry import (
 from daemon.errors import ConnectdError, InvalidConfig, ListenerUnavailable
 from daemon.executor.process import ORPHAN_GRACE, reap_exited_children
 from daemon.metrics import Metrics
+from daemon.runtime.connector import RuntimeEnv
 from daemon.runtime.executors import Executors
+from daemon.runtime.herder import DistributedWorker
 from daemon.runtime.looplag import LoopLag
 from daemon.runtime.worker import Worker
 from daemon.storage.standalone import ConfigStore, Origin, StandaloneStore
@@ -82,8 +84,6 @@ class Daemon:
         registry: ConnectorRegistry = default_registry,
         kill_timeout: float | None = None,
     ) -> None:
-        if plan.mode is not Mode.STANDALONE:
-            raise ConnectdError(f"{plan.mode.value} mode is not implemented yet; use standalone")
         self.plan = plan
         self.config = plan.worker
         self.handle_signals = handle_signals
@@ -94,7 +94,7 @@ class Daemon:
         self.rest: RestServer | None = None
         self._store = store
         self._kill_timeout = kill_timeout
-        self.worker: Worker | None = None
+        self.worker: Worker | DistributedWorker | None = None
         self.metrics = Metrics()
         self.lag = LoopLag(on_sample=self.metrics.observe_loop_lag)
         # Disabled unless run() (the CLI) reads $NOTIFY_SOCKET, or an embedder sets one.
@@ -154,26 +154,14 @@ class Daemon:
         try:
             await self._wait_for_kafka()
             await self._start_pool()
-            store = self._store or StandaloneStore(self.config.state_dir)
-            kill = self._kill_timeout or kill_timeout(self.executors)
-            self.worker = Worker(
-                self.config,
-                self._require_executors(),
-                store=store,
-                registry=self.registry,
-                kill_timeout=kill,
-                metrics=self.metrics,
-            )
-            self.metrics.watch_worker(self.worker)
-            self.metrics.watch_pool(self._require_executors())
-            if self._want_rest:
-                await self._start_rest(self.worker)
-            await self.worker.start(
-                [c.properties for c in self.plan.connectors], self._origins(self.plan)
-            )
+            if self.plan.mode is Mode.DISTRIBUTED:
+                await self._start_distributed()
+            else:
+                await self._start_standalone()
         except BaseException:
             await self.shutdown()
             raise
+        assert self.worker is not None
         log.info(
             "connectd %s worker %s started with %d connector(s)",
             self.plan.mode.value,
@@ -182,7 +170,65 @@ class Daemon:
         )
         self.notifier.ready(self.status())  # REST listens, connectors started
 
-    async def _start_rest(self, worker: Worker) -> None:
+    def _env(self) -> RuntimeEnv:
+        return Worker.runtime_env(
+            self.config,
+            self._require_executors(),
+            registry=self.registry,
+            kill_timeout=self._kill_timeout or kill_timeout(self.executors),
+            metrics=self.metrics,
+        )
+
+    async def _start_distributed(self) -> None:
+        """Join the group named by ``group.id``: REST first (its URL goes to the group), then
+        the internal topics, the config log, the first assignment (``Herder.start``)."""
+        from daemon.runtime.herder import DistributedWorker, Herder
+
+        herder = Herder(self.config, self._env())
+        worker = DistributedWorker(herder, self.registry)
+        self.worker = worker
+        self.metrics.watch_worker(worker)
+        self.metrics.watch_cluster(worker)
+        self.metrics.watch_pool(self._require_executors())
+        if not self._want_rest:
+            raise ConnectdError("distributed mode needs its REST API: other workers call it")
+        await self._start_rest(worker)
+        url = self._advertised_url()
+        herder.set_address(url, url.split("://", 1)[1])
+        timeout = max(30.0, self.config.startup_kafka_timeout.total_seconds())
+        await worker.start(timeout)
+
+    def _advertised_url(self) -> str:
+        """``rest.advertised.*`` over the first bound listener, as Connect advertises."""
+        assert self.rest is not None and self.rest.urls
+        scheme, _, address = self.rest.urls[0].partition("://")
+        host, _, port = address.rpartition(":")
+        c = self.config
+        scheme = c.rest_advertised_listener or scheme
+        host = c.rest_advertised_host_name or host
+        port = str(c.rest_advertised_port) if c.rest_advertised_port else port
+        return f"{scheme}://{host}:{port}"
+
+    async def _start_standalone(self) -> None:
+        store = self._store or StandaloneStore(self.config.state_dir)
+        kill = self._kill_timeout or kill_timeout(self.executors)
+        self.worker = Worker(
+            self.config,
+            self._require_executors(),
+            store=store,
+            registry=self.registry,
+            kill_timeout=kill,
+            metrics=self.metrics,
+        )
+        self.metrics.watch_worker(self.worker)
+        self.metrics.watch_pool(self._require_executors())
+        if self._want_rest:
+            await self._start_rest(self.worker)
+        await self.worker.start(
+            [c.properties for c in self.plan.connectors], self._origins(self.plan)
+        )
+
+    async def _start_rest(self, worker: Worker | DistributedWorker) -> None:
         from daemon.rest.server import BindError
 
         self.rest = rest_server(worker, self.config, self.metrics, self.registry)
@@ -190,7 +236,7 @@ class Daemon:
             await self.rest.start()
         except BindError as exc:  # its message names the listener and says why
             raise ListenerUnavailable(str(exc.strerror or exc)) from exc
-        if self.rest.urls:
+        if self.rest.urls and isinstance(worker, Worker):
             worker.set_worker_id(self.rest.urls[0].split("://", 1)[1])
 
     @staticmethod
@@ -264,13 +310,15 @@ class Daemon:
             new = await asyncio.to_thread(reread, self.plan, self.registry)
         except InvalidConfig as exc:
             log.error(
-                "Reload rejected, the running connectors are kept as they were; fix and send "
-                "SIGHUP again (systemctl reload):\n  %s",
+                "Reload rejected, the running connectors are kept as they were (and the settings);"
+                " fix and send SIGHUP again (systemctl reload):\n  %s",
                 "\n  ".join(str(p) for p in exc.problems),
             )
             return False
         self._apply_worker(new.worker)
         self.plan = new
+        if not isinstance(worker, Worker):  # distributed: connectors live in the config log
+            return True
         names = {c.name for c in new.connectors}
         for name in sorted(self._file_connectors - names):  # its file now names another
             await self._apply(f"Deleting connector {name}", worker.delete_connector(name))

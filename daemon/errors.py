@@ -146,6 +146,13 @@ class Conflict(ConnectdError):
         self.status = status
 
 
+class RemoteError(Conflict):
+    """Another worker of the cluster answered a forwarded request with an error, or could not be
+    reached; REST passes its status and message on unchanged (distributed mode)."""
+
+    retriable = True
+
+
 class StopFailed(ConnectdError):
     """A task's old incarnation could not be reaped (its executor tree would not die within
     the kill deadline), so no new incarnation was started: never two at once."""

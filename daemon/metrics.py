@@ -53,6 +53,13 @@ WRITE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 
 LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 
+class ClusterView(Protocol):
+    """A distributed worker: ``cluster()`` has ``generation``, ``leader``, ``rebalances``,
+    ``rebalance_seconds``, ``connectors``, ``tasks`` (this member's share), ``config_lag``."""
+
+    def cluster(self) -> Mapping[str, Any]: ...
+
+
 class PoolView(Protocol):
     """What the pool collector reads (``daemon.executor.ExecutorPool`` has both)."""
 
@@ -232,6 +239,10 @@ class Metrics:
         """Export the worker's connector and task states on every scrape (idempotent)."""
         self._watch(worker, _WorkerCollector(worker))
 
+    def watch_cluster(self, member: ClusterView) -> None:
+        """Export distributed mode's group figures on every scrape (idempotent)."""
+        self._watch(member, _ClusterCollector(member))
+
     def watch_pool(self, pool: PoolView) -> None:
         """Export the executor pool's state on every scrape (idempotent)."""
         self._watch(pool, _PoolCollector(pool))
@@ -395,3 +406,38 @@ class _PoolCollector(Collector):
             if info.rss_bytes is not None:
                 rss.add_metric([str(info.id)], info.rss_bytes)
         yield rss
+
+
+class _ClusterCollector(Collector):
+    def __init__(self, member: ClusterView) -> None:
+        self._member = member
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        c = self._member.cluster()
+        for name, help_text, value in (
+            (
+                "connectd_cluster_generation",
+                "The group generation this member joined.",
+                "generation",
+            ),
+            ("connectd_cluster_leader", "1 if this member leads the group.", "leader"),
+            ("connectd_cluster_connectors", "Connectors assigned to this member.", "connectors"),
+            ("connectd_cluster_tasks", "Tasks assigned to this member.", "tasks"),
+            (
+                "connectd_cluster_config_lag",
+                "Config-log records read but not yet applied to the work here.",
+                "config_lag",
+            ),
+        ):
+            yield GaugeMetricFamily(name, help_text, value=float(c[value]))
+        yield CounterMetricFamily(
+            "connectd_cluster_rebalances", "Rebalances this member completed.", c["rebalances"]
+        )
+        yield CounterMetricFamily(
+            "connectd_cluster_rebalance_seconds",
+            "Time spent applying rebalances (stopping and starting work).",
+            c["rebalance_seconds"],
+        )

@@ -318,6 +318,34 @@ class WorkerConfig(KafkaSettings, RestApiSettings):
         group=_GROUP,
         description="How long workers have to stop their tasks and rejoin during a rebalance.",
     )
+    scheduled_rebalance_max_delay: f.Millis = setting(
+        timedelta(milliseconds=300000),
+        key="scheduled.rebalance.max.delay.ms",
+        group=_GROUP,
+        description="How long the work of a worker that left on purpose (SIGTERM, a rolling"
+        " restart) stays reserved for it before it moves to the others.",
+    )
+    scheduled_rebalance_delay_crashed: f.Bool = setting(
+        False,
+        key="scheduled.rebalance.delay.crashed",
+        group=_GROUP,
+        description="true: a crashed worker's work waits scheduled.rebalance.max.delay.ms too,"
+        " exactly as in Kafka Connect; false: it moves as soon as the group notices the crash.",
+    )
+    worker_sync_timeout: f.Millis = setting(
+        timedelta(milliseconds=3000),
+        key="worker.sync.timeout.ms",
+        group=_GROUP,
+        description="How long a worker tries to read the config log to its end before it gives"
+        " up its work and rejoins.",
+    )
+    worker_unsync_backoff: f.Millis = setting(
+        timedelta(milliseconds=300000),
+        key="worker.unsync.backoff.ms",
+        group=_GROUP,
+        description="How long a worker that could not read the config log waits before it"
+        " rejoins the group.",
+    )
     # -- Config providers --------------------------------------------------------------------
     config_providers: f.StrList = setting(
         (),

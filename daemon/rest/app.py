@@ -17,7 +17,7 @@ from daemon.rest import admin, connectors, control, offsets, plugins, root
 from daemon.rest.access import access_log
 from daemon.rest.api import Operation, register
 from daemon.rest.auth import BasicAuth
-from daemon.rest.context import CONTEXT, RestContext, not_loaded_yet
+from daemon.rest.context import CONTEXT, RestContext, forwarded_request, not_loaded_yet
 from daemon.rest.errors import error_middleware
 from daemon.rest.front.protocol import SNAPSHOT_PATH, forwarded_scheme, snapshot_route
 from daemon.rest.openapi import build
@@ -60,7 +60,12 @@ def create_app(
     metrics.watch_worker(worker)
     ops = operations()
     auth = BasicAuth(settings.credentials_file) if settings.credentials_file else None
-    middlewares: list[Middleware] = [access_log, error_middleware, not_loaded_yet]
+    middlewares: list[Middleware] = [
+        access_log,
+        error_middleware,
+        not_loaded_yet,
+        forwarded_request,
+    ]
     if front_token is not None:
         middlewares.insert(0, forwarded_scheme)
     if auth is not None:

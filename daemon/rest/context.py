@@ -24,6 +24,7 @@ from daemon.metrics import Metrics
 from daemon.rest.errors import RestError
 from daemon.rest.loggers import LoggerLevels
 from daemon.rest.settings import RestSettings
+from daemon.runtime.herder.forward import FORWARDED, HEADER
 from daemon.runtime.model import WorkerAPI
 
 log = logging.getLogger("connectd.rest")
@@ -151,3 +152,16 @@ async def not_loaded_yet(request: web.Request, handler: Handler) -> web.StreamRe
         if context(request).starting():
             raise RestError(503, STILL_STARTING) from None
         raise
+
+
+@web.middleware
+async def forwarded_request(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Distributed mode: a request another worker forwarded here is never forwarded again
+    (``daemon.runtime.herder.forward``)."""
+    if request.headers.get(HEADER) != "1":
+        return await handler(request)
+    token = FORWARDED.set(True)
+    try:
+        return await handler(request)
+    finally:
+        FORWARDED.reset(token)

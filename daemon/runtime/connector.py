@@ -28,7 +28,7 @@ from daemon.runtime.restart import REAL_CLOCK, AutoRestarter, Clock, RestartPoli
 from daemon.runtime.slot import TaskSlot
 from daemon.runtime.steps import TaskMetrics, TaskSettings
 from daemon.runtime.task import Incarnation
-from daemon.storage.epochs import EpochStore
+from daemon.storage.epochs import Epochs
 
 log = logging.getLogger("connectd.worker")
 
@@ -41,7 +41,7 @@ class RuntimeEnv:
 
     worker: WorkerConfig
     executors: Executors
-    epochs: EpochStore
+    epochs: Epochs
     providers: Providers
     registry: ConnectorRegistry
     settings: TaskSettings
@@ -84,6 +84,12 @@ class ConnectorRuntime:
             f"Connector {name}", f"POST /connectors/{name}/restart", self._policy(), env.clock
         )
         self.lock = asyncio.Lock()  # one operation on this connector at a time
+        # Distributed mode (``place``): whether the connector instance runs on this worker,
+        # which of its tasks do, and the task configurations the config log holds. Standalone
+        # runs the instance and every task, with the configurations the instance generates.
+        self.runs_instance = True
+        self.only_tasks: frozenset[int] | None = None
+        self.given_task_configs: list[dict[str, str]] | None = None
 
     # ---- lifecycle (callers hold self.lock) ----
 
@@ -99,6 +105,9 @@ class ConnectorRuntime:
 
     async def _start_instance(self) -> bool:
         self.trace = None
+        if not self.runs_instance:  # distributed: another worker runs it; tasks from the log
+            self.task_configs = [dict(c) for c in self.given_task_configs or ()]
+            return True
         try:
             async with asyncio.timeout(CONNECTOR_CALL_TIMEOUT):
                 resolved = await asyncio.to_thread(resolve, self.config, self.env.providers)
@@ -114,7 +123,10 @@ class ConnectorRuntime:
                 self.auto.failed(exc, self._auto_restart)
             return False
         self.instance = instance
-        self.task_configs = [unresolve(c, self.config, resolved) for c in configs]
+        if self.given_task_configs is not None:
+            self.task_configs = [dict(c) for c in self.given_task_configs]
+        else:
+            self.task_configs = [unresolve(c, self.config, resolved) for c in configs]
         self.auto.running()
         log.info("Connector %s started with %d task(s)", self.name, len(configs))
         return True
@@ -133,7 +145,11 @@ class ConnectorRuntime:
     def _make(self, index: int) -> TaskSlot:
         task_id = TaskId(self.name, index)
         env = self.env
-        cls = type(self.instance) if self.instance is not None else None
+        cls: type[SinkConnector] | None = None
+        if self.instance is not None:
+            cls = type(self.instance)
+        elif not self.runs_instance:  # distributed: the class named by the config log's config
+            cls = env.registry.resolve(self.config["connector.class"])
 
         # The task's freshness outlives its incarnations; each reports through the recorder.
         freshness = Freshness()
@@ -185,7 +201,7 @@ class ConnectorRuntime:
 
     async def _start_tasks(self) -> None:
         for i in range(len(self.task_configs)):
-            if i not in self.slots:
+            if i not in self.slots and (self.only_tasks is None or i in self.only_tasks):
                 self.slots[i] = self._make(i)
         await asyncio.gather(
             *(slot.start() for slot in self.slots.values() if not slot.live),
@@ -247,7 +263,7 @@ class ConnectorRuntime:
     async def resume(self) -> None:
         was = self.target
         self.target = TargetState.RUNNING
-        if was is TargetState.STOPPED or self.instance is None:
+        if was is TargetState.STOPPED or (self.instance is None and self.runs_instance):
             await self.start()
             return
         for slot in self.slots.values():
@@ -286,6 +302,46 @@ class ConnectorRuntime:
             await self._start_tasks()  # tasks that never started (a failed connector's)
         finally:
             self._restarting = False
+
+    async def place(
+        self,
+        runs_instance: bool,
+        tasks: frozenset[int],
+        task_configs: list[dict[str, str]],
+    ) -> None:
+        """Distributed mode: run the instance here or not, and exactly ``tasks`` of
+        ``task_configs`` (the config log's). Tasks that moved away go through the stop sequence
+        before this returns; a change of task configurations restarts the tasks that stay."""
+        if task_configs != self.given_task_configs and self.given_task_configs is not None:
+            await self.stop_tasks("its task configurations changed")
+        gone = [i for i in self.slots if i not in tasks or i >= len(task_configs)]
+        results = await asyncio.gather(
+            *(self.slots[i].stop("it was assigned to another worker") for i in gone),
+            return_exceptions=True,
+        )
+        for index, result in zip(gone, results, strict=True):
+            self._collect_topics(self.slots[index])
+            if isinstance(result, BaseException):
+                log.error("Stopping task %s failed: %r", self.slots[index].id, result)
+            else:
+                del self.slots[index]
+        if self.runs_instance and not runs_instance:
+            self._halted = True
+            self.auto.cancel()
+            await self._stop_instance()
+        self.runs_instance = runs_instance
+        self.only_tasks = tasks
+        self.given_task_configs = [dict(c) for c in task_configs]
+        if self.target is TargetState.STOPPED:
+            return
+        self._started = True
+        self._halted = False
+        if (runs_instance and self.instance is None and self.trace is None) or not runs_instance:
+            if not await self._start_instance():
+                return
+        elif runs_instance:
+            self.task_configs = [dict(c) for c in task_configs]
+        await self._start_tasks()
 
     async def restart_task(self, index: int) -> None:
         slot = self.slots[index]

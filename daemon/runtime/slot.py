@@ -34,7 +34,7 @@ from daemon.runtime.restart import REAL_CLOCK, AutoRestarter, Clock, RestartPoli
 from daemon.runtime.steps import TaskMetrics, TaskSettings
 from daemon.runtime.stop import StopReport, stop_incarnation, suspect_of
 from daemon.runtime.task import Incarnation
-from daemon.storage.epochs import EpochStore
+from daemon.storage.epochs import Epochs
 
 log = logging.getLogger("connectd.worker")
 
@@ -50,7 +50,7 @@ class TaskSlot:
         task_id: TaskId,
         *,
         make: Callable[[int], Incarnation],
-        epochs: EpochStore,
+        epochs: Epochs,
         executors: Executors,
         graceful_timeout: float,
         kill_timeout: float,

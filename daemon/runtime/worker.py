@@ -44,7 +44,7 @@ from daemon.runtime.model import (
     TaskStatus,
 )
 from daemon.runtime.steps import TaskMetrics, TaskSettings
-from daemon.storage.epochs import EpochStore
+from daemon.storage.epochs import Epochs, EpochStore
 from daemon.storage.standalone import REST, ConfigStore, MemoryStore, Origin, StoredConnector
 
 log = logging.getLogger("connectd.worker")
@@ -65,7 +65,7 @@ class Worker:
         executors: Executors,
         *,
         store: ConfigStore | None = None,
-        epochs: EpochStore | None = None,
+        epochs: Epochs | None = None,
         registry: ConnectorRegistry = default_registry,
         worker_id: str | None = None,
         kill_timeout: float = DEFAULT_KILL_TIMEOUT,
@@ -75,14 +75,11 @@ class Worker:
         self.executors = executors
         self.store: ConfigStore = store if store is not None else MemoryStore()
         self.registry = registry
-        self.env = RuntimeEnv(
-            worker=config,
-            executors=executors,
-            epochs=epochs if epochs is not None else EpochStore(config.state_dir),
-            providers=Providers.from_worker(config),
+        self.env = self.runtime_env(
+            config,
+            executors,
+            epochs=epochs,
             registry=registry,
-            settings=TaskSettings.from_worker(config),
-            graceful_timeout=config.task_shutdown_graceful_timeout.total_seconds(),
             kill_timeout=kill_timeout,
             metrics=metrics,
         )
@@ -93,6 +90,29 @@ class Worker:
         self._lock = asyncio.Lock()  # guards the set of connector names
         self._started = False
         self._stopped = False
+
+    @staticmethod
+    def runtime_env(
+        config: WorkerConfig,
+        executors: Executors,
+        *,
+        epochs: Epochs | None = None,
+        registry: ConnectorRegistry = default_registry,
+        kill_timeout: float = DEFAULT_KILL_TIMEOUT,
+        metrics: TaskMetrics | None = None,
+    ) -> RuntimeEnv:
+        """What every connector of a worker shares (epochs default to ``state.dir``'s)."""
+        return RuntimeEnv(
+            worker=config,
+            executors=executors,
+            epochs=epochs if epochs is not None else EpochStore(config.state_dir),
+            providers=Providers.from_worker(config),
+            registry=registry,
+            settings=TaskSettings.from_worker(config),
+            graceful_timeout=config.task_shutdown_graceful_timeout.total_seconds(),
+            kill_timeout=kill_timeout,
+            metrics=metrics,
+        )
 
     # ---- lifecycle ----
 

@@ -26,10 +26,19 @@ import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Protocol
 from urllib.parse import quote
 
 from daemon.errors import StorageCorrupt
 from daemon.storage.atomic import atomic_write, fsync_dir
+
+
+class Epochs(Protocol):
+    """Where incarnations draw their epochs: ``next_epoch_async`` returns, for one connector, a
+    number greater than every one returned before (by this source, on any process sharing it)
+    and at least ``floor``."""
+
+    async def next_epoch_async(self, connector: str, *, floor: int = 1) -> int: ...
 
 
 class EpochStore:

@@ -152,6 +152,11 @@ class ConfigLogWriter:
         self._started = False
         self._closed: BaseException | None = None
 
+    @property
+    def closed(self) -> bool:
+        """A write failed or the writer was fenced: it writes nothing more (start a new one)."""
+        return self._closed is not None
+
     async def start(self) -> None:
         """Connect and register the transactional id (this fences every older writer)."""
         await start_producer(self._producer, self.write_timeout)

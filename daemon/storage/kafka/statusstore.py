@@ -37,6 +37,11 @@ log = logging.getLogger("connectd.storage.status")
 CONNECTOR_PREFIX = "status-connector-"
 TASK_PREFIX = "status-task-"
 TOPIC_PREFIX = "status-topic-"
+#: ``status-left-<member id>``: that member left the group on purpose (a SIGTERM, a rolling
+#: restart), written just before its LeaveGroup; the leader keeps its work reserved for it.
+LEFT_PREFIX = "status-left-"
+#: Members remembered as having left on purpose; older ones are forgotten first.
+MAX_LEFT = 1000
 DESTROYED = "DESTROYED"
 _K = TypeVar("_K", str, TaskId)  # Connect's pre-KIP-558 deletion marker
 
@@ -118,6 +123,7 @@ class StatusSnapshot:
     connectors: Mapping[str, Status]
     tasks: Mapping[TaskId, Status]
     positions: Mapping[int, int]
+    left: frozenset[str] = frozenset()
 
     def tasks_of(self, connector: str) -> dict[int, Status]:
         return {t.task: s for t, s in self.tasks.items() if t.connector == connector}
@@ -129,6 +135,7 @@ class StatusView:
     def __init__(self) -> None:
         self.connectors: dict[str, Status] = {}
         self.tasks: dict[TaskId, Status] = {}
+        self.left: dict[str, None] = {}  # member ids, oldest first
 
     def apply(self, key: bytes | None, value: bytes | None, offset: int) -> None:
         try:
@@ -146,6 +153,13 @@ class StatusView:
                 _skip(text, offset, "expected status-task-<connector>-<number>")
                 return
             self._put(self.tasks, TaskId(connector, int(number)), text, value, offset)
+        elif text.startswith(LEFT_PREFIX):
+            member = text[len(LEFT_PREFIX) :]
+            self.left.pop(member, None)
+            if value is not None:
+                self.left[member] = None
+                while len(self.left) > MAX_LEFT:
+                    del self.left[next(iter(self.left))]
         elif not text.startswith(TOPIC_PREFIX):
             _skip(text, offset, "unknown key")
 
@@ -213,6 +227,7 @@ class StatusReader:
             MappingProxyType(dict(self._view.connectors)),
             MappingProxyType(dict(self._view.tasks)),
             MappingProxyType({tp.partition: end for tp, end in ends.items()}),
+            frozenset(self._view.left),
         )
 
     async def __aenter__(self) -> StatusReader:
@@ -265,8 +280,15 @@ class StatusWriter:
     async def put_task(self, task: TaskId, status: Status | None) -> None:
         await self._send(task_key(task), status)
 
+    async def put_left(self, member_id: str, worker_id: str) -> None:
+        """Say that ``member_id`` (this worker, ``worker_id``) leaves the group on purpose."""
+        value = json.dumps({"worker_id": worker_id}).encode()
+        await self._send_raw(LEFT_PREFIX + member_id, value)
+
     async def _send(self, key: str, status: Status | None) -> None:
-        value = None if status is None else status.encode()
+        await self._send_raw(key, None if status is None else status.encode())
+
+    async def _send_raw(self, key: str, value: bytes | None) -> None:
         try:
             async with asyncio.timeout(self.write_timeout):
                 await self._producer.send_and_wait(self.topic, key=key.encode(), value=value)

@@ -1,0 +1,417 @@
+"""Distributed mode's worker loop: group membership, the config log and the work it runs.
+
+One ``Herder`` per daemon (Connect's ``DistributedHerder``, seed 001). ``start`` creates the
+internal topics if missing (refusing unusable ones: ``InternalTopicInvalid``, exit 78), reads the
+config log and the status topic to their ends, joins the group and returns once the first
+assignment is applied: READY means joined and read. Then one coroutine (``_main``) acts on
+everything in order:
+
+- **an assignment** (``Assigned``): read the config log at least to the offset the leader
+  assigned from; stop what is revoked (stop sequence: killed and reaped before this worker
+  rejoins, so the work never runs twice); start what is assigned; the leader (re)claims the
+  config log's transactional writer (which fences a replaced leader), a member that is no longer
+  leader drops it;
+- **a lost membership** (``Lost``: the session expired while this process was stopped or cut
+  off): every task here stops and its executors are killed before the member rejoins;
+- **a config change** read from the log: connectors added or removed, or a task count changed,
+  make this worker rejoin (a new round with its new config offset); other changes (a
+  configuration, a target state, a restart request) apply at once to the work running here.
+
+Statuses of the work here are written to the status topic with this member's generation
+(``daemon.storage.kafka.statusstore``: an older generation never overwrites a newer one) after
+every change and every ``STATUS_INTERVAL``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import time
+from dataclasses import dataclass
+
+from daemon.cluster import (
+    Allocation,
+    Assigned,
+    AssignmentError,
+    ClusterConfig,
+    Event,
+    Lost,
+    Member,
+    MemberSettings,
+    Policy,
+)
+from daemon.config import WorkerConfig
+from daemon.errors import ConnectdError
+from daemon.runtime.connector import RuntimeEnv
+from daemon.runtime.herder.local import LocalWork
+from daemon.storage.kafka import (
+    ConfigLogReader,
+    ConfigLogWriter,
+    ConfigSnapshot,
+    Status,
+    StatusReader,
+    StatusSnapshot,
+    StatusWriter,
+    StoreTimeout,
+    config_topic,
+    ensure_topics,
+    offsets_topic,
+    status_topic,
+)
+from daemon.storage.kafka.epochs import KafkaEpochs
+from daemon.structs import State, TaskId
+
+log = logging.getLogger("connectd.herder")
+
+#: How often the config log and the status topic are read for changes.
+POLL_INTERVAL = 0.25
+#: How often the statuses of the work here are written again even without a change.
+STATUS_INTERVAL = 30.0
+#: Bound on one read of an internal topic to its end while running.
+READ_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True)
+class Role:
+    """This member's place in the group as of its last completed rebalance."""
+
+    generation: int = -1
+    member_id: str = ""
+    leader: bool = False
+    leader_url: str | None = None
+
+
+class Herder:
+    """``set_address`` (the REST URL other workers reach this one at) before ``start``."""
+
+    def __init__(self, config: WorkerConfig, env: RuntimeEnv) -> None:
+        assert config.group_id and config.config_storage_topic
+        assert config.offset_storage_topic and config.status_storage_topic
+        from daemon.runtime.consumer import security_settings
+
+        self.config = config
+        self.url = ""
+        self.worker_id = ""
+        client = security_settings(config)
+        boot = ",".join(config.bootstrap_servers)
+        self._boot = boot
+        self._client = client
+        self._specs = (
+            config_topic(config.config_storage_topic, config.config_storage_replication_factor),
+            offsets_topic(
+                config.offset_storage_topic,
+                config.offset_storage_partitions,
+                config.offset_storage_replication_factor,
+            ),
+            status_topic(
+                config.status_storage_topic,
+                config.status_storage_partitions,
+                config.status_storage_replication_factor,
+            ),
+        )
+        self.epochs = KafkaEpochs(config.offset_storage_topic, boot, "", client_settings=client)
+        self.local = LocalWork(dataclasses.replace(env, epochs=self.epochs))
+        self.reader = ConfigLogReader(config.config_storage_topic, boot, client_settings=client)
+        self.status_reader = StatusReader(config.status_storage_topic, boot, client_settings=client)
+        self.status_writer = StatusWriter(config.status_storage_topic, boot, client_settings=client)
+        self.writer: ConfigLogWriter | None = None
+        self.member: Member | None = None
+        self.role = Role()
+        self.running = Allocation()
+        self.snapshot = ConfigSnapshot()
+        self.statuses = StatusSnapshot({}, {}, {})
+        self.rebalances = 0
+        self.rebalance_seconds = 0.0
+        self._read_lock = asyncio.Lock()  # one reader of the config log at a time
+        self._wake = asyncio.Event()
+        self._events: asyncio.Queue[Event] = asyncio.Queue()
+        self._applied_offset = -1  # the config offset the work here reflects
+        self._applied_snapshot = ConfigSnapshot()
+        self._restarts_from = 0  # restart requests at or after this offset are new
+        self._published: dict[str, tuple[State, str | None, int]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._first = asyncio.Event()
+        self.loaded = False  # the config log and the statuses were read once
+        self._started_work = False
+        self._stopping = False
+
+    # ---- lifecycle ----
+
+    def set_address(self, url: str, worker_id: str) -> None:
+        self.url = url
+        self.worker_id = worker_id
+        self.epochs.worker_id = worker_id
+
+    def _member(self) -> Member:
+        c = self.config
+        assert c.group_id and c.config_storage_topic
+        policy = Policy(
+            max_delay_ms=_ms(c.scheduled_rebalance_max_delay.total_seconds()),
+            delay_crashed=c.scheduled_rebalance_delay_crashed,
+        )
+        settings = MemberSettings(
+            group_id=c.group_id,
+            bootstrap_servers=self._boot,
+            topic=c.config_storage_topic,
+            url=self.url,
+            session_timeout_ms=_ms(c.session_timeout.total_seconds()),
+            heartbeat_interval_ms=_ms(c.heartbeat_interval.total_seconds()),
+            rebalance_timeout_ms=_ms(c.rebalance_timeout.total_seconds()),
+            policy=policy,
+            client=self._client,
+        )
+        return Member(
+            settings,
+            lambda: ClusterConfig.from_snapshot(self.snapshot),
+            left_on_purpose=lambda: self.statuses.left,
+        )
+
+    async def start(self, timeout: float) -> None:
+        """Topics, stores, the group, the first assignment applied (see the module docstring)."""
+        await ensure_topics(self._boot, self._specs, timeout=timeout, client_settings=self._client)
+        await self.reader.start(timeout)
+        await self.status_reader.start(timeout)
+        await self.status_writer.start()
+        await self.epochs.start()
+        self.snapshot = await self.reader.read_to_end(timeout)
+        self.statuses = await self.status_reader.read_to_end(timeout)
+        self.loaded = True
+        self._restarts_from = self.snapshot.offset
+        self.member = self._member()
+        await self.member.start()
+        self._tasks = [
+            asyncio.create_task(self._forward_events(), name="herder-events"),
+            asyncio.create_task(self._main(), name="herder-main"),
+            asyncio.create_task(self._poll(), name="herder-poll"),
+        ]
+        try:
+            async with asyncio.timeout(timeout):
+                await self._first.wait()
+        except TimeoutError:
+            raise StoreTimeout(
+                f"group {self.config.group_id!r}: no assignment within {timeout:g}s; is the "
+                "broker's group coordinator up?"
+            ) from None
+
+    async def stop(self) -> None:
+        """Stop the work here (stop sequence), say this member leaves on purpose, leave."""
+        self._stopping = True
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        await self.local.stop_all("the worker is shutting down")
+        if self.role.member_id:
+            with contextlib.suppress(ConnectdError, Exception):
+                await self._publish(force=True)
+                await self.status_writer.put_left(self.role.member_id, self.worker_id)
+        if self.member is not None:
+            with contextlib.suppress(Exception):
+                await self.member.leave()
+        await self._drop_writer()
+        for closing in (self.reader, self.status_reader, self.status_writer, self.epochs):
+            with contextlib.suppress(Exception):
+                await closing.stop()
+
+    @property
+    def config_lag(self) -> int:
+        """Config-log records read and not yet applied to the work here."""
+        return max(0, self.snapshot.offset - max(self._applied_offset, 0))
+
+    # ---- reading the stores ----
+
+    async def sync(self, at_least: int = 0, timeout: float = READ_TIMEOUT) -> ConfigSnapshot:
+        """Read the config log to its end (and at least to ``at_least``); wakes the loop when
+        something changed."""
+        async with self._read_lock:
+            snapshot = await self.reader.read_to_end(timeout, at_least=at_least)
+        if snapshot.offset != self.snapshot.offset:
+            self.snapshot = snapshot
+            self._wake.set()
+        return self.snapshot
+
+    async def _poll(self) -> None:
+        last_status = 0.0
+        while True:
+            try:
+                await self.sync()
+                self.statuses = await self.status_reader.read_to_end(READ_TIMEOUT)
+                if time.monotonic() - last_status > STATUS_INTERVAL:
+                    last_status = time.monotonic()
+                    await self._publish(force=True)
+            except (ConnectdError, Exception) as exc:  # the broker away: keep trying
+                log.warning("Reading the cluster's topics failed: %s; retrying", exc)
+            await asyncio.sleep(POLL_INTERVAL)
+
+    async def _forward_events(self) -> None:
+        assert self.member is not None
+        while True:
+            self._events.put_nowait(await self.member.next_event())
+            self._wake.set()
+
+    # ---- the loop ----
+
+    async def _main(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            try:
+                while not self._events.empty():
+                    await self._on_event(self._events.get_nowait())
+                if self._started_work and self.snapshot.offset != self._applied_offset:
+                    await self._on_config()
+                await self._publish()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("The distributed worker's loop failed on an event; continuing")
+
+    async def _on_event(self, event: Event) -> None:
+        if isinstance(event, Lost):
+            log.warning(
+                "This worker is no longer a member of group %s (its session expired: it was"
+                " stopped, paused or cut off): stopping its %d task(s) before it rejoins",
+                self.config.group_id,
+                len(event.running.tasks),
+            )
+            self.role = Role()
+            self.running = Allocation()
+            await self._drop_writer()
+            await self.local.stop_all("this worker lost its group membership")
+            return
+        if not isinstance(event, Assigned):
+            log.error("Group %s: %s; not taking work", self.config.group_id, event.error)
+            return
+        started = time.monotonic()
+        a = event.assignment
+        if a.error is AssignmentError.CONFIG_MISMATCH:
+            log.info("Config log behind the group's (offset %d): reading it", a.config_offset)
+            await self._sync_or_back_off(a.config_offset)
+            self._rejoin()
+            return
+        self.role = Role(event.generation, event.member_id, event.leader, a.leader_url)
+        if not await self._sync_or_back_off(a.config_offset):
+            return
+        if event.leader:
+            await self._claim_writer()
+        else:
+            await self._drop_writer()
+        revoked = self.running - event.running
+        self.running = event.running
+        await self._apply()
+        self.rebalances += 1
+        self.rebalance_seconds += time.monotonic() - started
+        log.info(
+            "Joined group %s at generation %d as %s (%s); running %d connector(s), %d task(s)",
+            self.config.group_id,
+            event.generation,
+            event.member_id,
+            "leader" if event.leader else f"leader {a.leader_url}",
+            len(self.running.connectors),
+            len(self.running.tasks),
+        )
+        self._first.set()
+        if revoked or a.revoked:
+            self._rejoin()  # work stopped here: the next round places it
+
+    async def _sync_or_back_off(self, offset: int) -> bool:
+        timeout = self.config.worker_sync_timeout.total_seconds()
+        try:
+            await self.sync(at_least=offset, timeout=timeout)
+            return True
+        except ConnectdError as exc:
+            backoff = self.config.worker_unsync_backoff.total_seconds()
+            log.error(
+                "Could not read the config log to offset %d within %g s (%s): stopping the"
+                " work here and rejoining in %g s",
+                offset,
+                timeout,
+                exc,
+                backoff,
+            )
+            self.running = Allocation()
+            await self.local.stop_all("this worker could not read the config log")
+            loop = asyncio.get_running_loop()
+            loop.call_later(backoff, self._rejoin)
+            return False
+
+    def _rejoin(self) -> None:
+        if self.member is not None:
+            self.member.request_rejoin()
+
+    async def _on_config(self) -> None:
+        old = ClusterConfig.from_snapshot(self._applied_snapshot).task_counts
+        new = ClusterConfig.from_snapshot(self.snapshot).task_counts
+        await self._apply()
+        if old != new:  # connectors added or removed, task counts changed: a new round
+            self._rejoin()
+
+    async def _apply(self) -> None:
+        snapshot = self.snapshot
+        await self.local.reconcile(snapshot, self.running)
+        for request in snapshot.restarts_since(self._restarts_from):
+            rt = self.local.get(request.connector)
+            if rt is not None:
+                async with rt.lock:
+                    if rt.runs_instance or request.include_tasks:
+                        await rt.restart(
+                            include_tasks=request.include_tasks, only_failed=request.only_failed
+                        )
+        self._restarts_from = snapshot.offset
+        self._applied_offset = snapshot.offset
+        self._applied_snapshot = snapshot
+        self._started_work = True
+
+    # ---- the leader's writer ----
+
+    async def _claim_writer(self) -> None:
+        if self.writer is not None and not self.writer.closed:
+            return
+        await self._drop_writer()
+        c = self.config
+        assert c.group_id and c.config_storage_topic
+        writer = ConfigLogWriter(
+            c.config_storage_topic, self._boot, c.group_id, client_settings=self._client
+        )
+        await writer.start()
+        self.writer = writer
+
+    async def _drop_writer(self) -> None:
+        writer, self.writer = self.writer, None
+        if writer is not None:
+            with contextlib.suppress(Exception):
+                await writer.stop()
+
+    # ---- statuses ----
+
+    async def _publish(self, *, force: bool = False) -> None:
+        """Write the statuses of the work here that changed (all of them with ``force``)."""
+        generation = self.role.generation
+        if generation < 0:
+            return
+        connectors, tasks = self.local.reported()
+        wanted: dict[str, tuple[State, str | None, int]] = {}
+        for name, (state, trace) in connectors.items():
+            wanted[f"c:{name}"] = (state, trace, generation)
+        for task, (state, trace) in tasks.items():
+            wanted[f"t:{task.connector}:{task.task}"] = (state, trace, generation)
+        for key, value in wanted.items():
+            if not force and self._published.get(key) == value:
+                continue
+            status = Status(value[0], self.worker_id, generation, value[1])
+            kind, _, rest = key.partition(":")
+            if kind == "c":
+                await self.status_writer.put_connector(rest, status)
+            else:
+                connector, _, number = rest.rpartition(":")
+                await self.status_writer.put_task(TaskId(connector, int(number)), status)
+            self._published[key] = value
+        for key in [k for k in self._published if k not in wanted]:
+            del self._published[key]
+
+
+def _ms(seconds: float) -> int:
+    return int(seconds * 1000)

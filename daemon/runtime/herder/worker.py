@@ -1,0 +1,408 @@
+"""``WorkerAPI`` in distributed mode: every worker answers every REST call.
+
+Reads come from what this worker has read: connectors, configurations and task configurations
+from the config log's snapshot; statuses from the status topic, with the work running here
+shown live (executor pid, epochs, freshness). Writes to the config log happen on the leader
+only: any other worker forwards them to it (``forward``), and while no leader is known answers
+Connect's 409 at once. On the leader every write is one transaction of the config log, read
+back before it answers, so a create is applied once or not at all, whatever dies when.
+
+A task restart runs on the worker that runs the task (forwarded there), and returns once the old
+incarnation is reaped and the new one started, as in standalone mode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from daemon.config import resolve
+from daemon.connectors.api import ConnectorRegistry
+from daemon.connectors.registry import validate_connector_async
+from daemon.errors import (
+    Conflict,
+    ConnectorExists,
+    ConnectorNotFound,
+    RemoteError,
+    TaskNotFound,
+)
+from daemon.runtime import offsets as offsets_api
+from daemon.runtime.connector import CONNECTOR_CALL_TIMEOUT, unresolve
+from daemon.runtime.herder.forward import FORWARDED, NO_LEADER, Forwarder
+from daemon.runtime.herder.herder import Herder
+from daemon.runtime.model import (
+    ConnectorInfo,
+    ConnectorStatus,
+    SinkOffset,
+    State,
+    TargetState,
+    TaskInfo,
+    TaskStatus,
+)
+from daemon.storage.kafka import configrecords as rec
+from daemon.structs import TaskId
+
+log = logging.getLogger("connectd.herder")
+
+#: Bound on a forwarded request (a task restart includes a stop sequence and a start).
+FORWARD_TIMEOUT = 90.0
+
+
+class DistributedWorker:
+    """Implements ``daemon.runtime.model.WorkerAPI`` on a ``Herder``."""
+
+    def __init__(self, herder: Herder, registry: ConnectorRegistry) -> None:
+        self.herder = herder
+        self.registry = registry
+        self.env = herder.local.env
+        self.executors = self.env.executors
+        self.forwarder = Forwarder(FORWARD_TIMEOUT)
+        self._write_lock = asyncio.Lock()  # the leader's writes, one at a time
+        self._ready = False
+        self._stopped = False
+
+    # ---- lifecycle ----
+
+    @property
+    def worker_id(self) -> str:
+        return self.herder.worker_id
+
+    async def start(self, timeout: float) -> None:
+        await self.herder.start(timeout)
+        self._ready = True
+
+    async def stop(self) -> None:
+        self._stopped = True
+        await self.herder.stop()
+        await self.forwarder.close()
+
+    def is_ready(self) -> bool:
+        return self._ready and not self._stopped
+
+    def is_starting(self) -> bool:
+        """Until the config log is read; then a write before the first assignment gets
+        Connect's 409 (no leader known yet) instead of 503."""
+        return not self.herder.loaded and not self._stopped
+
+    async def health_check(self) -> None:
+        await asyncio.sleep(0)
+
+    # ---- reading ----
+
+    def _config(self, name: str) -> Mapping[str, str]:
+        try:
+            return self.herder.snapshot.connectors[name]
+        except KeyError:
+            raise ConnectorNotFound(f"Connector {name} not found") from None
+
+    def connector_names(self) -> list[str]:
+        return sorted(self.herder.snapshot.connectors)
+
+    def connector_info(self, name: str) -> ConnectorInfo:
+        config = self._config(name)
+        count = len(self.herder.snapshot.tasks(name))
+        return ConnectorInfo(name=name, config=dict(config), tasks=tuple(range(count)))
+
+    def connector_config(self, name: str) -> dict[str, str]:
+        return dict(self._config(name))
+
+    def task_infos(self, name: str) -> list[TaskInfo]:
+        self._config(name)
+        tasks = self.herder.snapshot.tasks(name)
+        return [TaskInfo(name, i, dict(cfg)) for i, cfg in enumerate(tasks)]
+
+    def connector_status(self, name: str) -> ConnectorStatus:
+        self._config(name)
+        snapshot, statuses = self.herder.snapshot, self.herder.statuses
+        rt = self.herder.local.get(name)
+        local = rt.status(self.worker_id) if rt is not None else None
+        tasks = tuple(self.task_status(name, i) for i in range(len(snapshot.tasks(name))))
+        if local is not None and rt is not None and rt.runs_instance:
+            return ConnectorStatus(
+                name,
+                local.state,
+                self.worker_id,
+                tasks,
+                local.trace,
+                auto_restart=local.auto_restart,
+            )
+        reported = statuses.connectors.get(name)
+        stopped = snapshot.target_state(name) is TargetState.STOPPED
+        if reported is None:
+            state = State.STOPPED if stopped else State.UNASSIGNED
+            return ConnectorStatus(name, state, "", tasks)
+        return ConnectorStatus(name, reported.state, reported.worker_id, tasks, reported.trace)
+
+    def task_status(self, name: str, task: int) -> TaskStatus:
+        self._config(name)
+        if task < 0 or task >= len(self.herder.snapshot.tasks(name)):
+            raise TaskNotFound(f"Task {name}-{task} not found")
+        rt = self.herder.local.get(name)
+        if rt is not None and task in rt.slots:
+            return rt.slots[task].status(self.worker_id)
+        reported = self.herder.statuses.tasks.get(TaskId(name, task))
+        if reported is None:
+            return TaskStatus(task, State.UNASSIGNED, "")
+        return TaskStatus(task, reported.state, reported.worker_id, reported.trace)
+
+    def topics(self, name: str) -> list[str]:
+        config = self._config(name)
+        rt = self.herder.local.get(name)
+        if rt is not None:
+            return sorted(rt.all_topics())
+        return sorted(t.strip() for t in config.get("topics", "").split(",") if t.strip())
+
+    def cluster(self) -> dict[str, Any]:
+        """For ``/metrics`` and STATUS: this member's role and share."""
+        h = self.herder
+        return {
+            "generation": h.role.generation,
+            "leader": h.role.leader,
+            "rebalances": h.rebalances,
+            "rebalance_seconds": h.rebalance_seconds,
+            "tasks": len(h.running.tasks),
+            "connectors": len(h.running.connectors),
+            "config_lag": h.config_lag,
+        }
+
+    # ---- the leader ----
+
+    def _leader_url(self) -> str:
+        role = self.herder.role
+        if role.generation < 0 or not role.leader_url or FORWARDED.get():
+            if FORWARDED.get() and role.leader_url:
+                raise RemoteError(
+                    f"This worker is not the leader (the leader is {role.leader_url}); retry",
+                    status=409,
+                )
+            raise RemoteError(NO_LEADER, status=409)
+        return role.leader_url
+
+    async def _forward(self, method: str, path: str, body: Any = None) -> Any:
+        _, answer = await self.forwarder.request(method, self._leader_url(), path, body)
+        return answer
+
+    async def _write(self, records: list[tuple[str, bytes | None]]) -> None:
+        """One transaction on the config log; returns once this worker has read it back."""
+        writer = self.herder.writer
+        if writer is None or writer.closed:
+            raise RemoteError(NO_LEADER, status=409)
+        offset = await writer.write(records)
+        await self.herder.sync(at_least=offset)
+
+    async def _task_configs(self, name: str, config: Mapping[str, str]) -> list[dict[str, str]]:
+        """The task configurations the connector generates for ``config`` (stored with their
+        ``${...}`` references unresolved); none if its ``start`` fails: then the connector
+        shows FAILED on the worker that runs it."""
+        try:
+            async with asyncio.timeout(CONNECTOR_CALL_TIMEOUT):
+                resolved = await asyncio.to_thread(resolve, config, self.env.providers)
+                instance = self.registry.resolve(config["connector.class"])()
+                await instance.start(resolved)
+                try:
+                    tasks_max = int(resolved.get("tasks.max", "1"))
+                    configs = instance.task_configs(tasks_max)[:tasks_max]
+                finally:
+                    await instance.stop()
+        except Exception as exc:
+            log.error("Connector %s: no task configurations generated: %r", name, exc)
+            return []
+        return [unresolve(c, config, resolved) for c in configs]
+
+    def _leading(self) -> bool:
+        role = self.herder.role
+        return role.leader and self.herder.writer is not None and not self.herder.writer.closed
+
+    # ---- changing ----
+
+    async def create_connector(
+        self, name: str, config: Mapping[str, str], initial_state: TargetState = TargetState.RUNNING
+    ) -> ConnectorInfo:
+        if not self._leading():
+            body: dict[str, Any] = {"name": name, "config": dict(config)}
+            if initial_state is not TargetState.RUNNING:
+                body["initial_state"] = initial_state.value
+            answer = await self._forward("POST", "/connectors", body)
+            return _info(answer)
+        checked = await validate_connector_async(name, config, self.registry)
+        async with self._write_lock:
+            snapshot = await self.herder.sync()
+            if name in snapshot.connectors:
+                raise ConnectorExists(f"Connector {name} already exists")
+            await self._write(await self._config_records(name, checked, initial_state))
+        log.info("Connector %s created (target state %s)", name, initial_state.value)
+        return self.connector_info(name)
+
+    async def _config_records(
+        self, name: str, config: dict[str, str], target: TargetState | None
+    ) -> list[tuple[str, bytes | None]]:
+        tasks = [] if target is TargetState.STOPPED else await self._task_configs(name, config)
+        records = [] if target is None else [rec.target_state_record(name, target)]
+        records.append(rec.connector_record(name, config))
+        records += [rec.task_record(TaskId(name, i), c) for i, c in enumerate(tasks)]
+        records.append(rec.commit_record(name, len(tasks)))
+        return records
+
+    async def put_connector_config(
+        self, name: str, config: Mapping[str, str], *, origin: object = None
+    ) -> tuple[bool, ConnectorInfo]:
+        if not self._leading():
+            _, answer = await self.forwarder.request(
+                "PUT", self._leader_url(), f"/connectors/{_quote(name)}/config", dict(config)
+            )
+            return name not in self.herder.snapshot.connectors, _info(answer)
+        checked = await validate_connector_async(name, config, self.registry)
+        async with self._write_lock:
+            snapshot = await self.herder.sync()
+            created = name not in snapshot.connectors
+            if not created and dict(snapshot.connectors[name]) == checked:
+                return False, self.connector_info(name)
+            target = None if not created else TargetState.RUNNING
+            if not created and snapshot.target_state(name) is TargetState.STOPPED:
+                target = TargetState.STOPPED  # keeps no tasks
+            await self._write(await self._config_records(name, checked, target))
+        return created, self.connector_info(name)
+
+    async def delete_connector(self, name: str) -> None:
+        if not self._leading():
+            await self._forward("DELETE", f"/connectors/{_quote(name)}")
+            return
+        async with self._write_lock:
+            snapshot = await self.herder.sync()
+            if name not in snapshot.connectors:
+                raise ConnectorNotFound(f"Connector {name} not found")
+            count = len(snapshot.tasks(name))
+            await self._write(
+                [rec.connector_record(name, None), rec.target_state_record(name, None)]
+            )
+        writer = self.herder.status_writer
+        await writer.put_connector(name, None)
+        for i in range(count):
+            await writer.put_task(TaskId(name, i), None)
+
+    async def _set_target(self, name: str, target: TargetState, verb: str) -> None:
+        if not self._leading():
+            await self._forward("PUT", f"/connectors/{_quote(name)}/{verb}")
+            return
+        async with self._write_lock:
+            snapshot = await self.herder.sync()
+            config = snapshot.connectors.get(name)
+            if config is None:
+                raise ConnectorNotFound(f"Connector {name} not found")
+            was = snapshot.target_state(name)
+            if target is TargetState.STOPPED:  # as Connect: stopped connectors keep no tasks
+                records = [rec.target_state_record(name, target), rec.commit_record(name, 0)]
+            elif was is TargetState.STOPPED:
+                records = await self._config_records(name, dict(config), target)
+            else:
+                records = [rec.target_state_record(name, target)]
+            await self._write(records)
+
+    async def pause_connector(self, name: str) -> None:
+        await self._set_target(name, TargetState.PAUSED, "pause")
+
+    async def resume_connector(self, name: str) -> None:
+        await self._set_target(name, TargetState.RUNNING, "resume")
+
+    async def stop_connector(self, name: str) -> None:
+        await self._set_target(name, TargetState.STOPPED, "stop")
+
+    async def restart_connector(
+        self, name: str, *, include_tasks: bool = False, only_failed: bool = False
+    ) -> ConnectorStatus:
+        """Written to the config log as Connect's restart request; every worker restarts its
+        part of the connector when it reads it."""
+        if not self._leading():
+            query = (
+                f"?includeTasks={str(include_tasks).lower()}&onlyFailed={str(only_failed).lower()}"
+            )
+            await self._forward("POST", f"/connectors/{_quote(name)}/restart{query}")
+            return self.connector_status(name)
+        async with self._write_lock:
+            if name not in (await self.herder.sync()).connectors:
+                raise ConnectorNotFound(f"Connector {name} not found")
+            record = rec.restart_record(name, include_tasks=include_tasks, only_failed=only_failed)
+            await self._write([record])
+        return self.connector_status(name)
+
+    async def restart_task(self, name: str, task: int) -> None:
+        self.task_status(name, task)  # 404s first
+        rt = self.herder.local.get(name)
+        if rt is not None and task in rt.slots:
+            async with rt.lock:
+                if task in rt.slots:
+                    await rt.restart_task(task)
+                    return
+        if FORWARDED.get():
+            raise RemoteError(
+                f"Task {name}-{task} does not run on this worker ({self.worker_id}); retry",
+                status=409,
+            )
+        owner = self.herder.statuses.tasks.get(TaskId(name, task))
+        if owner is None or not owner.worker_id or owner.worker_id == self.worker_id:
+            raise Conflict(
+                f"Task {name}-{task} is not assigned to any worker right now (a rebalance is"
+                " under way); retry"
+            )
+        url = f"http://{owner.worker_id}"
+        await self.forwarder.request(
+            "POST", url, f"/connectors/{_quote(name)}/tasks/{task}/restart"
+        )
+
+    async def reset_topics(self, name: str) -> None:
+        self._config(name)
+        rt = self.herder.local.get(name)
+        if rt is not None:
+            rt.topics.clear()
+
+    # ---- offsets (KIP-875): in the sink's table, reachable from any worker ----
+
+    def _require_stopped(self, name: str) -> None:
+        self._config(name)
+        snapshot = self.herder.snapshot
+        if snapshot.target_state(name) is not TargetState.STOPPED or snapshot.tasks(name):
+            raise Conflict(
+                f"Connectors must be in the STOPPED state before their offsets can be modified;"
+                f" stop {name} first (PUT /connectors/{name}/stop)",
+                status=400,
+            )
+
+    async def _offsets_target(self, name: str) -> tuple[Any, dict[str, str]]:
+        config = self._config(name)
+        async with asyncio.timeout(self.env.settings.resolve_timeout):
+            resolved = await asyncio.to_thread(resolve, config, self.env.providers)
+        return self.registry.resolve(config["connector.class"])(), resolved
+
+    async def get_offsets(self, name: str) -> list[SinkOffset]:
+        connector, config = await self._offsets_target(name)
+        return await offsets_api.read_offsets(
+            self.env.worker, name, connector, config, self.executors
+        )
+
+    async def alter_offsets(self, name: str, offsets: Sequence[SinkOffset]) -> None:
+        self._require_stopped(name)
+        connector, config = await self._offsets_target(name)
+        await offsets_api.alter_offsets(
+            self.env.worker, name, connector, config, offsets, self.executors
+        )
+
+    async def reset_offsets(self, name: str) -> None:
+        self._require_stopped(name)
+        connector, config = await self._offsets_target(name)
+        await offsets_api.reset_offsets(self.env.worker, name, connector, config, self.executors)
+
+
+def _quote(name: str) -> str:
+    from urllib.parse import quote
+
+    return quote(name, safe="")
+
+
+def _info(answer: Any) -> ConnectorInfo:
+    if not isinstance(answer, dict) or not isinstance(answer.get("name"), str):
+        raise RemoteError("The leader answered without a connector", status=500)
+    tasks = tuple(t["task"] for t in answer.get("tasks", []) if isinstance(t, dict) and "task" in t)
+    config = {str(k): str(v) for k, v in (answer.get("config") or {}).items()}
+    return ConnectorInfo(name=answer["name"], config=config, tasks=tasks)
