@@ -55,7 +55,13 @@ def status_line(worker: WorkerView | None) -> str:
         running += sum(t.state is State.RUNNING for t in status.tasks)
         failed += sum(t.state is State.FAILED for t in status.tasks)
         failed += status.state is State.FAILED
-    return f"{connectors} connectors, {running}/{tasks} tasks running, {failed} failed"
+    line = f"{connectors} connectors, {running}/{tasks} tasks running, {failed} failed"
+    cluster = getattr(worker, "cluster", None)
+    if callable(cluster):  # distributed mode: this member's role and share first
+        c = cluster()
+        role = "leader" if c["leader"] else "member"
+        line = f"{role}, generation {c['generation']}, {c['tasks']} tasks here; {line}"
+    return line
 
 
 def rate_text(consumed: int, written: int, seconds: float) -> str:

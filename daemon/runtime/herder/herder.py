@@ -69,6 +69,10 @@ log = logging.getLogger("connectd.herder")
 POLL_INTERVAL = 0.25
 #: How often the statuses of the work here are written again even without a change.
 STATUS_INTERVAL = 30.0
+#: Config changes that need a rebalance are batched: the leader rejoins once none came for
+#: this long, and at most ``REJOIN_MAX_WAIT`` s after the first.
+REJOIN_QUIET = 0.5
+REJOIN_MAX_WAIT = 3.0
 #: Bound on one read of an internal topic to its end while running.
 READ_TIMEOUT = 10.0
 
@@ -131,6 +135,10 @@ class Herder:
         self._applied_snapshot = ConfigSnapshot()
         self._restarts_from = 0  # restart requests at or after this offset are new
         self._published: dict[str, tuple[State, str | None, int]] = {}
+        self._status_generation = -1
+        self._publish_lock = asyncio.Lock()
+        self._rejoin_timer: asyncio.TimerHandle | None = None
+        self._rejoin_first = 0.0
         self._tasks: list[asyncio.Task[None]] = []
         self._first = asyncio.Event()
         self.loaded = False  # the config log and the statuses were read once
@@ -198,6 +206,8 @@ class Herder:
     async def stop(self) -> None:
         """Stop the work here (stop sequence), say this member leaves on purpose, leave."""
         self._stopping = True
+        if self._rejoin_timer is not None:
+            self._rejoin_timer.cancel()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -239,9 +249,10 @@ class Herder:
             try:
                 await self.sync()
                 self.statuses = await self.status_reader.read_to_end(READ_TIMEOUT)
-                if time.monotonic() - last_status > STATUS_INTERVAL:
+                force = time.monotonic() - last_status > STATUS_INTERVAL
+                if force:
                     last_status = time.monotonic()
-                    await self._publish(force=True)
+                await self._publish(force=force)  # a task that failed since, at once
             except (ConnectdError, Exception) as exc:  # the broker away: keep trying
                 log.warning("Reading the cluster's topics failed: %s; retrying", exc)
             await asyncio.sleep(POLL_INTERVAL)
@@ -293,6 +304,14 @@ class Herder:
             self._rejoin()
             return
         self.role = Role(event.generation, event.member_id, event.leader, a.leader_url)
+        # Statuses carry a number that only grows, even across a group that emptied (Kafka
+        # then starts its generations at 1 again): drawn from Kafka once per rebalance.
+        try:
+            self._status_generation = await self.epochs.draw(
+                f"connectd-generation-{self.config.group_id}", "the status generation"
+            )
+        except ConnectdError as exc:  # statuses keep the previous number; the work goes on
+            log.warning("No new status generation drawn: %s", exc)
         if not await self._sync_or_back_off(a.config_offset):
             return
         if event.leader:
@@ -314,6 +333,8 @@ class Herder:
             len(self.running.tasks),
         )
         self._first.set()
+        if event.leader and self.snapshot.offset > a.config_offset:
+            self._rejoin_soon()  # the config changed while this round ran: place the change
         if revoked or a.revoked:
             self._rejoin()  # work stopped here: the next round places it
 
@@ -346,8 +367,25 @@ class Herder:
         old = ClusterConfig.from_snapshot(self._applied_snapshot).task_counts
         new = ClusterConfig.from_snapshot(self.snapshot).task_counts
         await self._apply()
-        if old != new:  # connectors added or removed, task counts changed: a new round
-            self._rejoin()
+        if old != new and self.role.leader:  # connectors or task counts changed: a new round
+            self._rejoin_soon()
+
+    def _rejoin_soon(self) -> None:
+        """The leader's rejoin after config changes, batched: it waits until no change came for
+        ``REJOIN_QUIET`` s, at most ``REJOIN_MAX_WAIT`` s after the first, so a burst of creates
+        costs a rebalance or two instead of one each (issue 14, 6b)."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        if self._rejoin_timer is None:
+            self._rejoin_first = now
+        else:
+            self._rejoin_timer.cancel()
+        when = min(now + REJOIN_QUIET, self._rejoin_first + REJOIN_MAX_WAIT)
+        self._rejoin_timer = loop.call_at(when, self._rejoin_now)
+
+    def _rejoin_now(self) -> None:
+        self._rejoin_timer = None
+        self._rejoin()
 
     async def _apply(self) -> None:
         snapshot = self.snapshot
@@ -389,8 +427,12 @@ class Herder:
 
     async def _publish(self, *, force: bool = False) -> None:
         """Write the statuses of the work here that changed (all of them with ``force``)."""
-        generation = self.role.generation
-        if generation < 0:
+        async with self._publish_lock:
+            await self._publish_changed(force)
+
+    async def _publish_changed(self, force: bool) -> None:
+        generation = self._status_generation
+        if self.role.generation < 0 or generation < 0:
             return
         connectors, tasks = self.local.reported()
         wanted: dict[str, tuple[State, str | None, int]] = {}

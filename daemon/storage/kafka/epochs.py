@@ -59,17 +59,22 @@ class KafkaEpochs:
         await self._producer.stop()
 
     async def next_epoch_async(self, connector: str, *, floor: int = 1) -> int:
-        value = json.dumps({"connector": connector, "worker_id": self.worker_id}).encode()
+        drawn = await self.draw(KEY_PREFIX + connector, f"connector {connector}")
+        epoch = max(drawn, floor, self._last.get(connector, 0) + 1)
+        self._last[connector] = epoch
+        return epoch
+
+    async def draw(self, key: str, what: str) -> int:
+        """A number greater than every one drawn before it from this topic, by any worker."""
+        value = json.dumps({"key": key, "worker_id": self.worker_id}).encode()
         try:
             async with asyncio.timeout(self.timeout):
                 meta = await self._producer.send_and_wait(
-                    self.topic, value, key=(KEY_PREFIX + connector).encode(), partition=0
+                    self.topic, value, key=key.encode(), partition=0
                 )
         except TimeoutError:
             raise StoreTimeout(
-                f"topic {self.topic!r}: no epoch for connector {connector} within "
-                f"{self.timeout:g}s; is the broker up?"
+                f"topic {self.topic!r}: no epoch for {what} within {self.timeout:g}s; is the"
+                " broker up?"
             ) from None
-        epoch: int = max(int(meta.offset) + 1, floor, self._last.get(connector, 0) + 1)
-        self._last[connector] = epoch
-        return epoch
+        return int(meta.offset) + 1

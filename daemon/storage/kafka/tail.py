@@ -25,6 +25,10 @@ log = logging.getLogger("connectd.storage.kafka")
 
 #: One fetch's wait; short, so the deadline is checked often and a stop is quick.
 FETCH_WAIT_MS = 200
+#: The broker's wait for data on one fetch. A log that ends in a transaction marker (the config
+#: log always does) leaves the position one short of the end until a fetch returns the marker;
+#: with the default 500 ms, every read that is already at the end cost half a second.
+BROKER_WAIT_MS = 20
 
 Apply = Callable[[ConsumerRecord[bytes, bytes]], None]
 
@@ -71,6 +75,7 @@ class TopicTail:
             auto_offset_reset="earliest",
             isolation_level=isolation_level,
             client_id=client_id,
+            fetch_max_wait_ms=BROKER_WAIT_MS,
             **client_options(client_settings),
         )
         self._partitions: list[TopicPartition] = []
