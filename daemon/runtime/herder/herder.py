@@ -301,7 +301,7 @@ class Herder:
         if a.error is AssignmentError.CONFIG_MISMATCH:
             log.info("Config log behind the group's (offset %d): reading it", a.config_offset)
             await self._sync_or_back_off(a.config_offset)
-            self._rejoin()
+            self.rejoin()
             return
         self.role = Role(event.generation, event.member_id, event.leader, a.leader_url)
         # Statuses carry a number that only grows, even across a group that emptied (Kafka
@@ -315,7 +315,10 @@ class Herder:
         if not await self._sync_or_back_off(a.config_offset):
             return
         if event.leader:
-            await self._claim_writer()
+            try:
+                await self.claim_writer()
+            except Exception as exc:  # the work goes on; each write tries again
+                log.error("As the leader, could not start the config log's writer: %r", exc)
         else:
             await self._drop_writer()
         revoked = self.running - event.running
@@ -336,7 +339,7 @@ class Herder:
         if event.leader and self.snapshot.offset > a.config_offset:
             self._rejoin_soon()  # the config changed while this round ran: place the change
         if revoked or a.revoked:
-            self._rejoin()  # work stopped here: the next round places it
+            self.rejoin()  # work stopped here: the next round places it
 
     async def _sync_or_back_off(self, offset: int) -> bool:
         timeout = self.config.worker_sync_timeout.total_seconds()
@@ -356,10 +359,10 @@ class Herder:
             self.running = Allocation()
             await self.local.stop_all("this worker could not read the config log")
             loop = asyncio.get_running_loop()
-            loop.call_later(backoff, self._rejoin)
+            loop.call_later(backoff, self.rejoin)
             return False
 
-    def _rejoin(self) -> None:
+    def rejoin(self) -> None:
         if self.member is not None:
             self.member.request_rejoin()
 
@@ -385,7 +388,7 @@ class Herder:
 
     def _rejoin_now(self) -> None:
         self._rejoin_timer = None
-        self._rejoin()
+        self.rejoin()
 
     async def _apply(self) -> None:
         snapshot = self.snapshot
@@ -405,9 +408,11 @@ class Herder:
 
     # ---- the leader's writer ----
 
-    async def _claim_writer(self) -> None:
+    async def claim_writer(self) -> ConfigLogWriter:
+        """The leader's writer, started (which fences every older leader's) if it has none
+        or its last write closed it."""
         if self.writer is not None and not self.writer.closed:
-            return
+            return self.writer
         await self._drop_writer()
         c = self.config
         assert c.group_id and c.config_storage_topic
@@ -416,6 +421,7 @@ class Herder:
         )
         await writer.start()
         self.writer = writer
+        return writer
 
     async def _drop_writer(self) -> None:
         writer, self.writer = self.writer, None

@@ -41,6 +41,7 @@ from daemon.runtime.model import (
     TaskInfo,
     TaskStatus,
 )
+from daemon.storage.kafka import LeaderFenced
 from daemon.storage.kafka import configrecords as rec
 from daemon.structs import TaskId
 
@@ -187,9 +188,17 @@ class DistributedWorker:
     async def _write(self, records: list[tuple[str, bytes | None]]) -> None:
         """One transaction on the config log; returns once this worker has read it back."""
         writer = self.herder.writer
-        if writer is None or writer.closed:
-            raise RemoteError(NO_LEADER, status=409)
-        offset = await writer.write(records)
+        if writer is None or writer.closed:  # a failed write closed it: claim a new one
+            writer = await self.herder.claim_writer()
+        try:
+            offset = await writer.write(records)
+        except LeaderFenced:
+            self.herder.rejoin()  # another worker leads now: learn who
+            raise RemoteError(
+                "This worker was replaced as the leader while writing; nothing was written."
+                " Retry: the request goes to the new leader",
+                status=409,
+            ) from None
         await self.herder.sync(at_least=offset)
 
     async def _task_configs(self, name: str, config: Mapping[str, str]) -> list[dict[str, str]]:
@@ -212,8 +221,7 @@ class DistributedWorker:
         return [unresolve(c, config, resolved) for c in configs]
 
     def _leading(self) -> bool:
-        role = self.herder.role
-        return role.leader and self.herder.writer is not None and not self.herder.writer.closed
+        return self.herder.role.leader
 
     # ---- changing ----
 

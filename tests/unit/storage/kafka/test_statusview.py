@@ -92,3 +92,20 @@ def test_connects_topic_tracking_records_are_read_past(caplog: pytest.LogCapture
     with caplog.at_level(logging.WARNING):
         view.apply(b"status-topic-orders:connector-c", b'{"topic":{"name":"orders"}}', 0)
     assert caplog.text == "" and view.tasks == {} and view.connectors == {}
+
+
+def test_members_that_left_on_purpose_are_remembered_and_bounded() -> None:
+    """``status-left-<member>`` records feed the leader's reservations; a tombstone forgets
+    one; only the newest ``MAX_LEFT`` are kept, whatever a hostile writer floods in."""
+    from daemon.storage.kafka.statusstore import LEFT_PREFIX, MAX_LEFT
+
+    view = StatusView()
+    view.apply(f"{LEFT_PREFIX}m1".encode(), b'{"worker_id": "h:1"}', 0)
+    view.apply(f"{LEFT_PREFIX}m2".encode(), b'{"worker_id": "h:2"}', 1)
+    view.apply(f"{LEFT_PREFIX}m1".encode(), None, 2)
+    assert list(view.left) == ["m2"]
+    for i in range(MAX_LEFT + 5):
+        view.apply(f"{LEFT_PREFIX}x{i}".encode(), b"{}", 3 + i)
+    assert len(view.left) == MAX_LEFT
+    assert "m2" not in view.left and f"x{MAX_LEFT + 4}" in view.left
+    assert not view.tasks and not view.connectors
