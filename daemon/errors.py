@@ -148,9 +148,11 @@ class Conflict(ConnectdError):
 
 class RemoteError(Conflict):
     """Another worker of the cluster answered a forwarded request with an error, or could not be
-    reached; REST passes its status and message on unchanged (distributed mode)."""
+    reached; REST passes its status and message on unchanged (distributed mode). ``answered``
+    is False when no answer came (the other worker died or timed out)."""
 
     retriable = True
+    answered = True
 
 
 class StopFailed(ConnectdError):

@@ -24,7 +24,7 @@ from daemon.metrics import Metrics
 from daemon.rest.errors import RestError
 from daemon.rest.loggers import LoggerLevels
 from daemon.rest.settings import RestSettings
-from daemon.runtime.herder.forward import FORWARDED, HEADER
+from daemon.runtime.herder.forward import FORWARDED, HEADER, RETRIED, RETRY_HEADER
 from daemon.runtime.model import WorkerAPI
 
 log = logging.getLogger("connectd.rest")
@@ -161,7 +161,9 @@ async def forwarded_request(request: web.Request, handler: Handler) -> web.Strea
     if request.headers.get(HEADER) != "1":
         return await handler(request)
     token = FORWARDED.set(True)
+    retried = RETRIED.set(request.headers.get(RETRY_HEADER) == "1")
     try:
         return await handler(request)
     finally:
+        RETRIED.reset(retried)
         FORWARDED.reset(token)

@@ -23,6 +23,11 @@ HEADER = "X-Connectd-Forwarded"
 #: True while this worker handles a request another worker forwarded to it.
 FORWARDED: contextvars.ContextVar[bool] = contextvars.ContextVar("forwarded", default=False)
 
+#: A create sent again after the leader it was forwarded to died without an answer: if the
+#: connector exists with exactly this configuration, that first attempt was applied.
+RETRY_HEADER = "X-Connectd-Retried"
+RETRIED: contextvars.ContextVar[bool] = contextvars.ContextVar("retried", default=False)
+
 #: Connect's message when no leader is known (``HerderRequestHandler``), with its status 409.
 NO_LEADER = (
     "Cannot complete request momentarily due to no known leader URL, likely because a "
@@ -39,26 +44,30 @@ class Forwarder:
         self._session: aiohttp.ClientSession | None = None
 
     async def request(
-        self, method: str, base_url: str, path: str, body: Any = None
+        self, method: str, base_url: str, path: str, body: Any = None, *, retried: bool = False
     ) -> tuple[int, Any]:
         """``(status, parsed JSON or None)`` of a 2xx answer; ``RemoteError`` with the other
-        worker's status and message for any other, or when it cannot be reached in time."""
+        worker's status and message for any other, or when it cannot be reached in time
+        (then ``answered`` is False: the request may or may not have been applied)."""
         if self._session is None:
             self._session = aiohttp.ClientSession()
         url = base_url.rstrip("/") + path
+        headers = {**self._headers, RETRY_HEADER: "1"} if retried else self._headers
         try:
             async with asyncio.timeout(self.timeout):
                 async with self._session.request(
-                    method, url, json=body, headers=self._headers
+                    method, url, json=body, headers=headers
                 ) as response:
                     text = await response.text()
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             reason = "no answer in time" if isinstance(exc, TimeoutError) else repr(exc)
-            raise RemoteError(
+            error = RemoteError(
                 f"Forwarding {method} {path} to {base_url} failed ({reason}); retry: the"
                 " cluster may be rebalancing",
                 status=409 if isinstance(exc, aiohttp.ClientConnectionError) else 500,
-            ) from None
+            )
+            error.answered = False
+            raise error from None
         parsed = _json(text)
         if 200 <= response.status < 300:
             return response.status, parsed

@@ -30,7 +30,7 @@ from daemon.errors import (
 )
 from daemon.runtime import offsets as offsets_api
 from daemon.runtime.connector import CONNECTOR_CALL_TIMEOUT, unresolve
-from daemon.runtime.herder.forward import FORWARDED, NO_LEADER, Forwarder
+from daemon.runtime.herder.forward import FORWARDED, NO_LEADER, RETRIED, Forwarder
 from daemon.runtime.herder.herder import Herder
 from daemon.runtime.model import (
     ConnectorInfo,
@@ -232,16 +232,65 @@ class DistributedWorker:
             body: dict[str, Any] = {"name": name, "config": dict(config)}
             if initial_state is not TargetState.RUNNING:
                 body["initial_state"] = initial_state.value
-            answer = await self._forward("POST", "/connectors", body)
+            try:
+                answer = await self._forward("POST", "/connectors", body)
+            except RemoteError as exc:
+                if exc.answered:
+                    raise
+                answer = await self._create_again(name, config, initial_state, body, exc)
             return _info(answer)
         checked = await validate_connector_async(name, config, self.registry)
         async with self._write_lock:
             snapshot = await self.herder.sync()
             if name in snapshot.connectors:
+                if RETRIED.get() and dict(snapshot.connectors[name]) == checked:
+                    return self.connector_info(name)  # the first attempt was applied
                 raise ConnectorExists(f"Connector {name} already exists")
             await self._write(await self._config_records(name, checked, initial_state))
         log.info("Connector %s created (target state %s)", name, initial_state.value)
         return self.connector_info(name)
+
+    async def _create_again(
+        self,
+        name: str,
+        config: Mapping[str, str],
+        initial_state: TargetState,
+        body: dict[str, Any],
+        failure: RemoteError,
+    ) -> Any:
+        """The leader died (or went silent) with a create forwarded to it: its transaction
+        committed or it never will (the next leader's writer aborts it). Once a new leader is
+        known, the create is sent again marked as a retry: an existing connector with exactly
+        this configuration is the first attempt, applied once; anything else is refused."""
+        old = self.herder.role
+        deadline = asyncio.get_running_loop().time() + self._rebalance_bound()
+        while True:
+            role = self.herder.role
+            if role.generation != old.generation and role.leader_url:
+                break
+            if asyncio.get_running_loop().time() > deadline:
+                raise failure
+            await asyncio.sleep(0.1)
+        log.warning(
+            "Connector %s: the leader %s did not answer the create; sending it again to %s",
+            name,
+            old.leader_url,
+            role.leader_url,
+        )
+        if role.leader:
+            token = RETRIED.set(True)
+            try:
+                return (await self.create_connector(name, config, initial_state)).to_json()
+            finally:
+                RETRIED.reset(token)
+        _, answer = await self.forwarder.request(
+            "POST", role.leader_url, "/connectors", body, retried=True
+        )
+        return answer
+
+    def _rebalance_bound(self) -> float:
+        c = self.env.worker
+        return 2 * c.session_timeout.total_seconds() + c.rebalance_timeout.total_seconds()
 
     async def _config_records(
         self, name: str, config: dict[str, str], target: TargetState | None
