@@ -73,6 +73,8 @@ STATUS_INTERVAL = 30.0
 #: this long, and at most ``REJOIN_MAX_WAIT`` s after the first.
 REJOIN_QUIET = 0.5
 REJOIN_MAX_WAIT = 3.0
+#: How often the loop checks that it was not frozen longer than the session timeout.
+FREEZE_TICK = 0.2
 #: Bound on one read of an internal topic to its end while running.
 READ_TIMEOUT = 10.0
 
@@ -193,6 +195,7 @@ class Herder:
             asyncio.create_task(self._forward_events(), name="herder-events"),
             asyncio.create_task(self._main(), name="herder-main"),
             asyncio.create_task(self._poll(), name="herder-poll"),
+            asyncio.create_task(self._watch_freeze(), name="herder-freeze"),
         ]
         try:
             async with asyncio.timeout(timeout):
@@ -256,6 +259,28 @@ class Herder:
             except (ConnectdError, Exception) as exc:  # the broker away: keep trying
                 log.warning("Reading the cluster's topics failed: %s; retrying", exc)
             await asyncio.sleep(POLL_INTERVAL)
+
+    async def _watch_freeze(self) -> None:
+        """A loop that did not run for a whole session timeout (the process was stopped,
+        paused or starved) sent no heartbeats: the group has given this worker's work to
+        others. Its tasks are stopped at once, before any of them restarts itself with a new
+        epoch, and the worker rejoins; the group's own verdict (``Lost``) may come later."""
+        loop = asyncio.get_running_loop()
+        limit = self.config.session_timeout.total_seconds()
+        last = loop.time()
+        while True:
+            await asyncio.sleep(FREEZE_TICK)
+            now = loop.time()
+            if now - last > limit and self.running:
+                log.warning(
+                    "This worker's loop did not run for %.1f s, longer than session.timeout.ms:"
+                    " its work belongs to others now; stopping it and rejoining",
+                    now - last,
+                )
+                self._events.put_nowait(Lost(self.running))
+                self._wake.set()
+                self.rejoin()
+            last = now
 
     async def _forward_events(self) -> None:
         assert self.member is not None
