@@ -1,0 +1,77 @@
+"""The distributed worker's REST writes while no leader is known: Connect's 409 at once (never a
+hang), through the real aiohttp app; reads keep being served from what was read."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from types import MappingProxyType, SimpleNamespace
+from typing import Any
+
+from aiohttp.test_utils import TestClient, TestServer
+
+from daemon.config import Mode, parse_worker
+from daemon.connectors.api import default_registry
+from daemon.rest import create_app
+from daemon.runtime.herder.forward import NO_LEADER
+from daemon.runtime.herder.herder import Role
+from daemon.runtime.herder.worker import DistributedWorker
+from daemon.runtime.worker import Worker
+from daemon.storage.kafka import ConfigSnapshot, StatusSnapshot
+
+CONFIG = {"connector.class": "EchoSink", "topics": "t", "tasks.max": "1", "name": "a"}
+
+
+class _Herder(SimpleNamespace):
+    """What ``DistributedWorker`` reads of its herder, during a rebalance (no leader known)."""
+
+    def __init__(self, tmp: Path) -> None:
+        props = {
+            "bootstrap.servers": "127.0.0.1:1",
+            "group.id": "g",
+            "config.storage.topic": "c",
+            "offset.storage.topic": "o",
+            "status.storage.topic": "s",
+            "state.dir": str(tmp),
+        }
+        worker = parse_worker(props, mode=Mode.DISTRIBUTED).config
+        env = Worker.runtime_env(worker, executors=SimpleNamespace())  # type: ignore[arg-type]
+        task = MappingProxyType(dict(CONFIG))
+        super().__init__(
+            worker_id="127.0.0.1:8083",
+            role=Role(),
+            loaded=True,
+            writer=None,
+            snapshot=ConfigSnapshot(
+                offset=3,
+                connectors=MappingProxyType({"a": MappingProxyType(dict(CONFIG))}),
+                task_configs=MappingProxyType({"a": (task,)}),
+            ),
+            statuses=StatusSnapshot({}, {}, {}),
+            local=SimpleNamespace(env=env, get=lambda name: None),
+            running=SimpleNamespace(tasks=(), connectors=()),
+        )
+
+
+async def test_writes_without_a_leader_are_409_at_once_and_reads_are_served(
+    tmp_path: Path,
+) -> None:
+    worker = DistributedWorker(_Herder(tmp_path), default_registry)  # type: ignore[arg-type]
+    app = create_app(worker)  # type: ignore[arg-type]
+    async with TestClient(TestServer(app)) as client:
+        calls: list[tuple[str, str, Any]] = [
+            ("POST", "/connectors", {"name": "b", "config": dict(CONFIG, name="b")}),
+            ("PUT", "/connectors/a/config", dict(CONFIG)),
+            ("PUT", "/connectors/a/pause", None),
+            ("DELETE", "/connectors/a", None),
+        ]
+        for method, path, body in calls:
+            async with asyncio.timeout(5):
+                response = await client.request(method, path, json=body)
+            assert response.status == 409, (method, path, await response.text())
+            assert await response.json() == {"error_code": 409, "message": NO_LEADER}
+        response = await client.get("/connectors")
+        assert await response.json() == ["a"]
+        response = await client.get("/connectors/a/status")
+        body = await response.json()
+        assert response.status == 200 and body["tasks"][0]["state"] == "UNASSIGNED", body
