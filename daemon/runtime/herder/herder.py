@@ -73,6 +73,8 @@ STATUS_INTERVAL = 30.0
 #: this long, and at most ``REJOIN_MAX_WAIT`` s after the first.
 REJOIN_QUIET = 0.5
 REJOIN_MAX_WAIT = 3.0
+#: How long a worker leaving on purpose waits between saying so and its LeaveGroup.
+LEFT_NOTICE = 3 * POLL_INTERVAL
 #: How often the loop checks that it was not frozen longer than the session timeout.
 FREEZE_TICK = 0.2
 #: Bound on one read of an internal topic to its end while running.
@@ -207,7 +209,8 @@ class Herder:
             ) from None
 
     async def stop(self) -> None:
-        """Stop the work here (stop sequence), say this member leaves on purpose, leave."""
+        """Say this member leaves on purpose, stop the work here (stop sequence), report it
+        UNASSIGNED, leave the group."""
         self._stopping = True
         if self._rejoin_timer is not None:
             self._rejoin_timer.cancel()
@@ -216,11 +219,17 @@ class Herder:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        await self.local.stop_all("the worker is shutting down")
-        if self.role.member_id:
-            with contextlib.suppress(ConnectdError, Exception):
-                await self._publish(force=True)
+        loop = asyncio.get_running_loop()
+        said = loop.time()
+        if self.role.member_id:  # first: the leader must have read it before the LeaveGroup
+            with contextlib.suppress(Exception):
                 await self.status_writer.put_left(self.role.member_id, self.worker_id)
+        await self.local.stop_all("the worker is shutting down")
+        with contextlib.suppress(Exception):
+            await self._unassign_published()
+        # The leader reads the status topic every POLL_INTERVAL; the round our LeaveGroup
+        # starts must find the record, or our work is moved at once instead of reserved.
+        await asyncio.sleep(max(0.0, said + LEFT_NOTICE - loop.time()))
         if self.member is not None:
             with contextlib.suppress(Exception):
                 await self.member.leave()
@@ -228,6 +237,20 @@ class Herder:
         for closing in (self.reader, self.status_reader, self.status_writer, self.epochs):
             with contextlib.suppress(Exception):
                 await closing.stop()
+
+    async def _unassign_published(self) -> None:
+        """Connect's last word on work a worker stops for good: UNASSIGNED (an owner with a
+        newer generation has already replaced it, or will)."""
+        generation = self._status_generation
+        for key in list(self._published):
+            status = Status(State.UNASSIGNED, self.worker_id, generation)
+            kind, _, rest = key.partition(":")
+            if kind == "c":
+                await self.status_writer.put_connector(rest, status)
+            else:
+                connector, _, number = rest.rpartition(":")
+                await self.status_writer.put_task(TaskId(connector, int(number)), status)
+        self._published.clear()
 
     @property
     def config_lag(self) -> int:
