@@ -138,7 +138,7 @@ class Metrics:
             registry=r,
         )
         self._lag_labels: dict[tuple[str, str], set[tuple[str, str]]] = {}
-        self._watched: dict[int, Collector] = {}
+        self._watched: dict[tuple[int, type[Collector]], Collector] = {}
         self._consumed_total = 0
         self._written_total = 0
 
@@ -248,8 +248,9 @@ class Metrics:
         self._watch(pool, _PoolCollector(pool))
 
     def _watch(self, source: object, collector: Collector) -> None:
-        if id(source) not in self._watched:
-            self._watched[id(source)] = collector
+        key = (id(source), type(collector))  # a distributed worker is watched twice
+        if key not in self._watched:
+            self._watched[key] = collector
             self.registry.register(collector)
 
     def render(self, accept: str | None = None) -> tuple[bytes, str]:

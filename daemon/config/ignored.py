@@ -30,6 +30,8 @@ WORKER_KEYS: dict[str, str] = {
     "metrics.recording.level": _JVM,
     "auto.include.jmx.reporter": _JVM,
     "rest.extension.classes": _JVM,
+    "server.port": "not a Kafka Connect setting (Connect ignores it too); the REST port is"
+    + " set with listeners",
     "connector.client.config.override.policy": _JVM
     + " (connectors may override any consumer setting)",
     "header.converter": "connectd passes record headers through as bytes; ignored",
