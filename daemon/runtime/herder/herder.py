@@ -39,29 +39,24 @@ from daemon.cluster import (
     Event,
     Lost,
     Member,
-    MemberSettings,
-    Policy,
 )
 from daemon.config import WorkerConfig
 from daemon.errors import ConnectdError
 from daemon.runtime.connector import RuntimeEnv
 from daemon.runtime.herder.local import LocalWork
+from daemon.runtime.herder.settings import member_settings, topic_specs
+from daemon.runtime.herder.statuses import StatusPublisher
 from daemon.storage.kafka import (
     ConfigLogReader,
     ConfigLogWriter,
     ConfigSnapshot,
-    Status,
     StatusReader,
     StatusSnapshot,
     StatusWriter,
     StoreTimeout,
-    config_topic,
     ensure_topics,
-    offsets_topic,
-    status_topic,
 )
 from daemon.storage.kafka.epochs import KafkaEpochs
-from daemon.structs import State, TaskId
 
 log = logging.getLogger("connectd.herder")
 
@@ -106,19 +101,7 @@ class Herder:
         boot = ",".join(config.bootstrap_servers)
         self._boot = boot
         self._client = client
-        self._specs = (
-            config_topic(config.config_storage_topic, config.config_storage_replication_factor),
-            offsets_topic(
-                config.offset_storage_topic,
-                config.offset_storage_partitions,
-                config.offset_storage_replication_factor,
-            ),
-            status_topic(
-                config.status_storage_topic,
-                config.status_storage_partitions,
-                config.status_storage_replication_factor,
-            ),
-        )
+        self._specs = topic_specs(config)
         self.epochs = KafkaEpochs(config.offset_storage_topic, boot, "", client_settings=client)
         self.local = LocalWork(dataclasses.replace(env, epochs=self.epochs))
         self.reader = ConfigLogReader(config.config_storage_topic, boot, client_settings=client)
@@ -138,9 +121,7 @@ class Herder:
         self._applied_offset = -1  # the config offset the work here reflects
         self._applied_snapshot = ConfigSnapshot()
         self._restarts_from = 0  # restart requests at or after this offset are new
-        self._published: dict[str, tuple[State, str | None, int]] = {}
-        self._status_generation = -1
-        self._publish_lock = asyncio.Lock()
+        self.publisher = StatusPublisher(self.status_writer, self.local, "")
         self._rejoin_timer: asyncio.TimerHandle | None = None
         self._rejoin_first = 0.0
         self._tasks: list[asyncio.Task[None]] = []
@@ -155,25 +136,10 @@ class Herder:
         self.url = url
         self.worker_id = worker_id
         self.epochs.worker_id = worker_id
+        self.publisher.worker_id = worker_id
 
     def _member(self) -> Member:
-        c = self.config
-        assert c.group_id and c.config_storage_topic
-        policy = Policy(
-            max_delay_ms=_ms(c.scheduled_rebalance_max_delay.total_seconds()),
-            delay_crashed=c.scheduled_rebalance_delay_crashed,
-        )
-        settings = MemberSettings(
-            group_id=c.group_id,
-            bootstrap_servers=self._boot,
-            topic=c.config_storage_topic,
-            url=self.url,
-            session_timeout_ms=_ms(c.session_timeout.total_seconds()),
-            heartbeat_interval_ms=_ms(c.heartbeat_interval.total_seconds()),
-            rebalance_timeout_ms=_ms(c.rebalance_timeout.total_seconds()),
-            policy=policy,
-            client=self._client,
-        )
+        settings = member_settings(self.config, self._boot, self.url, self._client)
         return Member(
             settings,
             lambda: ClusterConfig.from_snapshot(self.snapshot),
@@ -226,7 +192,7 @@ class Herder:
                 await self.status_writer.put_left(self.role.member_id, self.worker_id)
         await self.local.stop_all("the worker is shutting down")
         with contextlib.suppress(Exception):
-            await self._unassign_published()
+            await self.publisher.unassign_all()
         # The leader reads the status topic every POLL_INTERVAL; the round our LeaveGroup
         # starts must find the record, or our work is moved at once instead of reserved.
         await asyncio.sleep(max(0.0, said + LEFT_NOTICE - loop.time()))
@@ -237,20 +203,6 @@ class Herder:
         for closing in (self.reader, self.status_reader, self.status_writer, self.epochs):
             with contextlib.suppress(Exception):
                 await closing.stop()
-
-    async def _unassign_published(self) -> None:
-        """Connect's last word on work a worker stops for good: UNASSIGNED (an owner with a
-        newer generation has already replaced it, or will)."""
-        generation = self._status_generation
-        for key in list(self._published):
-            status = Status(State.UNASSIGNED, self.worker_id, generation)
-            kind, _, rest = key.partition(":")
-            if kind == "c":
-                await self.status_writer.put_connector(rest, status)
-            else:
-                connector, _, number = rest.rpartition(":")
-                await self.status_writer.put_task(TaskId(connector, int(number)), status)
-        self._published.clear()
 
     @property
     def config_lag(self) -> int:
@@ -278,7 +230,7 @@ class Herder:
                 force = time.monotonic() - last_status > STATUS_INTERVAL
                 if force:
                     last_status = time.monotonic()
-                await self._publish(force=force)  # a task that failed since, at once
+                await self.publisher.publish(force=force)  # a task that failed since, at once
             except (ConnectdError, Exception) as exc:  # the broker away: keep trying
                 log.warning("Reading the cluster's topics failed: %s; retrying", exc)
             await asyncio.sleep(POLL_INTERVAL)
@@ -322,7 +274,7 @@ class Herder:
                     await self._on_event(self._events.get_nowait())
                 if self._started_work and self.snapshot.offset != self._applied_offset:
                     await self._on_config()
-                await self._publish()
+                await self.publisher.publish()
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -355,7 +307,7 @@ class Herder:
         # Statuses carry a number that only grows, even across a group that emptied (Kafka
         # then starts its generations at 1 again): drawn from Kafka once per rebalance.
         try:
-            self._status_generation = await self.epochs.draw(
+            self.publisher.generation = await self.epochs.draw(
                 f"connectd-generation-{self.config.group_id}", "the status generation"
             )
         except ConnectdError as exc:  # statuses keep the previous number; the work goes on
@@ -476,38 +428,3 @@ class Herder:
         if writer is not None:
             with contextlib.suppress(Exception):
                 await writer.stop()
-
-    # ---- statuses ----
-
-    async def _publish(self, *, force: bool = False) -> None:
-        """Write the statuses of the work here that changed (all of them with ``force``)."""
-        async with self._publish_lock:
-            await self._publish_changed(force)
-
-    async def _publish_changed(self, force: bool) -> None:
-        generation = self._status_generation
-        if self.role.generation < 0 or generation < 0:
-            return
-        connectors, tasks = self.local.reported()
-        wanted: dict[str, tuple[State, str | None, int]] = {}
-        for name, (state, trace) in connectors.items():
-            wanted[f"c:{name}"] = (state, trace, generation)
-        for task, (state, trace) in tasks.items():
-            wanted[f"t:{task.connector}:{task.task}"] = (state, trace, generation)
-        for key, value in wanted.items():
-            if not force and self._published.get(key) == value:
-                continue
-            status = Status(value[0], self.worker_id, generation, value[1])
-            kind, _, rest = key.partition(":")
-            if kind == "c":
-                await self.status_writer.put_connector(rest, status)
-            else:
-                connector, _, number = rest.rpartition(":")
-                await self.status_writer.put_task(TaskId(connector, int(number)), status)
-            self._published[key] = value
-        for key in [k for k in self._published if k not in wanted]:
-            del self._published[key]
-
-
-def _ms(seconds: float) -> int:
-    return int(seconds * 1000)

@@ -18,7 +18,6 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from daemon.config import resolve
 from daemon.connectors.api import ConnectorRegistry
 from daemon.connectors.registry import validate_connector_async
 from daemon.errors import (
@@ -28,10 +27,9 @@ from daemon.errors import (
     RemoteError,
     TaskNotFound,
 )
-from daemon.runtime import offsets as offsets_api
-from daemon.runtime.connector import CONNECTOR_CALL_TIMEOUT, unresolve
 from daemon.runtime.herder.forward import FORWARDED, NO_LEADER, RETRIED, Forwarder
 from daemon.runtime.herder.herder import Herder
+from daemon.runtime.herder.leader import SinkOffsets, config_records
 from daemon.runtime.model import (
     ConnectorInfo,
     ConnectorStatus,
@@ -60,6 +58,7 @@ class DistributedWorker:
         self.env = herder.local.env
         self.executors = self.env.executors
         self.forwarder = Forwarder(FORWARD_TIMEOUT)
+        self._offsets = SinkOffsets(self.env, registry)
         self._write_lock = asyncio.Lock()  # the leader's writes, one at a time
         self._ready = False
         self._stopped = False
@@ -183,7 +182,16 @@ class DistributedWorker:
 
     async def _forward(self, method: str, path: str, body: Any = None) -> Any:
         _, answer = await self.forwarder.request(method, self._leader_url(), path, body)
+        await self._read_own_write()
         return answer
+
+    async def _read_own_write(self) -> None:
+        """The leader answered once its write was committed: read the log to its end, so a
+        client's next read on this worker sees what its write did."""
+        try:
+            await self.herder.sync()
+        except Exception as exc:  # the write is done; the poller catches up
+            log.warning("Reading the config log after a forwarded write failed: %r", exc)
 
     async def _write(self, records: list[tuple[str, bytes | None]]) -> None:
         """One transaction on the config log; returns once this worker has read it back."""
@@ -200,25 +208,6 @@ class DistributedWorker:
                 status=409,
             ) from None
         await self.herder.sync(at_least=offset)
-
-    async def _task_configs(self, name: str, config: Mapping[str, str]) -> list[dict[str, str]]:
-        """The task configurations the connector generates for ``config`` (stored with their
-        ``${...}`` references unresolved); none if its ``start`` fails: then the connector
-        shows FAILED on the worker that runs it."""
-        try:
-            async with asyncio.timeout(CONNECTOR_CALL_TIMEOUT):
-                resolved = await asyncio.to_thread(resolve, config, self.env.providers)
-                instance = self.registry.resolve(config["connector.class"])()
-                await instance.start(resolved)
-                try:
-                    tasks_max = int(resolved.get("tasks.max", "1"))
-                    configs = instance.task_configs(tasks_max)[:tasks_max]
-                finally:
-                    await instance.stop()
-        except Exception as exc:
-            log.error("Connector %s: no task configurations generated: %r", name, exc)
-            return []
-        return [unresolve(c, config, resolved) for c in configs]
 
     def _leading(self) -> bool:
         return self.herder.role.leader
@@ -286,6 +275,7 @@ class DistributedWorker:
         _, answer = await self.forwarder.request(
             "POST", role.leader_url, "/connectors", body, retried=True
         )
+        await self._read_own_write()
         return answer
 
     def _rebalance_bound(self) -> float:
@@ -295,21 +285,17 @@ class DistributedWorker:
     async def _config_records(
         self, name: str, config: dict[str, str], target: TargetState | None
     ) -> list[tuple[str, bytes | None]]:
-        tasks = [] if target is TargetState.STOPPED else await self._task_configs(name, config)
-        records = [] if target is None else [rec.target_state_record(name, target)]
-        records.append(rec.connector_record(name, config))
-        records += [rec.task_record(TaskId(name, i), c) for i, c in enumerate(tasks)]
-        records.append(rec.commit_record(name, len(tasks)))
-        return records
+        return await config_records(name, config, target, self.registry, self.env.providers)
 
     async def put_connector_config(
         self, name: str, config: Mapping[str, str], *, origin: object = None
     ) -> tuple[bool, ConnectorInfo]:
         if not self._leading():
-            _, answer = await self.forwarder.request(
+            status, answer = await self.forwarder.request(
                 "PUT", self._leader_url(), f"/connectors/{_quote(name)}/config", dict(config)
             )
-            return name not in self.herder.snapshot.connectors, _info(answer)
+            await self._read_own_write()
+            return status == 201, _info(answer)
         checked = await validate_connector_async(name, config, self.registry)
         async with self._write_lock:
             snapshot = await self.herder.sync()
@@ -416,39 +402,14 @@ class DistributedWorker:
 
     # ---- offsets (KIP-875): in the sink's table, reachable from any worker ----
 
-    def _require_stopped(self, name: str) -> None:
-        self._config(name)
-        snapshot = self.herder.snapshot
-        if snapshot.target_state(name) is not TargetState.STOPPED or snapshot.tasks(name):
-            raise Conflict(
-                f"Connectors must be in the STOPPED state before their offsets can be modified;"
-                f" stop {name} first (PUT /connectors/{name}/stop)",
-                status=400,
-            )
-
-    async def _offsets_target(self, name: str) -> tuple[Any, dict[str, str]]:
-        config = self._config(name)
-        async with asyncio.timeout(self.env.settings.resolve_timeout):
-            resolved = await asyncio.to_thread(resolve, config, self.env.providers)
-        return self.registry.resolve(config["connector.class"])(), resolved
-
     async def get_offsets(self, name: str) -> list[SinkOffset]:
-        connector, config = await self._offsets_target(name)
-        return await offsets_api.read_offsets(
-            self.env.worker, name, connector, config, self.executors
-        )
+        return await self._offsets.get(name, self._config(name))
 
     async def alter_offsets(self, name: str, offsets: Sequence[SinkOffset]) -> None:
-        self._require_stopped(name)
-        connector, config = await self._offsets_target(name)
-        await offsets_api.alter_offsets(
-            self.env.worker, name, connector, config, offsets, self.executors
-        )
+        await self._offsets.alter(name, self._config(name), self.herder.snapshot, offsets)
 
     async def reset_offsets(self, name: str) -> None:
-        self._require_stopped(name)
-        connector, config = await self._offsets_target(name)
-        await offsets_api.reset_offsets(self.env.worker, name, connector, config, self.executors)
+        await self._offsets.reset(name, self._config(name), self.herder.snapshot)
 
 
 def _quote(name: str) -> str:

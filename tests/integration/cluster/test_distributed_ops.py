@@ -24,7 +24,7 @@ pytestmark = pytest.mark.integration
 
 NAME = "echo"
 SESSION_MS = 6000
-DELAY_MS = 30000
+DELAY_MS = 120_000  # long: a loaded machine restarts a worker slowly
 GROUP = {
     "executor.pool.spares": "0",
     "session.timeout.ms": str(SESSION_MS),
@@ -131,7 +131,7 @@ async def test_leaving_on_purpose_reserves_work_and_a_crash_moves_it_at_once(
     await c.wait(moved, 60, "the crashed worker's tasks RUNNING elsewhere", workers=survivors)
     took = time.monotonic() - killed
     print(f"crash → tasks RUNNING elsewhere: {took:.1f} s (session {SESSION_MS} ms)")
-    assert took < DELAY_MS / 1000, f"{took:.1f} s: the crashed worker's work waited the delay"
+    assert took < SESSION_MS / 1000 + 30, f"{took:.1f} s: the crashed worker's work waited"
 
     # Every worker's metrics speak for the group: one leader, the same generation.
     generations = {_metric(w, "connectd_cluster_generation") for w in survivors}
