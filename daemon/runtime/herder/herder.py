@@ -64,7 +64,7 @@ log = logging.getLogger("connectd.herder")
 POLL_INTERVAL = 0.25
 #: How often the statuses of the work here are written again even without a change.
 STATUS_INTERVAL = 30.0
-#: Config changes that need a rebalance are batched: the leader rejoins once none came for
+#: Config changes that need a rebalance are batched: a worker rejoins once none came for
 #: this long, and at most ``REJOIN_MAX_WAIT`` s after the first.
 REJOIN_QUIET = 0.5
 REJOIN_MAX_WAIT = 3.0
@@ -336,8 +336,11 @@ class Herder:
             len(self.running.tasks),
         )
         self._first.set()
-        if event.leader and self.snapshot.offset > a.config_offset:
+        if self.snapshot.offset > a.config_offset:
             self._rejoin_soon()  # the config changed while this round ran: place the change
+        elif self._rejoin_timer is not None:  # this round placed every change read here
+            self._rejoin_timer.cancel()
+            self._rejoin_timer = None
         if revoked or a.revoked:
             self.rejoin()  # work stopped here: the next round places it
 
@@ -370,11 +373,13 @@ class Herder:
         old = ClusterConfig.from_snapshot(self._applied_snapshot).task_counts
         new = ClusterConfig.from_snapshot(self.snapshot).task_counts
         await self._apply()
-        if old != new and self.role.leader:  # connectors or task counts changed: a new round
+        if old != new:  # connectors or task counts changed: a new round (every worker asks,
+            # as in Connect: a follower waiting for its next heartbeat to hear of the leader's
+            # round cost a create up to heartbeat.interval.ms)
             self._rejoin_soon()
 
     def _rejoin_soon(self) -> None:
-        """The leader's rejoin after config changes, batched: it waits until no change came for
+        """The rejoin after config changes, batched: it waits until no change came for
         ``REJOIN_QUIET`` s, at most ``REJOIN_MAX_WAIT`` s after the first, so a burst of creates
         costs a rebalance or two instead of one each (issue 14, 6b)."""
         loop = asyncio.get_running_loop()
