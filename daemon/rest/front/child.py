@@ -215,7 +215,9 @@ class Front:
                 status = answer.status
                 length = answer.headers.get("Content-Length")
         except TimeoutError:
-            return error_response(500, "Request timed out")
+            # 504/502, not 500: the worker may or may not have applied a change, and a worker
+            # that forwarded the request here must know it was not answered (forward.py).
+            return error_response(504, "Request timed out")
         except aiohttp.ClientError as exc:
             log.error(
                 "the worker's REST app did not answer %s %s: %s",
@@ -223,7 +225,7 @@ class Front:
                 request.rel_url.raw_path,
                 exc,
             )
-            return error_response(500, f"The worker did not answer: {exc}")
+            return error_response(502, f"The worker did not answer: {exc}")
         changed = request.method not in _READ_ONLY and 200 <= status < 300
         # The client reads its own change next: from a snapshot taken after it, or from the
         # worker itself if none could be taken.

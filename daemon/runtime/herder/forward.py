@@ -72,7 +72,11 @@ class Forwarder:
         if 200 <= response.status < 300:
             return response.status, parsed
         message = parsed.get("message") if isinstance(parsed, dict) else None
-        raise RemoteError(str(message or text or response.reason), status=response.status)
+        error = RemoteError(str(message or text or response.reason), status=response.status)
+        # The other worker's REST front could not reach its own worker (it died under the
+        # request): the request may or may not have been applied, as if unreachable.
+        error.answered = response.status not in (502, 504)
+        raise error
 
     async def close(self) -> None:
         if self._session is not None:
