@@ -157,6 +157,14 @@ class ExecutorPool:
         )
         return await lease.result()
 
+    async def recycle_idle(self, reason: str) -> int:
+        """Kill and reap every idle executor now (replacements start in the background); the
+        number recycled. Distributed mode: a worker that lost its group membership keeps no
+        process that lived through its time as a zombie."""
+        kills = self._sup.recycle_idle(reason)
+        await asyncio.gather(*(asyncio.shield(k) for k in kills), return_exceptions=True)
+        return len(kills)
+
     def snapshot(self) -> list[ExecutorInfo]:
         """Every executor the pool has (including ones being killed), by id."""
         return self._sup.snapshot()

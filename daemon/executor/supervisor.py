@@ -167,6 +167,11 @@ class Supervisor:
                 self._idle.append(ex)
         self.notify()
 
+    def recycle_idle(self, reason: str) -> list[asyncio.Task[KillReport]]:
+        """Replace every idle executor (killed and reaped; replacements start)."""
+        idle = [ex for ex in self._idle if ex.state is ExecutorState.IDLE and not ex.terminating]
+        return [self.recycle(ex, reason) for ex in idle]
+
     def any_busy(self) -> bool:
         return any(e.state is ExecutorState.BUSY for e in self._executors.values())
 

@@ -282,6 +282,8 @@ class Herder:
 
     async def _on_event(self, event: Event) -> None:
         if isinstance(event, Lost):
+            if self.role.generation < 0 and not self.running:
+                return  # handled already (the freeze watcher saw it first)
             log.warning(
                 "This worker is no longer a member of group %s (its session expired: it was"
                 " stopped, paused or cut off): stopping its %d task(s) before it rejoins",
@@ -292,6 +294,11 @@ class Herder:
             self.running = Allocation()
             await self._drop_writer()
             await self.local.stop_all("this worker lost its group membership")
+            # The stop sequences killed the executors that were writing; the idle ones go
+            # too: nothing that lived through this worker's time as a zombie is kept.
+            recycle = getattr(self.local.env.executors, "recycle_idle", None)
+            if recycle is not None:
+                await recycle("this worker lost its group membership")
             return
         if not isinstance(event, Assigned):
             log.error("Group %s: %s; not taking work", self.config.group_id, event.error)
