@@ -127,8 +127,6 @@ class Herder:
         self._tasks: list[asyncio.Task[None]] = []
         self._first = asyncio.Event()
         self.loaded = False  # the config log and the statuses were read once
-        self._started_work = False
-        self._stopping = False
 
     # ---- lifecycle ----
 
@@ -177,7 +175,6 @@ class Herder:
     async def stop(self) -> None:
         """Say this member leaves on purpose, stop the work here (stop sequence), report it
         UNASSIGNED, leave the group."""
-        self._stopping = True
         if self._rejoin_timer is not None:
             self._rejoin_timer.cancel()
         for task in self._tasks:
@@ -272,7 +269,7 @@ class Herder:
             try:
                 while not self._events.empty():
                     await self._on_event(self._events.get_nowait())
-                if self._started_work and self.snapshot.offset != self._applied_offset:
+                if self._applied_offset >= 0 and self.snapshot.offset != self._applied_offset:
                     await self._on_config()
                 await self.publisher.publish()
             except asyncio.CancelledError:
@@ -416,7 +413,6 @@ class Herder:
         self._restarts_from = snapshot.offset
         self._applied_offset = snapshot.offset
         self._applied_snapshot = snapshot
-        self._started_work = True
 
     # ---- the leader's writer ----
 
