@@ -52,11 +52,15 @@ class LocalWork:
         ]
         await asyncio.gather(*changes)
 
-    async def _remove(self, name: str) -> None:
-        rt = self.runtimes[name]
+    async def _remove(
+        self, name: str, reason: str = "it is no longer assigned to this worker"
+    ) -> None:
+        rt = self.runtimes.get(name)
+        if rt is None:  # removed meanwhile
+            return
         async with rt.lock:
             try:
-                await rt.shutdown("it is no longer assigned to this worker")
+                await rt.shutdown(reason)
             except ConnectdError as exc:
                 log.error("Connector %s: stopping its work here failed: %s", name, exc)
                 return  # kept: a task not confirmed reaped is retried at the next reconcile
@@ -104,18 +108,7 @@ class LocalWork:
 
     async def stop_all(self, reason: str) -> None:
         """Every connector and task here through the stop sequence (membership lost, exit)."""
-
-        async def stop(name: str, rt: ConnectorRuntime) -> None:
-            async with rt.lock:
-                try:
-                    await rt.shutdown(reason)
-                except ConnectdError as exc:
-                    log.error("Connector %s: stopping its work failed: %s", name, exc)
-                    return
-            if self.runtimes.get(name) is rt:
-                del self.runtimes[name]
-
-        await asyncio.gather(*(stop(n, rt) for n, rt in list(self.runtimes.items())))
+        await asyncio.gather(*(self._remove(name, reason) for name in list(self.runtimes)))
 
     def reported(self) -> tuple[dict[str, tuple[State, str | None]], dict[TaskId, Slot]]:
         """The states to publish: each connector whose instance runs here, each task here."""
