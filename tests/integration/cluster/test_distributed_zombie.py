@@ -66,6 +66,7 @@ def _stopped(pid: int) -> bool:
 
 
 # Three JVM starts (one per worker start) on a small, shared machine: 80 s each under load.
+@pytest.mark.soak  # 2-4 min, and one fresh-clone CI failure not yet diagnosed: make soak
 @pytest.mark.timeout(480)
 async def test_a_stopped_worker_commits_nothing_after_its_session_and_rejoins(
     kafka_topic: TopicFactory,  # before the cluster: its topic outlives the workers
