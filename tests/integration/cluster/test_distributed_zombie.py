@@ -46,12 +46,17 @@ NAME = "zombie"
 def _executors(pid: int) -> dict[int, float]:
     """The worker's executors (``python -m daemon.executor.child``) and every process below
     them (their JVMs and Spark's Python workers), with start times: a pid reused later is
-    another process. Not its REST front process, which outlives a lost membership."""
+    another process. Not its REST front process, which outlives a lost membership, and not
+    the class-data-sharing archive builder (``--build-archive``: it runs no write for any
+    task and ends by itself once its archive is dumped, ``executor/cds.py``). A fresh clone
+    has no archive for the workers' settings yet, so a builder runs during this test there:
+    counting it failed the test in fresh-clone CI runs only."""
     found: dict[int, float] = {}
     with contextlib.suppress(psutil.Error):
         for child in psutil.Process(pid).children():
             with contextlib.suppress(psutil.Error):
-                if "daemon.executor.child" not in child.cmdline():
+                argv = child.cmdline()
+                if "daemon.executor.child" not in argv or "--build-archive" in argv:
                     continue
                 for p in [child, *child.children(recursive=True)]:
                     with contextlib.suppress(psutil.Error):
@@ -66,7 +71,6 @@ def _stopped(pid: int) -> bool:
 
 
 # Three JVM starts (one per worker start) on a small, shared machine: 80 s each under load.
-@pytest.mark.soak  # 2-4 min, and one fresh-clone CI failure not yet diagnosed: make soak
 @pytest.mark.timeout(480)
 async def test_a_stopped_worker_commits_nothing_after_its_session_and_rejoins(
     kafka_topic: TopicFactory,  # before the cluster: its topic outlives the workers
@@ -115,7 +119,11 @@ async def test_a_stopped_worker_commits_nothing_after_its_session_and_rejoins(
 
         zombie.signal(signal.SIGCONT)
         resumed = time.monotonic()
-        await wait_until(lambda: not still_there(executors), 60, "its executors gone", 0.05)
+        try:
+            await wait_until(lambda: not still_there(executors), 60, "its executors gone", 0.05)
+        except AssertionError as exc:
+            left = still_there(executors)
+            raise AssertionError(f"{exc}: {left}\n{zombie.log()}") from None
         gone = time.monotonic() - resumed
         back = await settled(
             c, NAME, TASKS, 150, on=list(c), where=lambda p: zombie.worker_id in p.values()
