@@ -6,7 +6,8 @@ test may pass its own (``daemon.connectors.testing.LocalRunner`` is an ``Executo
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+import asyncio
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, Protocol, overload
 
 import pyarrow as pa
@@ -100,4 +101,12 @@ class SinkTaskContext(Protocol):
         self, fn: str, batch: pa.Table | None, *, timeout: float, **kwargs: Any
     ) -> Any:
         """Run ``fn`` in an executor process; see ``ExecutorRunner``."""
+        ...
+
+    def start_background(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        """Run ``coro`` beside the task's callbacks (a writer that works while the task reads)
+        for at most as long as this incarnation: the runtime cancels it and waits for it to
+        end before the incarnation counts as over, so an executor write it holds is killed and
+        reaped first (a kill cancels it at once; after a graceful end, once ``stop`` returned).
+        Its exceptions are the task's to collect; the runtime only logs what nobody did."""
         ...

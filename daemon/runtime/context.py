@@ -7,7 +7,9 @@ after each callback returns.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, overload
 
@@ -15,6 +17,8 @@ import pyarrow as pa
 
 from daemon.connectors.protocols import ExecutorRunner
 from daemon.structs import TaskId, TopicPartition
+
+log = logging.getLogger("connectd.task")
 
 
 class TaskContext:
@@ -34,6 +38,7 @@ class TaskContext:
         self._closing = False
         #: While ``open`` runs (``opening``): draws an epoch ≥ its argument and adopts it.
         self._raiser: Callable[[int], Awaitable[int]] | None = None
+        self._background: set[asyncio.Task[None]] = set()
 
     @property
     def task_id(self) -> TaskId:
@@ -94,6 +99,11 @@ class TaskContext:
     ) -> Any:
         return await self._runner.run_in_executor(fn, batch, timeout=timeout, **kwargs)
 
+    def start_background(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(coro, name=f"{self._task_id} {name}")
+        self._background.add(task)
+        return task
+
     def _assigned(self, partitions: Collection[TopicPartition]) -> Collection[TopicPartition]:
         stray = set(partitions) - self._assignment
         if stray:
@@ -142,6 +152,25 @@ class TaskContext:
         seeks = {tp: o for tp, o in self._seeks.items() if tp in self._assignment}
         self._seeks.clear()
         return seeks
+
+    async def end_background(self) -> None:
+        """Cancel what ``start_background`` runs and wait until it has ended (a write it held
+        is killed and reaped by then: cancelling an executor call does that before it returns)."""
+        tasks, self._background = self._background, set()
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            try:
+                await asyncio.wait([task])
+            except asyncio.CancelledError:
+                # Cancelled while waiting (a kill during a graceful end): the task is cancelled
+                # already; its end is still waited for, so no write outlives the incarnation.
+                await asyncio.wait([task])
+                raise
+            if not task.cancelled() and task.exception() is not None:
+                log.warning(
+                    "Task %s: %s failed: %r", self._task_id, task.get_name(), task.exception()
+                )
 
     def take_commit_request(self) -> bool:
         requested, self._commit_requested = self._commit_requested, False

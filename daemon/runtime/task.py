@@ -178,6 +178,8 @@ class Incarnation:
             await self._close_after_failure()
         finally:
             self.running = False
+            if self.context is not None:  # the sink's writer: a write it holds is killed
+                await self.context.end_background()
             self.binding.close("the incarnation is over")
             await self._close_consumer()
             if self.pipeline is not None:

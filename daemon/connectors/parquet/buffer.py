@@ -29,7 +29,9 @@ class RecordBuffer:
         self._tables: list[pa.Table] = []
         self._ranges: dict[TopicPartition, OffsetRange] = {}
         self._since: float | None = None
+        self._last: float | None = None  # when progress last arrived
         self.rows = 0
+        self.nbytes = 0  # of the buffered Arrow tables
 
     @property
     def ranges(self) -> dict[TopicPartition, OffsetRange]:
@@ -40,6 +42,16 @@ class RecordBuffer:
     def age(self) -> float:
         """Seconds since the oldest unwritten progress arrived (0 when there is none)."""
         return 0.0 if self._since is None else self._clock() - self._since
+
+    @property
+    def idle(self) -> float:
+        """Seconds since unwritten progress last arrived (0 when there is none)."""
+        return 0.0 if self._since is None or self._last is None else self._clock() - self._last
+
+    @property
+    def waiting(self) -> bool:
+        """Progress (records, or offsets passed without records) waits to be written."""
+        return self._since is not None
 
     def add(self, batch: RecordBatch, committed: Mapping[TopicPartition, int]) -> None:
         """Buffer ``batch``. ``committed``: next offset per partition durable in the sink.
@@ -68,17 +80,22 @@ class RecordBuffer:
                 if r.end > expected:
                     accepted[r.tp] = OffsetRange(r.topic, r.partition, expected, r.end)
         table = _drop_before(batch.table, trims) if trims else batch.table
+        now = self._clock()
         for tp, r in accepted.items():
             pending = self._ranges.get(tp)
             start = r.start if pending is None else pending.start
             self._ranges[tp] = OffsetRange(tp.topic, tp.partition, start, r.end)
-            if len(r) and self._since is None:
-                self._since = self._clock()
+            if len(r):
+                self._last = now
+                if self._since is None:
+                    self._since = now
         if table.num_rows:
             self._tables.append(table)
             self.rows += table.num_rows
+            self.nbytes += table.nbytes
+            self._last = now
             if self._since is None:
-                self._since = self._clock()
+                self._since = now
 
     def due(self, max_records: int, interval: float) -> bool:
         """Time to write: ``max_records`` rows buffered, or progress waiting ``interval`` s."""
@@ -107,11 +124,13 @@ class RecordBuffer:
         tables = [_without(t, gone) for t in self._tables]
         self._tables = [t for t in tables if t.num_rows]
         self.rows = sum(t.num_rows for t in self._tables)
+        self.nbytes = sum(t.nbytes for t in self._tables)
         if not self._tables and not any(len(r) for r in self._ranges.values()):
             self._since = None
 
     def clear(self) -> None:
-        self._tables, self._ranges, self._since, self.rows = [], {}, None, 0
+        self._tables, self._ranges, self._since, self._last = [], {}, None, None
+        self.rows = self.nbytes = 0
 
 
 def _matches(table: pa.Table, tp: TopicPartition) -> pa.ChunkedArray:

@@ -20,9 +20,15 @@ from daemon.config.problems import Problem, error
 from daemon.config.worker import WRITE_TIMEOUT_KEY
 from daemon.connectors.parquet.place import place_problems, scheme_problem
 from daemon.connectors.parquet.write import COMPRESSION, FORMATS
+from daemon.connectors.parquet.writer import FlushPolicy
 from daemon.errors import ConfigError
 
 DEFAULT_WRITE_TIMEOUT_MS = 60_000
+#: Defaults of flush.linger.ms, buffer.max.records and buffer.max.bytes (bench/README.md has
+#: what one Spark write costs by size, which these follow).
+LINGER_MS = 500
+BUFFER_RECORDS = 250_000
+BUFFER_BYTES = 128 << 20
 
 
 #: Minimum lease of an unfinished staging dir on a Hadoop filesystem (see
@@ -154,6 +160,36 @@ CONFIG_DEF = (
         "every batch.",
     )
     .define(
+        "flush.linger.ms",
+        ConfigType.MS,
+        LINGER_MS,
+        Importance.MEDIUM,
+        "Write (and commit) what is buffered once no record came for this long: the task has "
+        "read what there is, so its records need not wait for flush.interval.ms. Under a "
+        "steady stream writes still follow flush.max.records and flush.interval.ms; set it to "
+        "flush.interval.ms to write only by those.",
+    )
+    .define(
+        "buffer.max.records",
+        ConfigType.INT,
+        BUFFER_RECORDS,
+        Importance.LOW,
+        "The most records a task holds unwritten. A task reads on while its write is in "
+        "flight, and the next write takes all that came meanwhile: behind a backlog writes "
+        "grow up to this many records (fewer, larger Spark jobs); reading waits beyond it. "
+        "At least flush.max.records.",
+        validator=in_range(1, 100_000_000),
+    )
+    .define(
+        "buffer.max.bytes",
+        ConfigType.LONG,
+        BUFFER_BYTES,
+        Importance.LOW,
+        "The most bytes of Arrow data a task holds unwritten (see buffer.max.records): the "
+        "memory bound of a task's buffer; one write holds about this much at most.",
+        validator=in_range(1 << 20, 1 << 40),
+    )
+    .define(
         "compression",
         ConfigType.STRING,
         "",
@@ -222,6 +258,19 @@ class ParquetSettings:
     takeover: tuple[str, ...] = ()  # connectors whose partitions this one may take over
     checkpoint_interval: int = 100  # commit.log.checkpoint.interval
     retention_ms: int = 7 * 24 * 3600 * 1000  # commit.log.retention.ms
+    flush_linger: float = LINGER_MS / 1000.0  # seconds
+    buffer_max_records: int = BUFFER_RECORDS
+    buffer_max_bytes: int = BUFFER_BYTES
+
+    @property
+    def flush_policy(self) -> FlushPolicy:
+        return FlushPolicy(
+            max_records=self.flush_max_records,
+            interval=self.flush_interval,
+            linger=self.flush_linger,
+            buffer_records=max(self.buffer_max_records, self.flush_max_records),
+            buffer_bytes=self.buffer_max_bytes,
+        )
 
     @property
     def staging_lease(self) -> float:
@@ -244,6 +293,9 @@ class ParquetSettings:
             takeover=tuple(c.strip() for c in values["takeover"] if c.strip()),
             checkpoint_interval=values["commit.log.checkpoint.interval"],
             retention_ms=values["commit.log.retention.ms"],
+            flush_linger=values["flush.linger.ms"] / 1000.0,
+            buffer_max_records=values["buffer.max.records"],
+            buffer_max_bytes=values["buffer.max.bytes"],
         )
 
 

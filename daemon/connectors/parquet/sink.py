@@ -6,23 +6,25 @@ How a task keeps exactly-once (DESIGN.md, "Exactly-once into the sink"):
 - ``open``: claim the partitions in the table's commit log with this incarnation's epoch
   (``fence``: from then on an older incarnation's commit is refused, even before ours), read the
   offsets committed with the data and seek there.
-- ``put``: buffer the batch (Arrow tables, no per-row Python). When ``flush.max.records`` rows
-  are buffered or the oldest buffered record is ``flush.interval.ms`` old, write: Spark writes
-  the rows into a staging directory of the table, in a killable executor; then one commit
-  record with the offset ranges and the epoch is created exclusively and the files are moved
-  into place. A commit that does not continue exactly where the last one ended, or comes from
-  an older epoch, is refused and its staged files deleted: a zombie never lands.
+- ``put``: buffer the batch (Arrow tables, no per-row Python). The task's writer
+  (``writer.py``: one write in flight, beside the task's reading) writes what is buffered when
+  it is due (``flush.max.records``, ``flush.interval.ms``, or ``flush.linger.ms`` without new
+  records): Spark writes the rows into a staging directory of the table, in a killable
+  executor; then one commit record with the offset ranges and the epoch is created exclusively
+  and the files are moved into place. A commit that does not continue exactly where the last
+  one ended, or comes from an older epoch, is refused and its staged files deleted: a zombie
+  never lands.
 - A failed write (deadline passed and executor killed, executor died, write raised) deletes
-  its staged files and fails the ``put`` with the executor's (retriable) error: the runtime
-  restarts the task, and the new incarnation seeks to the committed offsets again. Buffered
-  records are dropped with the failed incarnation; Kafka still has them.
+  its staged files; the next ``put`` (or ``pre_commit``) raises the executor's (retriable)
+  error and asks to re-read from the committed offsets: the runtime retries or restarts the
+  task, which reads Kafka again from there. Buffered records are dropped; Kafka still has them.
 - ``offsets_skipped`` (retention deleted offsets before they were written, and
   ``errors.offset.out.of.range=earliest`` skips them): writes what is buffered, then records
   the gap as a ``skip`` record of the commit log, fenced like a commit, so the table's history
   says where the missing offsets went; the partition's committed offset moves past the gap.
-- ``pre_commit``: writes what is buffered when closing (``context.is_closing``) or when the
-  interval has passed, and returns the offsets durable in the table; the runtime commits those
-  to the consumer group for lag tools only.
+- ``pre_commit``: returns the offsets durable in the table (the runtime commits those to the
+  consumer group for lag tools only); when closing (``context.is_closing``) it first waits
+  until everything buffered is written and committed.
 
 Where the commit log runs (``parquet.table``): for a local table (a path or ``file:`` URI) in
 the daemon, in threads; for a table on a Hadoop filesystem (``hdfs://``, ``viewfs://``,
@@ -41,6 +43,8 @@ import time
 from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
+
+import pyarrow as pa
 
 from daemon import __version__
 from daemon.config.problems import Problem
@@ -72,6 +76,7 @@ from daemon.connectors.parquet.table import (
 )
 from daemon.connectors.parquet.upkeep import LogUpkeep
 from daemon.connectors.parquet.write import tidy
+from daemon.connectors.parquet.writer import Writer
 from daemon.connectors.records import OffsetRange, RecordBatch, TopicPartition
 from daemon.errors import ConfigError
 from daemon.storage.commitlog import META, CommitLog
@@ -234,6 +239,8 @@ class ParquetSinkTask(SinkTask):
         self.commits = 0
         self.rows_written = 0
         self._upkeep = LogUpkeep(self._log, context.task_id)
+        self._writer = Writer(self._buffer, self.settings.flush_policy, self._flush)
+        self._writing = context.start_background(self._writer.run(), "writer")
 
     async def open(self, partitions: Collection[TopicPartition]) -> None:
         tps = sorted(partitions)
@@ -255,17 +262,21 @@ class ParquetSinkTask(SinkTask):
         )
 
     async def put(self, batch: RecordBatch) -> None:
+        """Buffer ``batch`` for the writer (``writer.py``); waits only while the buffer is full.
+        Raises the failure of a write that failed since the last call."""
+        self._raise_failure()
         if self.settings.partition_by and len(batch):
             self._check_partition_columns(batch)
-        self._buffer.add(batch, self._committed)
-        if self._buffer.due(self.settings.flush_max_records, self.settings.flush_interval):
-            await self._flush()
+        self._buffer.add(batch, self._writer.continues_after(self._committed))
+        self._writer.poke()
+        await self._writer.make_room()
+        self._raise_failure()
 
     async def offsets_skipped(self, tp: TopicPartition, start: int, end: int) -> None:
         """Record the gap ``start``..``end - 1`` of ``tp`` in the commit log (a ``skip``
         record): first what is buffered is written, so the skip continues the partition's
         committed offsets exactly."""
-        await self._flush()
+        await self._drain()
         # The gap starts where the table's offsets end: the consumer's position may already
         # be past a transaction marker or a compacted batch's end that no record stands for.
         start = min(start, self._committed.get(tp, start))
@@ -283,17 +294,25 @@ class ParquetSinkTask(SinkTask):
     async def pre_commit(
         self, offsets: Mapping[TopicPartition, int]
     ) -> Mapping[TopicPartition, int]:
-        s = self.settings
-        if self.context.is_closing or self._buffer.due(s.flush_max_records, s.flush_interval):
-            await self._flush()
+        """What is committed in the table; when closing, everything buffered is first."""
+        if self.context.is_closing:
+            await self._drain()
+        self._raise_failure()
         return {tp: self._committed[tp] for tp in offsets if tp in self._committed}
 
     async def close(self, partitions: Collection[TopicPartition]) -> None:
+        # After a closing pre_commit nothing is in flight; after a failure elsewhere the write
+        # in flight may still land (it is exactly once either way): it ends before the close.
+        await self._writer.settle()
         self._buffer.drop(partitions)
         for tp in partitions:
             self._committed.pop(tp, None)
 
     async def stop(self) -> None:
+        writing = getattr(self, "_writing", None)  # None if start failed
+        if writing is not None:
+            writing.cancel()  # a write in flight (none after a closing pre_commit) is killed
+            await asyncio.wait([writing])
         upkeep = getattr(self, "_upkeep", None)  # None if start failed
         if upkeep is not None:
             await upkeep.stop()
@@ -305,6 +324,12 @@ class ParquetSinkTask(SinkTask):
     def committed(self) -> dict[TopicPartition, int]:
         """Next offset per open partition, durable in the table."""
         return dict(self._committed)
+
+    async def quiet(self) -> None:
+        """Until no write is in flight or due now; raises a failed write's error. For tests
+        and benchmarks that observe the writer (``put`` does not wait for writes)."""
+        await self._writer.quiet()
+        self._raise_failure()
 
     @property
     def buffered(self) -> int:
@@ -321,12 +346,25 @@ class ParquetSinkTask(SinkTask):
                 "value.fields, and at least one column must stay in the files)"
             )
 
-    async def _flush(self) -> None:
-        """Write and commit everything buffered; on any failure, delete the staged files and
-        re-raise (the buffer is dropped: the next incarnation reads Kafka again)."""
-        table, ranges = self._buffer.take()
-        if not ranges:
+    async def _drain(self) -> None:
+        await self._writer.drain()
+        self._raise_failure()
+
+    def _raise_failure(self) -> None:
+        """A write failed: drop what is buffered, ask to re-read from the committed offsets
+        (what a new incarnation does too, so no later batch can leave a gap), and raise it."""
+        failure = self._writer.take_failure()
+        if failure is None:
             return
+        self._buffer.clear()
+        seeks = {tp: o for tp, o in self._committed.items() if tp in self.context.assignment()}
+        if seeks:
+            self.context.offset(seeks)
+        raise failure
+
+    async def _flush(self, table: pa.Table, ranges: tuple[OffsetRange, ...]) -> None:
+        """Write and commit one batch (the writer's ``WriteBatch``); on any failure, delete the
+        staged files and re-raise."""
         ctx, commit_log = self.context, self._log
         commit_id = CommitLog.new_commit_id()
         began = time.monotonic()
@@ -341,7 +379,6 @@ class ParquetSinkTask(SinkTask):
             landed = await asyncio.shield(abort)
             if landed:  # the record was created after all: the commit stands
                 self._landed(ranges)
-            self._reseek()
             log.warning(
                 "%s: write of %d records (%s) failed, staged files deleted: %s: %s",
                 ctx.task_id,
@@ -368,14 +405,6 @@ class ParquetSinkTask(SinkTask):
     def _landed(self, ranges: Collection[OffsetRange]) -> None:
         for r in ranges:
             self._committed[r.tp] = r.end
-
-    def _reseek(self) -> None:
-        """After a failed write, ask to re-read from the committed offsets (what a new
-        incarnation does too), so no later batch can leave a gap."""
-        self._buffer.clear()
-        seeks = {tp: o for tp, o in self._committed.items() if tp in self.context.assignment()}
-        if seeks:
-            self.context.offset(seeks)
 
 
 def _describe(ranges: Collection[OffsetRange]) -> str:

@@ -70,6 +70,7 @@ async def main(args: argparse.Namespace) -> None:
                     await task.put(b)
                 began = time.monotonic()
                 await task.put(batches[-1])
+                await task.quiet()  # written and committed
                 took = time.monotonic() - began
                 times.append(took)
                 print(

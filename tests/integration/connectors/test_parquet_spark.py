@@ -80,7 +80,8 @@ async def test_100k_records_read_back_identical(sink_task: StartTask, tmp_path: 
     await task.put(sent[0])
     await task.put(sent[1])
     began = time.monotonic()
-    await task.put(sent[2])  # the 100,000th record: written and committed
+    await task.put(sent[2])  # the 100,000th record: due, written beside put
+    await task.quiet()  # written and committed
     took = time.monotonic() - began
     assert task.commits == 1 and task.buffered == 0
     assert task.committed == {TPS[0]: 33_334, TPS[1]: 33_334, TPS[2]: 33_332}
@@ -119,10 +120,13 @@ async def test_restart_resumes_from_the_commit_log_and_a_zombie_is_refused(
     sink_task: StartTask, tmp_path: Path
 ) -> None:
     table = tmp_path / "orders"
-    config = {"path": str(table), "flush.max.records": "3000"}
+    # No linger: what is buffered stays buffered until the test says (writes by size only).
+    config = {"path": str(table), "flush.max.records": "3000", "flush.linger.ms": "600000"}
     first, ctx1 = await sink_task(ParquetSinkTask, config, epoch=1, partitions=TPS)
     for batch in batches(0, 1000, value_size=40):
         await first.put(batch)  # the third makes 3000: one commit
+    await first.quiet()
+    assert first.commits == 1
     for batch in batches(1000, 500, value_size=40):
         await first.put(batch)  # buffered only: this incarnation becomes a zombie
     assert first.buffered == 1500
@@ -143,12 +147,19 @@ async def test_a_write_killed_after_staging_leaves_nothing_and_the_retry_lands_o
     sink_task: StartTask, sink_pool: ThreadedPool, tmp_path: Path
 ) -> None:
     table = tmp_path / "orders"
-    config = {"path": str(table), "flush.max.records": "600", "task.write.timeout.ms": "10000"}
+    config = {
+        "path": str(table),
+        "flush.max.records": "600",
+        "flush.linger.ms": "600000",  # the write starts at 600 records, not before
+        "task.write.timeout.ms": "10000",
+    }
     hung, ctx = await sink_task(StagedThenHungTask, config, epoch=1, partitions=TPS, task=1)
     first, second, third = batches(0, 200, value_size=40)
     await hung.put(first)
     await hung.put(second)
     put = asyncio.create_task(hung.put(third))  # 600 records: the write starts, then hangs
+    await put  # put returns; the write runs beside it
+    put = asyncio.create_task(hung.quiet())  # ends with the write's outcome
     staging = table / "_connectd" / "staging"
     deadline = time.monotonic() + 60
     pid = None
@@ -168,5 +179,6 @@ async def test_a_write_killed_after_staging_leaves_nothing_and_the_retry_lands_o
     retry, _ctx2 = await sink_task(ParquetSinkTask, config, epoch=2, partitions=TPS, task=1)
     for batch in batches(0, 200, value_size=40):
         await retry.put(batch)
+    await retry.quiet()
     assert retry.commits == 1
     assert offsets(read_back(table)) == [(p, o) for p in range(3) for o in range(200)]

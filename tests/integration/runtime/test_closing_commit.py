@@ -1,9 +1,10 @@
 """Commit before close (KIP-275) on a real broker and real Spark: a ParquetSink task holds its
-records in its buffer (a large ``flush.max.records``, a long ``flush.interval.ms``) until a
-second consumer joins its group ``connect-<name>``. The rebalance runs the closing ``pre_commit``
-(``context.is_closing``): the buffered records are written and committed before the partitions
-are taken away, the group's offsets are the table's, and whoever owns a partition next resumes
-after them. Rows are counted with pyarrow, which skips the underscore-prefixed staging paths.
+records in its buffer (a large ``flush.max.records``, long ``flush.interval.ms`` and
+``flush.linger.ms``) until a second consumer joins its group ``connect-<name>``. The
+rebalance runs the closing ``pre_commit`` (``context.is_closing``): the buffered records are
+written and committed before the partitions are taken away, the group's offsets are the
+table's, and whoever owns a partition next resumes after them. Rows are counted with pyarrow,
+which skips the underscore-prefixed staging paths.
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ async def test_a_rebalance_commits_the_buffered_records_before_closing(
             "path": str(table),
             "flush.max.records": "1000000",
             "flush.interval.ms": "3600000",
+            "flush.linger.ms": "3600000",  # held until the rebalance closes the partitions
         },
     )
     await wait_until(

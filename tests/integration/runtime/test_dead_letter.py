@@ -94,6 +94,7 @@ async def test_bad_records_end_in_the_dead_letter_topic_exactly_once_through_kil
         "tasks.max": "1",
         "path": str(table),
         "flush.max.records": "40",
+        "buffer.max.records": "40",  # writes of 40-80 records even behind the backlog
         "flush.interval.ms": "500",
         "consumer.override.max.poll.records": "40",
         "errors.tolerance": "all",

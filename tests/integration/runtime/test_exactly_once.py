@@ -83,6 +83,7 @@ async def test_twenty_thousand_records_exactly_once_through_kills(
         "tasks.max": str(PARTITIONS),
         "path": str(table),
         "flush.max.records": "1500",
+        "buffer.max.records": "1500",  # commits in small steps, even behind the backlog
         "flush.interval.ms": "2000",
         # A killed JVM fails its task; the auto-restart waits minutes from the second failure
         # on (n·(n+1)), which this test need not sit through.

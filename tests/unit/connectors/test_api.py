@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import sys
 import types
 from collections.abc import Iterator, Mapping
@@ -278,3 +280,30 @@ def test_registry_errors(plugin_module: str) -> None:
     reg.register_alias("GoodSink", "other:Class", replace=True)
     with pytest.raises(ValueError, match=r"package\.module:Class"):
         reg.register_alias("X", "no_colon")
+
+
+async def test_background_work_ends_with_the_incarnation(caplog: pytest.LogCaptureFixture) -> None:
+    """``end_background`` (the runtime calls it as the incarnation ends) cancels what the task
+    started beside its callbacks and returns only once it has ended; a failure nobody
+    collected is logged, not lost."""
+    ctx, _ = _context()
+    ended: list[str] = []
+
+    async def writer() -> None:
+        try:
+            await asyncio.Event().wait()  # a write in flight
+        finally:
+            await asyncio.sleep(0)  # its clean-up takes a step, and is waited for
+            ended.append("writer")
+
+    async def crashes() -> None:
+        raise RuntimeError("lost its table")
+
+    ctx.start_background(writer(), "writer")
+    crashed = ctx.start_background(crashes(), "upkeep")
+    await asyncio.wait([crashed])
+    with caplog.at_level(logging.WARNING):
+        await asyncio.wait_for(ctx.end_background(), 5)
+    assert ended == ["writer"]
+    assert "sink-3 upkeep failed: RuntimeError('lost its table')" in caplog.text
+    await ctx.end_background()  # nothing left: a no-op

@@ -57,7 +57,14 @@ async def start_task(
     runner: LocalRunner | None = None,
     **settings: str,
 ) -> tuple[ParquetSinkTask, TaskContext]:
-    config = {"name": "orders", "path": str(table), "flush.max.records": "1000"}
+    # Writes by size and interval only (no linger), unless a test says otherwise: what the
+    # tests buffer stays buffered, however slow the machine.
+    config = {
+        "name": "orders",
+        "path": str(table),
+        "flush.max.records": "1000",
+        "flush.linger.ms": "600000",
+    }
     config.update({k.replace("_", "."): v for k, v in settings.items()})
     ctx = TaskContext(TaskId("orders", 0), epoch, config, runner or LocalRunner())
     task = ParquetSinkTask()
@@ -94,7 +101,8 @@ async def test_records_land_exactly_once_across_incarnations(tmp_path: Path) -> 
     task, ctx = await start_task(table, epoch=1)
     assert ctx.take_seeks() == {}  # nothing committed yet
     await task.put(sample_batch("t", 0, 0, 600))
-    await task.put(sample_batch("t", 0, 600, 600))  # 1200 ≥ 1000: written and committed
+    await task.put(sample_batch("t", 0, 600, 600))  # 1200 ≥ 1000: due, written beside put
+    await task.quiet()
     assert task.commits == 1 and task.committed == {TP0: 1200} and task.buffered == 0
     await task.put(sample_batch("t", 0, 1200, 100))
     assert await close_task(task, ctx, {TP0: 1300}) == {TP0: 1300}
@@ -120,10 +128,13 @@ async def test_pre_commit_returns_only_what_is_durable(tmp_path: Path) -> None:
 async def test_the_interval_is_checked_in_pre_commit(tmp_path: Path) -> None:
     task, ctx = await start_task(tmp_path / "t", epoch=1, flush_interval_ms="0")
     await task.put(sample_batch("t", 0, 0, 0))  # nothing to write
+    await task.quiet()
     assert task.commits == 0
     await task.put(sample_batch("t", 0, 0, 3))  # interval 0: every batch is written
+    await task.quiet()
     assert task.commits == 1
     await task.put(sample_batch("t", 0, 3, 3))
+    await task.quiet()
     assert task.commits == 2 and await task.pre_commit({TP0: 6}) == {TP0: 6}
     await close_task(task, ctx, {TP0: 6})
 
@@ -155,9 +166,12 @@ async def test_a_killed_write_leaves_nothing_and_the_retry_lands_once(tmp_path: 
     task, ctx = await start_task(table, epoch=1, flush_max_records="10")
     await task.put(sample_batch("t", 0, 0, 10))
     ctx.take_seeks()
+    await task.quiet()
     ctx._runner = FailingRunner()  # type: ignore[attr-defined]
-    with pytest.raises(WriteTimeout):
-        await task.put(sample_batch("t", 0, 10, 10))
+    await task.put(sample_batch("t", 0, 10, 10))  # due: the write starts beside put, and fails
+    await task.put(sample_batch("t", 0, 20, 5))  # buffered while it failed, dropped with it
+    with pytest.raises(WriteTimeout):  # the next call raises the failure
+        await task.quiet()
     assert staging_left(table) == [] and task.buffered == 0
     assert ctx.take_seeks() == {TP0: 10}  # asks to read again from the committed offset
     assert offset_list(read_table(table)) == [(0, o) for o in range(10)]
@@ -171,15 +185,15 @@ async def test_a_killed_write_leaves_nothing_and_the_retry_lands_once(tmp_path: 
 
 
 async def test_a_cancelled_write_is_aborted(tmp_path: Path) -> None:
+    """The runtime ends the writer (``TaskContext.end_background``) when the incarnation is
+    killed: the write it holds is cancelled, its staged files deleted."""
     table = tmp_path / "t"
     runner = StuckRunner()
-    task, _ctx = await start_task(table, epoch=1, runner=runner, flush_max_records="5")
-    put = asyncio.create_task(task.put(sample_batch("t", 0, 0, 5)))
+    task, ctx = await start_task(table, epoch=1, runner=runner, flush_max_records="5")
+    await task.put(sample_batch("t", 0, 0, 5))  # returns: the write runs beside it
     await asyncio.wait_for(runner.entered.wait(), 10)
     assert len(staging_left(table)) == 1
-    put.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await put
+    await asyncio.wait_for(ctx.end_background(), 10)
     assert staging_left(table) == [] and os.listdir(table / "_connectd" / "locks") == []
     assert not list(table.glob("part-*"))
     await task.stop()
