@@ -3,6 +3,8 @@ executor start-up and memory. Prints a table; numbers are measured here, never a
 
     .venv/bin/python bench/executor_bench.py            # full run (about 10 minutes on 2 cores)
     .venv/bin/python bench/executor_bench.py --quick    # smaller batches, fewer repetitions
+    .venv/bin/python bench/executor_bench.py --start 3  # only: pool start → first / all ready
+    .venv/bin/python bench/executor_bench.py --nice 5   # only: a write's time at nice 0 vs 10
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import pyarrow.parquet as pq
 
 from daemon.errors import WriteTimeout
 from daemon.executor import ExecutorPool, PoolSettings, become_subreaper, handoff
+from daemon.executor.info import ExecutorState
 from daemon.executor.process import read_stat, scan, tree
 
 T = "daemon.executor.testing"
@@ -59,6 +62,12 @@ def timed_write(spark: Any, batch: Any, how: str, path: str) -> float:
         began = time.perf_counter()  # count only Spark's part
         spark.createDataFrame(rows, batch.table.column_names).write.mode("append").parquet(path)
     return time.perf_counter() - began
+
+
+def write_where(spark: Any, batch: Any, path: str) -> dict[str, Any]:
+    """Write the batch as Parquet; the executor's pid (which executor took the write)."""
+    batch.df.write.mode("append").parquet(path)
+    return {"pid": os.getpid()}
 
 
 # -- hand-off: Arrow IPC file in /dev/shm vs pickled rows over a pipe ------------------------
@@ -224,6 +233,123 @@ async def bench_startup(cds: bool, runs: int, tmp: Path) -> list[float]:
     return out
 
 
+async def bench_pool_start(runs: int, tmp: Path) -> list[dict[str, float]]:
+    """A fresh pool with the daemon's defaults (1 executor + 1 spare, ``local[*]``) and a
+    50k-record Parquet write submitted at once, as a daemon's first flush would be: seconds
+    from ``start`` to the first executor ready, to that write's end, and to all executors
+    ready; ``on_first`` is 1.0 when the write ran on the executor that was ready first."""
+    table = records(50_000)
+    out = []
+    for i in range(runs):
+        # cds_build=False: an archive build in the background would compete with the starts.
+        settings = PoolSettings(work_dir=tmp / f"start-{i}", cds_build=False)
+        began = time.monotonic()
+        async with ExecutorPool(settings) as pool:
+            lease = pool.submit(
+                "first",
+                "executor_bench:write_where",
+                table,
+                timeout=600,
+                acquire_timeout=600,
+                kwargs={"path": str(tmp / f"first-{i}")},
+            )
+            await pool.wait_ready(1, timeout=600)
+            first = time.monotonic() - began
+            ready = [
+                e.pid
+                for e in pool.snapshot()
+                if e.state in (ExecutorState.IDLE, ExecutorState.BUSY)
+            ]
+            got = await lease.result()
+            wrote = time.monotonic() - began
+            await pool.wait_ready(settings.target, timeout=600)
+            every = time.monotonic() - began
+            cds = float(pool.snapshot()[0].uses_cds)
+        out.append(
+            {
+                "first": first,
+                "write": wrote,
+                "all": every,
+                "on_first": float(got["pid"] in ready),
+                "cds": cds,
+            }
+        )
+    return out
+
+
+def _hog() -> subprocess.Popen[bytes]:
+    """A CPU-bound Python loop at nice 0, standing in for the daemon converting records."""
+    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
+
+
+async def bench_nice(reps: int, n: int, tmp: Path) -> dict[tuple[int, int], list[float]]:
+    """One ``n``-record Spark write's end-to-end seconds, executors at nice 0 and 10, with 0, 1
+    and 2 busy loops running beside them."""
+    table = records(n)
+    times: dict[tuple[int, int], list[float]] = {}
+    for nice in (0, 10):
+        settings = PoolSettings(spares=0, nice=nice, work_dir=tmp / f"nice-{nice}", cds_build=False)
+        async with ExecutorPool(settings) as pool:
+            await pool.wait_ready(1, timeout=600)
+            for i in range(2):  # class loading, JIT
+                await pool.run(
+                    "w",
+                    "executor_bench:timed_write",
+                    table,
+                    timeout=600,
+                    kwargs={"how": "batch_df", "path": str(tmp / f"warm-{nice}-{i}")},
+                )
+            for hogs in (0, 1, 2):
+                procs = [_hog() for _ in range(hogs)]
+                try:
+                    for i in range(reps):
+                        began = time.perf_counter()
+                        await pool.run(
+                            "w",
+                            "executor_bench:timed_write",
+                            table,
+                            timeout=600,
+                            kwargs={"how": "batch_df", "path": str(tmp / f"n{nice}-{hogs}-{i}")},
+                        )
+                        times.setdefault((nice, hogs), []).append(time.perf_counter() - began)
+                finally:
+                    for p in procs:
+                        p.kill()
+                        p.wait()
+    return times
+
+
+async def only_start(runs: int) -> None:
+    become_subreaper()
+    print(f"pool start, {runs} runs; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
+    with tempfile.TemporaryDirectory(prefix="connectd-bench-") as tmp_name:
+        rows = await bench_pool_start(runs, Path(tmp_name))
+    for r in rows:
+        print(
+            f"  first ready {r['first']:.2f} s, first write done {r['write']:.2f} s"
+            f" (on the first ready: {bool(r['on_first'])}), all ready {r['all']:.2f} s"
+            f" (class-data sharing: {bool(r['cds'])})"
+        )
+    for key, label in (("first", "first ready"), ("write", "first write done"), ("all", "all")):
+        print(f"  median {label}: {statistics.median(r[key] for r in rows):.2f} s")
+    print(f"  load after: {os.getloadavg()[0]:.1f}")
+
+
+async def only_nice(reps: int) -> None:
+    become_subreaper()
+    n = 50_000
+    print(f"{n:,}-record write, median of {reps}; load {os.getloadavg()[0]:.1f}")
+    with tempfile.TemporaryDirectory(prefix="connectd-bench-") as tmp_name:
+        times = await bench_nice(reps, n, Path(tmp_name))
+    for hogs in (0, 1, 2):
+        cells = [
+            f"nice {nice}: {statistics.median(times[nice, hogs]):.3f} s"
+            f" ({', '.join(f'{t:.2f}' for t in times[nice, hogs])})"
+            for nice in (0, 10)
+        ]
+        print(f"  {hogs} busy loop(s): {';  '.join(cells)}")
+
+
 async def main(quick: bool) -> None:
     become_subreaper()
     sizes = [10_000, 100_000] if quick else [10_000, 100_000, 500_000]
@@ -305,5 +431,12 @@ async def main(quick: bool) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller batches, fewer repetitions")
+    parser.add_argument("--start", type=int, metavar="RUNS", help="only time pool starts")
+    parser.add_argument("--nice", type=int, metavar="REPS", help="only time writes by niceness")
     args = parser.parse_args()
-    asyncio.run(main(args.quick))
+    if args.start:
+        asyncio.run(only_start(args.start))
+    elif args.nice:
+        asyncio.run(only_nice(args.nice))
+    else:
+        asyncio.run(main(args.quick))

@@ -26,7 +26,9 @@ class PoolSettings:
     """How many executors, how their Spark sessions look, and the pool's deadlines (seconds).
 
     ``size`` writes run at once; ``size + spares`` processes are kept alive, so a killed
-    executor's place is taken at once by a warm spare while the replacement starts.
+    executor's place is taken at once by a warm spare while the replacement starts. While none
+    is ready (a fresh pool, or all of them replaced), one starts alone and the rest follow once
+    it is ready: the first write waits for one JVM start, not for all of them at once.
     """
 
     size: int = 1

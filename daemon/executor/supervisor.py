@@ -5,6 +5,9 @@ hears from it through the narrow ``PoolOwner`` protocol. Invariants kept here:
 
 * at most ``size + spares`` executors exist at once, counting the ones being killed: a
   replacement is spawned only after its predecessor's tree is reaped;
+* while no executor is ready (idle or busy), at most one is starting; the others start once it
+  is ready. JVM starts share the machine's cores: issue 15 found a fresh daemon's first write
+  waiting 9.5 s on 2 cores because it waited for two JVM starts sharing them;
 * consecutive start failures (and idle executors dying) back off exponentially, with the reason
   in ``problem``; a successful start resets the streak;
 * an idle executor that stops sending heartbeats, or one not ready within ``start_timeout``, is
@@ -120,11 +123,16 @@ class Supervisor:
         task.add_done_callback(self._background.discard)
 
     def _fill(self) -> None:
-        """Spawn executors until ``size + spares`` exist, unless backing off or shutting down."""
+        """Spawn executors until ``size + spares`` exist, unless backing off or shutting down;
+        only one at a time until one is ready (called again when it is)."""
         if not self.started or self.closed or not self.replacing:
             return
         loop = self.running_loop()
         missing = self.settings.target - len(self._executors)
+        if self._ready_count() == 0:
+            # Nothing can take a write yet: give the one start the whole machine, so the first
+            # write waits for one JVM start rather than for all of them sharing the cores.
+            missing = min(missing, 1 - self._starting_count())
         if missing <= 0:
             return
         if self._backoff.waiting(loop, self._fill):
@@ -254,7 +262,8 @@ class Supervisor:
                 self._maybe_build_archive()
             log.info("executor %d ready in %.1f s", ex.ident, ex.startup_seconds)
             self._idle.append(ex)
-            self.owner.executor_ready(ex)
+            self.owner.executor_ready(ex)  # a waiting write takes it before the others spawn
+            self._fill()
         elif isinstance(msg, protocol.StartFailed):
             ex.reason = msg.message.strip().splitlines()[-1] if msg.message.strip() else "?"
             log.error("executor %d failed to start:\n%s", ex.ident, msg.message)
@@ -380,6 +389,13 @@ class Supervisor:
             1
             for ex in self._executors.values()
             if ex.state in (ExecutorState.IDLE, ExecutorState.BUSY) and not ex.terminating
+        )
+
+    def _starting_count(self) -> int:
+        return sum(
+            1
+            for ex in self._executors.values()
+            if ex.state is ExecutorState.STARTING and not ex.terminating
         )
 
     # -- class-data-sharing archive ---------------------------------------------------------

@@ -27,6 +27,7 @@ from daemon.errors import (
 )
 from daemon.executor import ExecutorPool, ExecutorState, PoolSettings, function_ref
 from daemon.executor.info import PoolEventKind
+from daemon.executor.launch import Launcher
 from daemon.executor.lease import Acceptance, WriteLease
 from daemon.executor.process import ProcStat, read_stat, scan, tree
 
@@ -277,6 +278,61 @@ async def test_close_kills_writes_past_the_graceful_deadline(make_pool: MakePool
     with pytest.raises(PoolClosed):
         await write
     assert read_stat(pid) is None
+
+
+async def test_executors_start_one_at_a_time_until_one_is_ready(tmp_path: Path) -> None:
+    # Issue 15: JVM starts share the cores, so executors started together are each ready late
+    # and the first write waits for all of them. The first starts alone; the rest once it is
+    # ready, and the first write runs on it.
+    async with ExecutorPool(_settings(tmp_path, size=2, spares=1)) as pool:
+        (first,) = pool.snapshot()
+        assert first.state is ExecutorState.STARTING
+        got = await pool.run("conn-0", f"{T}:whoami", timeout=10)
+        assert got["pid"] == first.pid
+        await pool.wait_ready(3, timeout=30)
+        first, *rest = pool.snapshot()
+        assert first.startup_seconds is not None and [e.id for e in rest] == [2, 3]
+        ready_at = first.started_at + first.startup_seconds
+        assert all(e.started_at >= ready_at - 0.01 for e in rest), (first, rest)
+
+
+async def test_a_failed_start_backs_off_then_the_next_one_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spawn = Launcher.spawn
+    broken: list[int] = []
+
+    def spawn_first_broken(self: Launcher, ident: int, *args: Any, **kwargs: Any) -> Any:
+        if broken:
+            return spawn(self, ident, *args, **kwargs)
+        broken.append(ident)
+        # An interpreter that cannot start: the executor exits during its start-up.
+        env, self._env = self._env, {**self._env, "PYTHONHOME": str(tmp_path / "nowhere")}
+        try:
+            return spawn(self, ident, *args, **kwargs)
+        finally:
+            self._env = env
+
+    monkeypatch.setattr(Launcher, "spawn", spawn_first_broken)
+    async with ExecutorPool(_settings(tmp_path, backoff_initial=0.3)) as pool:
+        (first,) = pool.snapshot()  # nothing else starts while it does
+        got = await pool.run("conn-0", f"{T}:whoami", timeout=10)
+        assert broken == [first.id] and read_stat(first.pid) is None
+        status = pool.status()
+        assert (status.start_failures, status.failure_streak, status.problem) == (1, 0, None)
+        await pool.wait_ready(2, timeout=30)
+        second, third = pool.snapshot()
+        assert got["pid"] == second.pid and (second.id, third.id) == (2, 3)
+        assert second.startup_seconds is not None
+        assert third.started_at >= second.started_at + second.startup_seconds - 0.01
+
+
+async def test_closing_while_the_first_executor_starts_starts_no_other(tmp_path: Path) -> None:
+    pool = ExecutorPool(_settings(tmp_path))
+    await pool.start()
+    (only,) = pool.snapshot()
+    await pool.close(graceful_timeout=0)
+    assert pool.pids() == [] and read_stat(only.pid) is None
 
 
 def test_the_pool_runs_under_uvloop(tmp_path: Path) -> None:
