@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 
 export KAFKA_VERSION
 
-.PHONY: help venv check-java check-test-tools kafka-up kafka-down lint fmt test test-unit test-integration soak bench bench-commitlog bench-executor bench-e2e bench-rest bench-cluster demo demo-down clean
+.PHONY: help venv check-java check-test-tools kafka-up kafka-down lint fmt test test-unit test-integration soak bench bench-commitlog bench-executor bench-e2e bench-rest bench-cluster bench-ss demo demo-down clean
 
 help:
 	@echo "make demo        run connectd on the example configs against a local broker"
@@ -25,6 +25,7 @@ help:
 	@echo "make kafka-down  stop it"
 	@echo "make bench       benchmarks (bench/; QUICK=1 for a short run); make soak: long runs"
 	@echo "make bench-cluster  distributed mode against real Kafka Connect 4.1 (bench/README.md)"
+	@echo "make bench-ss    connectd against Spark Structured Streaming, same data (bench/README.md)"
 
 # The venv is rebuilt when pyproject.toml changes.
 $(STAMP): pyproject.toml
@@ -87,6 +88,12 @@ bench-e2e: kafka-up
 bench-rest: kafka-up
 	@command -v wrk >/dev/null || { echo "bench-rest needs wrk: apt-get install wrk" >&2; exit 69; }
 	$(PY) bench/rest_status_bench.py --bootstrap 127.0.0.1:$(KAFKA_PORT)
+
+# connectd against Spark Structured Streaming on the same topics (Spark's Kafka source jars from
+# Maven Central, cached in .cache/spark-sql-kafka-*/jars); 1M records x 3 runs, QUICK=1: 200k x 1.
+# Not part of `make bench`: it needs Maven and takes ~20 minutes here (bench/README.md).
+bench-ss: kafka-up
+	$(PY) bench/ss_bench.py --bootstrap 127.0.0.1:$(KAFKA_PORT) $(if $(QUICK),--records 200000 --runs 1,)
 
 # Three Kafka Connect 4.1 workers (jars from Maven Central, cached in .cache/connect-*/libs)
 # against three connectd workers on the same broker; about 25 minutes, 6 with QUICK=1.

@@ -1,0 +1,1 @@
+"""Helpers of bench/ss_bench.py (Spark Structured Streaming against connectd)."""

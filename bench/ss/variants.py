@@ -1,0 +1,279 @@
+"""One run of one variant: start it as a user does, wait for its rows, stop it, check, measure.
+
+Spark SS runs ``python bench/ss/ss_job.py`` (pyspark starts its own JVM through spark-submit)
+and ends by itself (``Trigger.AvailableNow``). connectd runs ``connectd standalone
+worker.properties connector.properties`` and is ended by SIGTERM once its commit log holds
+every produced record.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import socket
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ss.tables import JSON_FIELDS, CommitLogReader, check_table, spark_metadata
+from ss.tree import Tree
+
+HERE = Path(__file__).resolve().parent
+BIN = Path(sys.executable).parent
+PORTS = range(18100, 18200)
+_ports = itertools.cycle(PORTS)
+
+
+class BenchFailed(Exception):
+    """A run that did not produce the table it should have: the message says what differs."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    key: str
+    engine: str  # "ss" | "connectd"
+    kind: str  # "json" | "bytes"
+    tasks: int = 1
+
+    @property
+    def reference(self) -> str:
+        """The SS variant this one's ratios are taken against."""
+        return f"ss-{self.kind}"
+
+
+VARIANTS = (
+    Variant("ss-json", "ss", "json"),
+    Variant("connectd-json-1", "connectd", "json", 1),
+    Variant("connectd-json-3", "connectd", "json", 3),
+    Variant("ss-bytes", "ss", "bytes"),
+    Variant("connectd-bytes-1", "connectd", "bytes", 1),
+)
+
+
+@dataclass
+class Settings:
+    bootstrap: str
+    records: int
+    scratch: Path
+    jars: Sequence[Path]
+    timeout_s: float
+    json_mode: str  # "fields" | "infer"
+    connector_props: Sequence[str]
+    worker_props: Sequence[str]
+    stop_grace_s: float = 60.0
+
+
+def free_port() -> int:
+    for _ in PORTS:
+        port = next(_ports)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise BenchFailed(f"no free port in {PORTS.start}-{PORTS.stop - 1}")
+
+
+def _props(path: Path, values: dict[str, str], overrides: Sequence[str]) -> None:
+    for kv in overrides:
+        k, sep, v = kv.partition("=")
+        if not sep:
+            raise SystemExit(f"{kv!r}: a property override is key=value")
+        values[k.strip()] = v.strip()
+    path.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
+
+
+def connectd_files(v: Variant, s: Settings, topic: str, run_dir: Path) -> tuple[Path, Path, Path]:
+    """worker.properties, connector.properties, and the table directory of one run."""
+    table = run_dir / "table"
+    worker = run_dir / "worker.properties"
+    connector = run_dir / "connector.properties"
+    _props(
+        worker,
+        {
+            "bootstrap.servers": s.bootstrap,
+            "listeners": f"http://127.0.0.1:{free_port()}",
+            "state.dir": str(run_dir / "state"),
+            "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+            # The same Spark as the SS job: two cores, no UI; pool size and spares are defaults.
+            "executor.spark.master": "local[2]",
+            "executor.spark.conf.spark.ui.enabled": "false",
+            "log.level": "INFO",
+        },
+        s.worker_props,
+    )
+    conn = {
+        # A new name each run: a new consumer group, whose offsets cannot skip the topic.
+        "name": f"bench-{v.key}-{uuid.uuid4().hex[:6]}",
+        "connector.class": "ParquetSink",
+        "topics": topic,
+        "tasks.max": str(v.tasks),
+        "path": str(table),
+    }
+    if v.kind == "json":
+        conn["value.converter"] = "org.apache.kafka.connect.json.JsonConverter"
+        conn["value.converter.schemas.enable"] = "false"
+        if s.json_mode == "fields":
+            conn["value.converter.fields"] = ",".join(f"{k}:{t}" for k, t in JSON_FIELDS.items())
+        else:
+            conn["value.converter.mode"] = "infer"
+    else:
+        conn["value.converter"] = "org.apache.kafka.connect.converters.ByteArrayConverter"
+    _props(connector, conn, s.connector_props)
+    return worker, connector, table
+
+
+_READY = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) .*executor \d+ ready in ")
+
+
+def executors_ready(log: Path, started: float) -> list[float]:
+    """Seconds from launch to each "executor N ready" line of connectd's text log (local time,
+    as logging's default formatter writes it)."""
+    out = []
+    for line in log.read_text(errors="replace").splitlines():
+        if m := _READY.match(line):
+            t = datetime.strptime(m[1], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            out.append(round(t - started, 1))
+    return out
+
+
+def _deadline_passed(began: float, s: Settings, what: str, tree: Tree) -> None:
+    if time.monotonic() - began > s.timeout_s:
+        tree.stop(s.stop_grace_s)
+        raise BenchFailed(f"{what}: not done after {s.timeout_s:.0f} s (log: {tree.log_path})")
+
+
+def run_connectd(v: Variant, s: Settings, topic: str, run_dir: Path) -> dict[str, Any]:
+    worker, connector, table = connectd_files(v, s, topic, run_dir)
+    tree = Tree(
+        [str(BIN / "connectd"), "standalone", str(worker), str(connector)], run_dir / "connectd.log"
+    )
+    reader = CommitLogReader(table)
+    began = time.monotonic()
+    tree.launch()
+    while reader.poll() < s.records:
+        if not tree.alive():
+            tree.stop(s.stop_grace_s)
+            raise BenchFailed(
+                f"{v.key}: connectd exited ({tree.returncode}) with {reader.rows} of "
+                f"{s.records} rows committed (log: {tree.log_path})"
+            )
+        _deadline_passed(began, s, v.key, tree)
+        time.sleep(0.1)
+    term = time.time()
+    notes = tree.stop(s.stop_grace_s)
+    stopped = time.time()
+    stats = tree.stats()
+    problems = [] if tree.returncode == 0 else [f"exit code {tree.returncode} after SIGTERM"]
+    problems += notes
+    problems += check_table(
+        table,
+        reader.files,
+        s.records,
+        partition_col="kafka_partition",
+        offset_col="kafka_offset",
+        typed=JSON_FIELDS if v.kind == "json" else None,
+    )
+    if problems:
+        raise BenchFailed(f"{v.key}: " + "; ".join(problems) + f" (log: {tree.log_path})")
+    (t_first, rows_first), (t_last, _) = reader.commits[0], reader.commits[-1]
+    steady = (s.records - rows_first) / (t_last - t_first) if t_last > t_first else None
+    return {
+        "all_s": t_last - tree.started,
+        "first_s": t_first - tree.started,
+        "steady_rps": steady,
+        "cpu_s_per_m": stats.cpu_s / (s.records / 1e6),
+        "peak_rss_mb": stats.peak_rss_mb,
+        "commits": len(reader.commits),
+        "files": len(reader.files),
+        "stop_s": stopped - term,
+        "executors_ready_s": executors_ready(tree.log_path, tree.started),
+        "cpu_s": stats.cpu_s,
+        "cpu_sampled_s": stats.cpu_sampled_s,
+        "cpu_rusage_s": stats.cpu_rusage_s,
+        "processes": stats.processes,
+        "by_process": stats.by_process,
+    }
+
+
+def run_ss(v: Variant, s: Settings, topic: str, run_dir: Path) -> dict[str, Any]:
+    out, progress = run_dir / "table", run_dir / "progress.json"
+    argv = [
+        sys.executable,
+        str(HERE / "ss_job.py"),
+        f"--bootstrap={s.bootstrap}",
+        f"--topic={topic}",
+        f"--kind={v.kind}",
+        f"--out={out}",
+        f"--checkpoint={run_dir / 'checkpoint'}",
+        f"--jars={','.join(str(j) for j in s.jars)}",
+        f"--progress={progress}",
+    ]
+    tree = Tree(argv, run_dir / "ss.log")
+    began = time.monotonic()
+    tree.launch()
+    while tree.alive():
+        _deadline_passed(began, s, v.key, tree)
+        time.sleep(0.1)
+    exited = time.time()
+    notes = tree.stop(s.stop_grace_s)
+    stats = tree.stats()
+    problems = [] if tree.returncode == 0 else [f"exit code {tree.returncode}"]
+    problems += notes
+    batches, files = spark_metadata(out)
+    problems += check_table(
+        out,
+        files,
+        s.records,
+        partition_col="kafka_partition",
+        offset_col="kafka_offset",
+        typed=JSON_FIELDS if v.kind == "json" else None,
+    )
+    if problems:
+        raise BenchFailed(f"{v.key}: " + "; ".join(problems) + f" (log: {tree.log_path})")
+    with_rows = [t for t, n in batches if n > 0]
+    # Rate of the batch phase: rows over the batches' own durations (triggerExecution: offsets,
+    # planning, the write and the commit), from the query's progress reports.
+    reports = [p for p in json.loads(progress.read_text()) if p.get("numInputRows", 0) > 0]
+    busy = sum(p["durationMs"]["triggerExecution"] for p in reports) / 1000
+    rows = sum(p["numInputRows"] for p in reports)
+    return {
+        "all_s": with_rows[-1] - tree.started,
+        "first_s": with_rows[0] - tree.started,
+        "steady_rps": rows / busy if busy else None,
+        "cpu_s_per_m": stats.cpu_s / (s.records / 1e6),
+        "peak_rss_mb": stats.peak_rss_mb,
+        "commits": len(with_rows),
+        "files": len(files),
+        "exit_s": exited - tree.started,
+        # When the first batch began (its progress report's timestamp): session and source set up.
+        "batch_start_s": datetime.fromisoformat(reports[0]["timestamp"]).timestamp() - tree.started,
+        "cpu_s": stats.cpu_s,
+        "cpu_sampled_s": stats.cpu_sampled_s,
+        "cpu_rusage_s": stats.cpu_rusage_s,
+        "processes": stats.processes,
+        "by_process": stats.by_process,
+    }
+
+
+def run(v: Variant, s: Settings, topic: str, run_dir: Path) -> dict[str, Any]:
+    run_dir.mkdir(parents=True)
+    load = os.getloadavg()[0]
+    result = (run_ss if v.engine == "ss" else run_connectd)(v, s, topic, run_dir)
+    # The 1-minute load average before and after: on a shared machine, the context of a figure.
+    result["load"] = (round(load, 1), round(os.getloadavg()[0], 1))
+    return result
+
+
+def median(values: Sequence[float | None]) -> float | None:
+    present = [x for x in values if x is not None]
+    return statistics.median(present) if present else None

@@ -1,0 +1,201 @@
+"""connectd against Spark Structured Streaming on the same data, side by side in one run.
+
+    make bench-ss                          # 1M records, 3 runs (QUICK=1: 200k, 1 run)
+    .venv/bin/python bench/ss_bench.py --bootstrap 127.0.0.1:9092 --records 1000000 --runs 3
+    .venv/bin/python bench/ss_bench.py --runs 1 --only ss-json,connectd-json-1 \\
+        --connector-prop flush.interval.ms=1000 --worker-prop executor.pool.spares=0
+
+Two topics of ``--records`` records in 3 partitions are produced once: ~200-byte JSON objects
+of 6 flat fields, and 200 opaque bytes. Each run starts every variant as its own process tree,
+the way a user starts it, and times it from launch: Spark SS (bench/ss/ss_job.py: Kafka source,
+``from_json`` with an explicit schema, Parquet sink, ``Trigger.AvailableNow``, ``local[2]``)
+and ``connectd standalone`` with a ParquetSink (1 task, 3 tasks, and the bytes value with 1
+task). Each table is checked (rows == distinct (partition, offset) == produced, typed columns
+for JSON) before any of its numbers is printed. bench/README.md says what each figure means.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from ss.tables import PARTITIONS, RECORD_BYTES, produce
+from ss.tree import become_subreaper
+from ss.variants import VARIANTS, BenchFailed, Settings, median, run
+
+REPO = Path(__file__).resolve().parent.parent
+SPARK_KAFKA_VERSION = "4.1.1"
+
+#: (result key, column title, format, ratio: connectd / SS)
+FIGURES = (
+    ("all_s", "all rows s", "{:.1f}"),
+    ("first_s", "first row s", "{:.1f}"),
+    ("steady_rps", "steady rec/s", "{:,.0f}"),
+    ("cpu_s_per_m", "CPU s/M rec", "{:.1f}"),
+    ("peak_rss_mb", "peak RSS MB", "{:,.0f}"),
+)
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def kafka_jars() -> list[Path]:
+    """The Kafka source's jars, resolved from Maven Central once into .cache/ (bench/ss/pom.xml)."""
+    jars = REPO / ".cache" / f"spark-sql-kafka-{SPARK_KAFKA_VERSION}" / "jars"
+    if not (jars / ".complete").exists():
+        mvn = shutil.which("mvn")
+        if not mvn:
+            raise BenchFailed("mvn not found: install Maven (Debian/Ubuntu: apt-get install maven)")
+        partial = jars.with_name("jars.partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        log(f"resolving spark-sql-kafka-0-10 {SPARK_KAFKA_VERSION} from Maven Central into {jars}")
+        cmd = [mvn, "-q", "-B", "-f", str(REPO / "bench" / "ss" / "pom.xml")]
+        cmd += [f"-Dspark.version={SPARK_KAFKA_VERSION}", "dependency:copy-dependencies"]
+        cmd += [f"-DoutputDirectory={partial}"]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if out.returncode != 0 or not list(partial.glob("spark-sql-kafka-*.jar")):
+            sys.stderr.write(out.stdout[-4000:] + out.stderr[-4000:])
+            raise BenchFailed(f"could not resolve spark-sql-kafka {SPARK_KAFKA_VERSION} (above)")
+        (partial / ".complete").write_text(f"spark-sql-kafka {SPARK_KAFKA_VERSION}\n")
+        shutil.rmtree(jars, ignore_errors=True)
+        partial.rename(jars)
+    return sorted(jars.glob("*.jar"))
+
+
+def fmt(key: str, value: float | None) -> str:
+    if value is None:
+        return "-"
+    return next(f for k, _, f in FIGURES if k == key).format(value)
+
+
+def run_line(i: int, key: str, r: dict[str, Any]) -> str:
+    line = f"run {i + 1} {key}: " + ", ".join(f"{k} {fmt(k, r[k])}" for k, _, _ in FIGURES)
+    line += f"; {r['commits']} commits, {r['files']} files, {r['processes']} processes"
+    line += f", load {r['load'][0]}-{r['load'][1]}"
+    if "executors_ready_s" in r:
+        line += f"; executors ready at {r['executors_ready_s']} s"
+    if "batch_start_s" in r:
+        line += f"; first batch began at {r['batch_start_s']:.1f} s"
+    return line
+
+
+def report(results: dict[str, list[dict[str, Any]]], n: int, runs: int) -> dict[str, Any]:
+    print(
+        f"\n{n:,} records ({RECORD_BYTES} B values, {PARTITIONS} partitions), median of {runs} "
+        f"run{'s' if runs > 1 else ''}; 'x SS': connectd's median over SS's on the same data"
+    )
+    print(f"{'':<22}" + "".join(f"{title:>14}" for _, title, _ in FIGURES))
+    medians: dict[str, dict[str, float | None]] = {}
+    for v in VARIANTS:
+        if not results.get(v.key):
+            continue
+        m = medians[v.key] = {k: median([r[k] for r in results[v.key]]) for k, _, _ in FIGURES}
+        print(f"{v.key:<22}" + "".join(f"{fmt(k, m[k]):>14}" for k, _, _ in FIGURES))
+        ref = medians.get(v.reference)
+        if v.engine == "connectd" and ref:
+            cells = []
+            for k, _, _ in FIGURES:
+                a, b = m[k], ref[k]
+                cells.append(f"{a / b:.2f}x" if a is not None and b else "-")
+            print(f"{'  x ' + v.reference:<22}" + "".join(f"{c:>14}" for c in cells))
+    one, three = medians.get("connectd-json-1"), medians.get("connectd-json-3")
+    if one and three and one["all_s"] and three["all_s"]:
+        speed = one["all_s"] / three["all_s"]
+        print(f"connectd 3 tasks against 1 task, launch → all rows: {speed:.2f}x the speed")
+    return medians
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:9092"))
+    p.add_argument("--records", type=int, default=1_000_000)
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--only", help="comma-separated variants: " + ",".join(v.key for v in VARIANTS))
+    p.add_argument(
+        "--json-mode",
+        choices=("fields", "infer"),
+        default="fields",
+        help="connectd's JsonConverter: fields= with the types (the SS job's schema) or infer",
+    )
+    p.add_argument("--connector-prop", action="append", default=[], metavar="K=V")
+    p.add_argument("--worker-prop", action="append", default=[], metavar="K=V")
+    p.add_argument("--topics", metavar="JSON,BYTES", help="reuse topics of exactly --records")
+    p.add_argument("--timeout", type=float, default=600, help="seconds per variant run")
+    p.add_argument("--scratch", type=Path, help="where tables go (default: a new temp dir)")
+    p.add_argument("--keep", action="store_true", help="keep each run's table and logs")
+    p.add_argument("--json", type=Path, help="write every run's raw numbers here")
+    args = p.parse_args()
+    chosen = [v for v in VARIANTS if not args.only or v.key in args.only.split(",")]
+    if args.only and len(chosen) != len(args.only.split(",")):
+        p.error(f"--only: variants are {', '.join(v.key for v in VARIANTS)}")
+
+    become_subreaper()
+    jars = kafka_jars() if any(v.engine == "ss" for v in chosen) else []
+    kinds = sorted({v.kind for v in chosen})
+    if args.topics:
+        given = dict(zip(("json", "bytes"), args.topics.split(","), strict=True))
+        topics = {k: given[k] for k in kinds}
+    else:
+        topics = {}
+        for kind in kinds:
+            t0 = time.perf_counter()
+            topics[kind] = asyncio.run(produce(args.bootstrap, args.records, kind))
+            took = time.perf_counter() - t0
+            log(f"produced {args.records:,} {kind} records into {topics[kind]} in {took:.1f} s")
+
+    scratch = args.scratch or Path(tempfile.mkdtemp(prefix="ss-bench-"))
+    settings = Settings(
+        bootstrap=args.bootstrap,
+        records=args.records,
+        scratch=scratch,
+        jars=jars,
+        timeout_s=args.timeout,
+        json_mode=args.json_mode,
+        connector_props=args.connector_prop,
+        worker_props=args.worker_prop,
+    )
+    results: dict[str, list[dict[str, Any]]] = {v.key: [] for v in chosen}
+    try:
+        for i in range(args.runs):
+            for v in chosen:
+                run_dir = scratch / f"run{i + 1}-{v.key}"
+                r = run(v, settings, topics[v.kind], run_dir)
+                results[v.key].append(r)
+                log(run_line(i, v.key, r))
+                if not args.keep:
+                    shutil.rmtree(run_dir)
+    except BenchFailed as e:
+        print(f"\nFAILED: {e}\n(scratch kept: {scratch})", file=sys.stderr)
+        return 1
+    medians = report(results, args.records, args.runs)
+    if args.json:
+        doc = {
+            "records": args.records,
+            "record_bytes": RECORD_BYTES,
+            "partitions": PARTITIONS,
+            "runs": args.runs,
+            "topics": topics,
+            "json_mode": args.json_mode,
+            "connector_props": args.connector_prop,
+            "worker_props": args.worker_prop,
+            "results": results,
+            "medians": medians,
+        }
+        args.json.write_text(json.dumps(doc, indent=1))
+    if not args.keep and not args.scratch:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
