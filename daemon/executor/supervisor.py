@@ -158,7 +158,13 @@ class Supervisor:
     # -- idle executors ---------------------------------------------------------------------
 
     def take_idle(self) -> ExecutorProcess | None:
-        """An idle executor, now BUSY; None if there is none."""
+        """An idle executor, now BUSY; None if there is none.
+
+        The one that wrote last comes first (``make_idle`` puts it at the front; a newly
+        ready one joins at the back): its JVM is hot (compiled code, a grown heap), and a spare
+        stays a spare, cold and small, until a write finds every hot one busy. Taking them in
+        turn made each JVM pay its own JIT warm-up and grow its own heap: in a one-task run
+        both JVMs of 1 executor + 1 spare spent 19-22 s of CPU per million records."""
         while self._idle:
             ex = self._idle.popleft()
             if ex.state is ExecutorState.IDLE and not ex.terminating:
@@ -172,7 +178,7 @@ class Supervisor:
             ex.state = ExecutorState.IDLE
             ex.last_heartbeat = time.monotonic()
             if not self.closed:
-                self._idle.append(ex)
+                self._idle.appendleft(ex)  # hot: the next write takes it first
         self.notify()
 
     def recycle_idle(self, reason: str) -> list[asyncio.Task[KillReport]]:

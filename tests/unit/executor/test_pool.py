@@ -94,6 +94,23 @@ async def test_run_returns_the_value_and_sees_the_batch(make_pool: MakePool) -> 
     assert pool.status().writes_done == 2
 
 
+async def test_the_executor_that_wrote_last_takes_the_next_write(make_pool: MakePool) -> None:
+    """A hot executor first: the spare stays idle (cold and small) while one suffices, and
+    is used as soon as the hot one is busy."""
+    pool = await make_pool()  # 1 executor + 1 spare, both ready
+    first = await pool.run("conn-0", f"{T}:whoami", timeout=10)
+    again = [await pool.run(f"conn-{i}", f"{T}:whoami", timeout=10) for i in range(4)]
+    assert {g["pid"] for g in again} == {first["pid"]}
+    spare = next(e for e in pool.snapshot() if e.pid != first["pid"])
+    assert spare.writes_done == 0
+    # The hot one busy: a write of another task is leased the spare at once.
+    busy = pool.submit("conn-0", f"{T}:sleep", timeout=10, kwargs={"seconds": 1.0})
+    await _accepted(busy)
+    other = await pool.run("conn-1", f"{T}:whoami", timeout=10, acquire_timeout=10)
+    assert other["pid"] == spare.pid
+    await busy.result()
+
+
 async def test_hung_write_is_killed_at_its_deadline_and_the_spare_takes_over(
     make_pool: MakePool, tmp_path: Path
 ) -> None:
