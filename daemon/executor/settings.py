@@ -52,6 +52,10 @@ class PoolSettings:
     heartbeat_timeout: float = 15.0
     #: Niceness added to executors (and their JVMs), so the event loop stays responsive.
     nice: int = 10
+    #: Spares start once no write ran for this long (``startorder.py``) ...
+    spare_quiet: float = 1.0
+    #: ... or at the latest this long after their start was first put off.
+    spare_wait_max: float = 60.0
     #: Run a small write during start-up, so the first real write finds classes loaded.
     warmup: bool = True
     #: Hand-off files go under ``<handoff_dir>/connectd-<pid>/`` (default: /dev/shm).

@@ -36,6 +36,7 @@ from daemon.executor.handle import ExecutorProcess
 from daemon.executor.info import ExecutorInfo, ExecutorState, PoolEvents, PoolStatus
 from daemon.executor.process import KillReport
 from daemon.executor.settings import PoolSettings
+from daemon.executor.startorder import StartOrder
 
 log = logging.getLogger("connectd.executor")
 
@@ -74,6 +75,11 @@ class Supervisor:
         self._changed = asyncio.Event()
         self._background: set[asyncio.Task[object]] = set()
         self._backoff = StartBackoff(settings.backoff_initial, settings.backoff_max)
+        self._order = StartOrder(
+            settings.size, settings.spares, settings.spare_quiet, settings.spare_wait_max
+        )
+        self._recheck: asyncio.TimerHandle | None = None
+        self._last_write_end: float | None = None
         self._problem: str | None = None
         self._kills = self._deaths = self._recycles = 0
         self._launcher = launch.Launcher(settings)
@@ -123,16 +129,24 @@ class Supervisor:
         task.add_done_callback(self._background.discard)
 
     def _fill(self) -> None:
-        """Spawn executors until ``size + spares`` exist, unless backing off or shutting down;
-        only one at a time until one is ready (called again when it is)."""
+        """Spawn executors until ``size + spares`` exist, unless backing off or shutting down,
+        in the order of ``startorder.StartOrder`` (called again on each change)."""
         if not self.started or self.closed or not self.replacing:
             return
         loop = self.running_loop()
-        missing = self.settings.target - len(self._executors)
-        if self._ready_count() == 0:
-            # Nothing can take a write yet: give the one start the whole machine, so the first
-            # write waits for one JVM start rather than for all of them sharing the cores.
-            missing = min(missing, 1 - self._starting_count())
+        if self._recheck is not None:
+            self._recheck.cancel()
+            self._recheck = None
+        missing, again = self._order.plan(
+            existing=len(self._executors),
+            ready=self._ready_count(),
+            starting=self._starting_count(),
+            busy=sum(1 for e in self._executors.values() if e.state is ExecutorState.BUSY),
+            last_write_end=self._last_write_end,
+            now=loop.time(),
+        )
+        if again is not None:  # spares put off while writes run (``startorder.py``)
+            self._recheck = loop.call_later(again, self._fill)
         if missing <= 0:
             return
         if self._backoff.waiting(loop, self._fill):
@@ -179,6 +193,8 @@ class Supervisor:
             ex.last_heartbeat = time.monotonic()
             if not self.closed:
                 self._idle.appendleft(ex)  # hot: the next write takes it first
+            self._last_write_end = self.running_loop().time()
+            self._fill()  # a spare put off while writes ran may start once they pause
         self.notify()
 
     def recycle_idle(self, reason: str) -> list[asyncio.Task[KillReport]]:
