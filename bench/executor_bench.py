@@ -5,6 +5,8 @@ executor start-up and memory. Prints a table; numbers are measured here, never a
     .venv/bin/python bench/executor_bench.py --quick    # smaller batches, fewer repetitions
     .venv/bin/python bench/executor_bench.py --start 3  # only: pool start → first / all ready
     .venv/bin/python bench/executor_bench.py --nice 5   # only: a write's time at nice 0 vs 10
+    .venv/bin/python bench/executor_bench.py --writes 10000,50000,200000,1000000
+                                   # only: ParquetSink's write (write_staged) by batch size
 """
 
 from __future__ import annotations
@@ -350,6 +352,36 @@ async def only_nice(reps: int) -> None:
         print(f"  {hogs} busy loop(s): {';  '.join(cells)}")
 
 
+async def only_writes(sizes: list[int], reps: int = 3) -> None:
+    """ParquetSink's own write function (``write_staged``: Spark reads the handed-off batch and
+    writes Parquet into a staging directory) by batch size: what one flush costs the executor,
+    from the pool's submit to its answer (hand-off included), median of ``reps``."""
+    become_subreaper()
+    fn = "daemon.connectors.parquet.write:write_staged"
+    print(f"one ParquetSink write by size, median of {reps}; load {os.getloadavg()[0]:.1f}")
+    settings = PoolSettings(size=1, spares=0, spark_master="local[2]", spark_conf=SPARK_CONF)
+    with tempfile.TemporaryDirectory(prefix="connectd-bench-") as tmp_name:
+        out = Path(tmp_name)
+        async with ExecutorPool(settings) as pool:
+            await pool.wait_ready(1)
+            kwargs = {"path": str(out / "warm")}
+            await pool.run("bench", fn, records(10_000), timeout=900, kwargs=kwargs)
+            for n in sizes:
+                table, took, inside = records(n), [], []
+                for i in range(reps):
+                    began = time.perf_counter()
+                    kwargs = {"path": str(out / f"w-{n}-{i}")}
+                    got = await pool.run("bench", fn, table, timeout=900, kwargs=kwargs)
+                    took.append(time.perf_counter() - began)
+                    inside.append(float(got["seconds"]))
+                t = statistics.median(took)
+                print(
+                    f"  {n:>9,} records: {t:.2f} s ({statistics.median(inside):.2f} s in Spark),"
+                    f" {n / t:,.0f} records/s, {t / n * 1e6:.1f} µs per record"
+                )
+    print(f"  load after: {os.getloadavg()[0]:.1f}")
+
+
 async def main(quick: bool) -> None:
     become_subreaper()
     sizes = [10_000, 100_000] if quick else [10_000, 100_000, 500_000]
@@ -433,10 +465,13 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true", help="smaller batches, fewer repetitions")
     parser.add_argument("--start", type=int, metavar="RUNS", help="only time pool starts")
     parser.add_argument("--nice", type=int, metavar="REPS", help="only time writes by niceness")
+    parser.add_argument("--writes", metavar="N,N,...", help="only time ParquetSink writes by size")
     args = parser.parse_args()
     if args.start:
         asyncio.run(only_start(args.start))
     elif args.nice:
         asyncio.run(only_nice(args.nice))
+    elif args.writes:
+        asyncio.run(only_writes([int(n) for n in args.writes.split(",")]))
     else:
         asyncio.run(main(args.quick))
