@@ -97,10 +97,6 @@ class RecordBuffer:
             if self._since is None:
                 self._since = now
 
-    def due(self, max_records: int, interval: float) -> bool:
-        """Time to write: ``max_records`` rows buffered, or progress waiting ``interval`` s."""
-        return self.rows >= max_records or (self._since is not None and self.age >= interval)
-
     def take(self) -> tuple[pa.Table, tuple[OffsetRange, ...]]:
         """The buffered rows as one table and the non-empty ranges they cover; clears."""
         tables, ranges = self._tables, self._ranges

@@ -77,7 +77,6 @@ class Writer:
         self._failure: BaseException | None = None
         #: The ranges of the write in flight: the buffer continues after them.
         self.in_flight: tuple[OffsetRange, ...] = ()
-        self.writes = 0
 
     # ---- the task's side ----
 
@@ -148,7 +147,6 @@ class Writer:
             self.in_flight = ranges
             try:
                 await self._write(table, ranges)
-                self.writes += 1
             except Exception as exc:
                 self._failure = exc
                 self._buffer.clear()  # continues after a write that never landed

@@ -6,6 +6,7 @@ import pyarrow as pa
 import pytest
 
 from daemon.connectors.parquet.buffer import RecordBuffer
+from daemon.connectors.parquet.writer import FlushPolicy
 from daemon.connectors.records import OffsetRange, RecordBatch, TopicPartition
 from daemon.connectors.testing import sample_batch
 from daemon.errors import CommitRejected
@@ -32,25 +33,32 @@ def offsets(table: pa.Table, tp: TopicPartition) -> list[int]:
     ]
 
 
+def due(buf: RecordBuffer, max_records: int, interval: float) -> bool:
+    """Whether the writer would write ``buf`` now by size or age (``FlushPolicy``, no linger)."""
+    policy = FlushPolicy(max_records, interval, None, max_records, 1 << 30)
+    wait = policy.due_in(buf, draining=False)
+    return wait is not None and wait <= 0
+
+
 def test_due_by_record_count() -> None:
     buf = RecordBuffer(Clock())
     buf.add(sample_batch("t", 0, 0, 60), {})
-    assert not buf.due(100, 60.0)
+    assert not due(buf, 100, 60.0)
     buf.add(sample_batch("t", 0, 60, 40), {})
-    assert buf.rows == 100 and buf.due(100, 60.0)
+    assert buf.rows == 100 and due(buf, 100, 60.0)
 
 
 def test_due_by_age_of_the_oldest_record() -> None:
     clock = Clock()
     buf = RecordBuffer(clock)
-    assert not buf.due(100, 5.0)  # nothing buffered: never due
+    assert not due(buf, 100, 5.0)  # nothing buffered: never due
     buf.add(sample_batch("t", 0, 0, 1), {})
     clock.now += 4.9
     buf.add(sample_batch("t", 0, 1, 1), {})
-    assert not buf.due(100, 5.0)
+    assert not due(buf, 100, 5.0)
     clock.now += 0.1
-    assert buf.age == pytest.approx(5.0) and buf.due(100, 5.0)
-    assert buf.due(100, 0.0)  # flush.interval.ms=0 writes every batch
+    assert buf.age == pytest.approx(5.0) and due(buf, 100, 5.0)
+    assert due(buf, 100, 0.0)  # flush.interval.ms=0 writes every batch
 
 
 def test_progress_without_rows_is_buffered_and_becomes_due() -> None:
@@ -60,7 +68,7 @@ def test_progress_without_rows_is_buffered_and_becomes_due() -> None:
     empty = RecordBatch(sample_batch(count=0).table, (OffsetRange("t", 0, 0, 5),))
     buf.add(empty, {})
     clock.now += 10
-    assert buf.due(100, 10.0)
+    assert due(buf, 100, 10.0)
     table, ranges = buf.take()
     assert table.num_rows == 0 and ranges == (OffsetRange("t", 0, 0, 5),)
 
@@ -73,7 +81,7 @@ def test_take_merges_ranges_and_tables_then_clears() -> None:
     table, ranges = buf.take()
     assert ranges == (OffsetRange("t", 0, 10, 20), OffsetRange("t", 1, 0, 3))
     assert offsets(table, TP0) == list(range(10, 20)) and offsets(table, TP1) == [0, 1, 2]
-    assert buf.rows == 0 and buf.ranges == {} and not buf.due(1, 0.0)
+    assert buf.rows == 0 and buf.ranges == {} and not due(buf, 1, 0.0)
 
 
 def test_take_leaves_out_empty_ranges() -> None:
@@ -140,4 +148,4 @@ def test_drop_forgets_closed_partitions_only() -> None:
     buf.drop([TP0, TopicPartition("other", 0)])
     assert buf.rows == 2 and set(buf.ranges) == {TP1}
     buf.drop([TP1])
-    assert buf.rows == 0 and buf.ranges == {} and not buf.due(1, 0.0)
+    assert buf.rows == 0 and buf.ranges == {} and not due(buf, 1, 0.0)
