@@ -5,9 +5,9 @@ hears from it through the narrow ``PoolOwner`` protocol. Invariants kept here:
 
 * at most ``size + spares`` executors exist at once, counting the ones being killed: a
   replacement is spawned only after its predecessor's tree is reaped;
-* while no executor is ready (idle or busy), at most one is starting; the others start once it
-  is ready. JVM starts share the machine's cores: issue 15 found a fresh daemon's first write
-  waiting 9.5 s on 2 cores because it waited for two JVM starts sharing them;
+* while no executor is ready (idle or busy), at most one is starting; the rest of ``size``
+  start once it is ready, the spares once writes pause (``startorder.py``): JVM starts share
+  the machine's cores with each other and with the writes;
 * consecutive start failures (and idle executors dying) back off exponentially, with the reason
   in ``problem``; a successful start resets the streak;
 * an idle executor that stops sending heartbeats, or one not ready within ``start_timeout``, is
