@@ -10,11 +10,14 @@ STAMP := $(VENV)/.installed
 KAFKA_PORT ?= 9092
 REST_PORT ?= 8083
 KAFKA_VERSION ?= 4.1.2
+SPARK_MASTER_PORT ?= 7077
+SPARK_MASTER_WEBUI_PORT ?= 8080
+SPARK_WORKERS ?= 2
 PYTEST_ARGS ?=
 
 export KAFKA_VERSION
 
-.PHONY: help venv check-java check-test-tools kafka-up kafka-down lint fmt test test-unit test-integration soak bench bench-commitlog bench-executor bench-e2e bench-rest bench-cluster bench-ss demo demo-down clean
+.PHONY: help venv check-java check-test-tools kafka-up kafka-down spark-up spark-down lint fmt test test-unit test-integration soak bench bench-commitlog bench-executor bench-e2e bench-rest bench-cluster bench-ss demo demo-down clean
 
 help:
 	@echo "make demo        run connectd on the example configs against a local broker"
@@ -23,6 +26,10 @@ help:
 	@echo "make lint        ruff format --check, ruff check, mypy --strict, the layer rule (dev/check_layers.py)"
 	@echo "make kafka-up    start the development broker (KAFKA_PORT, default 9092)"
 	@echo "make kafka-down  stop it"
+	@echo "make spark-up    a Spark standalone master and SPARK_WORKERS workers on loopback, from"
+	@echo "                 pyspark's own jars (spark://127.0.0.1:SPARK_MASTER_PORT, default 7077;"
+	@echo "                 status JSON on http://127.0.0.1:SPARK_MASTER_WEBUI_PORT/json/, default 8080)"
+	@echo "make spark-down  stop it and every executor it runs"
 	@echo "make bench       benchmarks (bench/; QUICK=1 for a short run); make soak: long runs"
 	@echo "make bench-cluster  distributed mode against real Kafka Connect 4.1 (bench/README.md)"
 	@echo "make bench-ss    connectd against Spark Structured Streaming, same data (bench/README.md)"
@@ -51,6 +58,14 @@ kafka-up: check-java
 
 kafka-down:
 	@$(PYTHON) dev/kafka/kafkactl.py down --port $(KAFKA_PORT)
+
+# A real Spark standalone cluster for running executors against (README "Running on a Spark
+# cluster"): Spark's own Master and Worker classes from the pinned pyspark; logs in .cache/spark.
+spark-up: check-java
+	@$(PY) dev/spark/sparkctl.py up --port $(SPARK_MASTER_PORT) --ui-port $(SPARK_MASTER_WEBUI_PORT) --workers $(SPARK_WORKERS)
+
+spark-down:
+	@$(PYTHON) dev/spark/sparkctl.py down --port $(SPARK_MASTER_PORT)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff format --check daemon tests bench dev
@@ -106,5 +121,5 @@ demo: kafka-up
 
 demo-down: kafka-down
 
-clean: kafka-down
+clean: kafka-down spark-down
 	rm -rf .cache/kafka/run-* .state .demo

@@ -11,7 +11,13 @@ from collections.abc import Generator, Iterator
 import pytest
 from support import kafka_sockets, procs
 
-pytest_plugins = ["support.kafka_fixtures", "support.spark", "support.daemon", "support.cluster"]
+pytest_plugins = [
+    "support.kafka_fixtures",
+    "support.spark",
+    "support.spark_cluster",
+    "support.daemon",
+    "support.cluster",
+]
 
 ALLOWED_CI_SKIPS: dict[str, str] = {
     # Docker's default bridge network gives containers no IPv6 at all; the listener code is the

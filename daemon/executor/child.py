@@ -7,8 +7,10 @@ of the control socket on descriptor 3. In order:
    the one that started us (it may have died before the signal was armed).
 2. Lower its priority (the JVM and Python workers inherit it), read ``Start``.
 3. Open the SparkSession. The JVM gets a parent-death signal too (armed between fork and exec
-   of ``spark-submit``), and PySpark's worker daemon is ``daemon.executor.pyworker``, which
-   arms one for itself and each worker: killing any link kills everything below it.
+   of ``spark-submit``), and with a ``local`` master PySpark's worker daemon is
+   ``daemon.executor.pyworker``, which arms one for itself and each worker: killing any link
+   kills everything below it. (On a cluster the JVM is only the application's driver: the
+   cluster ends the application's executors once it is gone.)
 4. Warm up (a Python job, so PySpark's workers are up; a small Arrow → DataFrame → Parquet write)
    and only then send ``Ready``.
 5. Serve: wait for ``Run`` with a timeout of one heartbeat interval; send a ``Heartbeat`` on each

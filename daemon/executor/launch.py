@@ -92,7 +92,7 @@ def environment(settings: PoolSettings) -> dict[str, str]:
         paths.append(env["PYTHONPATH"])
     if paths:
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-    if settings.spark_master.startswith("local"):
+    if settings.local:
         env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # and no warning about the hostname
     return env
 

@@ -12,12 +12,16 @@ from daemon.errors import ConfigError
 SPARK_DEFAULTS: Mapping[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
-    # PySpark's worker daemon, wrapped so it and its workers die with their JVM.
-    "spark.python.daemon.module": "daemon.executor.pyworker",
 }
+#: With ``local`` masters only. On a cluster the driver must be reachable from the cluster's
+#: executors (the operator says at which address), and Python workers run on the cluster's
+#: nodes, where connectd is not installed: PySpark's own worker daemon runs there, and a Spark
+#: worker ends an application's executors (and so their Python workers) once its driver is gone.
 LOCAL_DEFAULTS: Mapping[str, str] = {
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",
+    # PySpark's worker daemon, wrapped so it and its workers die with their JVM.
+    "spark.python.daemon.module": "daemon.executor.pyworker",
 }
 
 
@@ -103,6 +107,11 @@ class PoolSettings:
             raise ConfigError(f"executor Spark settings must start with 'spark.': {bad}")
 
     @property
+    def local(self) -> bool:
+        """Spark runs inside each executor process (``local``, ``local[N]``): no cluster."""
+        return self.spark_master.startswith("local")
+
+    @property
     def target(self) -> int:
         """Processes the pool keeps alive."""
         return self.size + self.spares
@@ -110,7 +119,7 @@ class PoolSettings:
     def session_conf(self) -> dict[str, str]:
         """The SparkSession settings: defaults, then the operator's."""
         conf = dict(SPARK_DEFAULTS)
-        if self.spark_master.startswith("local"):
+        if self.local:
             conf.update(LOCAL_DEFAULTS)
         conf.update(self.spark_conf)
         return conf

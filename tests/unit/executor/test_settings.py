@@ -31,6 +31,8 @@ def test_session_conf_defaults_then_operator_settings() -> None:
     assert conf["spark.driver.bindAddress"] == "127.0.0.1"
     remote = PoolSettings(spark_master="spark://h:7077").session_conf()
     assert "spark.driver.bindAddress" not in remote
+    # The cluster's nodes have no connectd to import: PySpark's own worker daemon runs there.
+    assert "spark.python.daemon.module" not in remote
     assert PoolSettings(size=2, spares=1).target == 3
 
 
