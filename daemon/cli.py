@@ -3,7 +3,8 @@
 Exit codes follow sysexits and tell systemd what happened: 0 clean, 2 a usage error (no
 command), 78 a configuration error (not worth restarting; two connector files naming the same
 connector is one), 69 a required service unavailable at start (no usable Java; no Kafka broker
-answering within ``startup.kafka.timeout.ms``; a REST listener's port in use), 75 the
+answering within ``startup.kafka.timeout.ms``; a ``spark://`` master not accepting connections
+within ``executor.start.timeout.ms``; a REST listener's port in use), 75 the
 ``state.dir`` held by another running daemon (temporary: it is free once that one stops), 1
 anything else.
 

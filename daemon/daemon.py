@@ -15,8 +15,9 @@ Before anything is started or any state read, the daemon takes the lock on ``sta
 (``daemon.storage.statelock``; held until the end of ``shutdown``): a second daemon on the same
 directory exits at once (``StateDirLocked``, exit 75) naming the directory and the PID holding
 it. Then the brokers must answer within ``startup.kafka.timeout.ms`` (``daemon.kafkacheck``;
-else ``ServiceUnavailable``, exit 69). A REST listener that cannot be bound (its port in use)
-is ``ListenerUnavailable``, exit 69, after what was started is shut down.
+else ``ServiceUnavailable``, exit 69), and so must a cluster's Spark master within
+``executor.start.timeout.ms`` (``daemon.sparkcheck``). A REST listener that cannot be bound
+(its port in use) is ``ListenerUnavailable``, exit 69, after what was started is shut down.
 
 Signals are recorded, not handled, in the handler: SIGTERM/SIGINT set the stop event, SIGHUP
 the reload event. A reload reads the worker and connector files again
@@ -153,6 +154,7 @@ class Daemon:
         self.notifier.start(self.status)
         try:
             await self._wait_for_kafka()
+            await self._wait_for_spark()
             await self._start_pool()
             if self.plan.mode is Mode.DISTRIBUTED:
                 await self._start_distributed()
@@ -262,6 +264,15 @@ class Daemon:
 
         await wait_for_kafka(
             self.config.bootstrap_servers, deadline, security_settings(self.config)
+        )
+
+    async def _wait_for_spark(self) -> None:
+        if self.executors is not None:  # a pool of the embedder's: its master is its concern
+            return
+        from daemon.sparkcheck import wait_for_master
+
+        await wait_for_master(
+            self.config.executor_spark_master, self.config.executor_start_timeout.total_seconds()
         )
 
     async def _start_pool(self) -> None:

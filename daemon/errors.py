@@ -163,8 +163,8 @@ class StopFailed(ConnectdError):
 
 
 class ServiceUnavailable(ConnectdError):
-    """A service the daemon needs at start (the Kafka brokers) did not answer within its
-    startup deadline; the CLI exits 69 so systemd's restart policy retries later."""
+    """A service the daemon needs at start (the Kafka brokers, a Spark master) did not answer
+    within its startup deadline; the CLI exits 69 so systemd's restart policy retries later."""
 
     retriable = True
 

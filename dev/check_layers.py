@@ -6,7 +6,8 @@ start. Layers, bottom to top (``|`` separates independent siblings, which must n
 each other either)::
 
     base        daemon (the package's own __init__: the version), daemon.structs,
-                daemon.errors, daemon.logs, daemon.javacheck, daemon.kafkacheck
+                daemon.errors, daemon.logs, daemon.javacheck, daemon.kafkacheck,
+                daemon.sparkcheck
     config      daemon.config
     storage | executor
     cluster
@@ -45,6 +46,7 @@ LAYERS: tuple[tuple[tuple[str, ...], ...], ...] = (
             "daemon.logs",
             "daemon.javacheck",
             "daemon.kafkacheck",
+            "daemon.sparkcheck",
         ),
     ),
     (("daemon.config",),),

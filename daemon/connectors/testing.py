@@ -110,6 +110,38 @@ def write_staged_then_block(
     block_forever(spark, batch, task="write_staged_then_block", marker=marker)
 
 
+def write_staged_then_hang_in_udf(
+    spark: Any, batch: Any, *, marker: str | None = None, **kwargs: Any
+) -> None:
+    """ParquetSink's write, then a Spark job whose Python UDF sleeps forever: with a cluster
+    master the write hangs on the cluster's executors, not in the executor process.
+
+    ``marker`` (default ``$CONNECTD_HANG_MARKER``) is a file the UDF writes its pid to once it
+    sleeps; the UDF is self-contained (standard library only), so a cluster node needs nothing
+    of connectd to run it.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType
+
+    from daemon.connectors.parquet.write import write_staged
+
+    write_staged(spark, batch, **kwargs)
+    where = marker or os.environ.get("CONNECTD_HANG_MARKER")
+
+    def stall(_value, where=where):  # type: ignore[no-untyped-def]  # hints: a pandas UDF
+        import os
+        import time
+
+        if where:
+            with open(f"{where}.tmp", "w") as out:
+                out.write(str(os.getpid()))
+            os.replace(f"{where}.tmp", where)
+        while True:
+            time.sleep(3600)
+
+    spark.range(1, numPartitions=1).select(F.udf(stall, LongType())("id")).collect()
+
+
 # --- HangSink --------------------------------------------------------------------------------
 
 

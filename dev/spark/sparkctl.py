@@ -7,8 +7,9 @@
 
 Standard library only, but `up` needs the pinned pyspark (run it with the project's venv
 Python, or pass --spark-home): the master and the workers are Spark's own classes
-(`org.apache.spark.deploy.master.Master`, `...worker.Worker`) started through the
-`bin/spark-class` of the pip-installed pyspark, so nothing is downloaded. Each cluster lives in
+(`org.apache.spark.deploy.master.Master`, `...worker.Worker`) from the pip-installed pyspark's
+jars, with the command line `bin/spark-class` would run (Spark's launcher builds it), so nothing
+is downloaded. Each cluster lives in
 its run directory (default .cache/spark/run-<port>/): master.pid, worker-<i>.pid, logs/,
 worker-<i>/ (the workers' application directories: each executor's stdout/stderr).
 
@@ -29,6 +30,7 @@ import fcntl
 import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -149,9 +151,15 @@ def _stat(pid: int) -> tuple[str, int, int] | None:
 
 
 def is_alive(pid: int) -> bool:
-    """True while `pid` runs; reaps it if it is our child and has exited."""
+    """True while `pid` runs; reaps it if it is our child (or, under a subreaper, an orphan
+    adopted by us: a killed worker's executors) and has exited."""
     with contextlib.suppress(ChildProcessError):
         if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False
+        if (stat := _stat(pid)) is not None and stat[0] in ("Z", "X"):
+            # A JVM whose main thread ended while its other threads still exit: WNOHANG says
+            # "running" until the last one is gone, so wait for it now.
+            os.waitpid(pid, 0)
             return False
     stat = _stat(pid)
     return stat is not None and stat[0] not in ("Z", "X")
@@ -250,7 +258,11 @@ def master_status(ui_port: int, timeout: float = 2.0) -> dict[str, Any]:
 
 def _env(home: Path, run_dir: Path) -> dict[str, str]:
     env = dict(os.environ)
+    # What bin/load-spark-env.sh exports for spark-class (pip's pyspark has no spark-env.sh).
+    found = re.search(r"SPARK_SCALA_VERSION=(\S+)", _read(home / "bin" / "load-spark-env.sh"))
     env.update(
+        SPARK_SCALA_VERSION=found.group(1) if found else "2.13",
+        SPARK_CONF_DIR=env.get("SPARK_CONF_DIR", str(home / "conf")),
         SPARK_HOME=str(home),
         SPARK_LOCAL_IP="127.0.0.1",
         SPARK_DAEMON_MEMORY=DAEMON_MEMORY,
@@ -263,19 +275,52 @@ def _env(home: Path, run_dir: Path) -> dict[str, str]:
     return env
 
 
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def _command(home: Path, args: list[str], env: dict[str, str]) -> list[str]:
+    """The java command line ``bin/spark-class`` would exec for ``args``, from Spark's own
+    launcher (``org.apache.spark.launcher.Main``: classpath, daemon memory, Java options).
+
+    Asked directly rather than through ``spark-class``: that script runs the launcher in a
+    process substitution and then execs, which leaves the launcher's processes to be reaped
+    by whoever adopts orphans (a test session, a subreaper daemon) as zombies."""
+    java = str(Path(env["JAVA_HOME"]) / "bin" / "java") if env.get("JAVA_HOME") else "java"
+    launcher = [java, "-Xmx128m", "-cp", str(home / "jars" / "*"), "org.apache.spark.launcher.Main"]
+    out = subprocess.run([*launcher, *args], env=env, capture_output=True, check=False, timeout=60)
+    _, flag, rest = out.stdout.partition(b"\0\n")
+    if out.returncode != 0 or not flag:
+        raise SparkctlError(
+            f"Spark's launcher failed (exit {out.returncode}): {out.stderr.decode()[-2000:]}"
+        )
+    cmd = [a.decode() for a in rest.split(b"\0")[:-1]]
+    if cmd and cmd[0] == "env":  # leading NAME=VALUE settings for the command
+        cmd.pop(0)
+        while cmd and "=" in cmd[0] and not cmd[0].startswith("/"):
+            key, _, value = cmd.pop(0).partition("=")
+            env[key] = value
+    return cmd
+
+
 def _launch(
     home: Path, run_dir: Path, name: str, args: list[str], die_with_parent: bool
 ) -> subprocess.Popen[bytes]:
     logs = run_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
+    env = _env(home, run_dir)
+    cmd = _command(home, args, env)
     with (logs / f"{name}.out").open("ab") as out:
         proc = subprocess.Popen(
-            [str(home / "bin" / "spark-class"), *args],
+            cmd,
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
             cwd=run_dir,
-            env=_env(home, run_dir),
+            env=env,
             start_new_session=True,
             preexec_fn=_pdeathsig if die_with_parent else None,
         )

@@ -132,7 +132,7 @@ class SparkCluster:
                     continue
                 text = argv.decode(errors="replace")
                 if app_id is None or app_id in text or _under_app(pid, app_id):
-                    out[pid] = text[:200]
+                    out[pid] = text
         return out
 
     def wait_ready(self, deadline_s: float = 60.0) -> None:

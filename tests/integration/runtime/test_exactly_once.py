@@ -14,6 +14,7 @@ import os
 import random
 import signal
 import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
 import psutil
@@ -60,21 +61,55 @@ def kill_a_jvm(p: DaemonProcess) -> int | None:
     return victim
 
 
-async def test_twenty_thousand_records_exactly_once_through_kills(
+#: (fault, lowest, highest): the progress window (offsets committed) in which each strikes.
+WINDOWS = [
+    ("daemon", 1_000, 4_000),
+    ("jvm", 4_500, 6_500),
+    ("daemon", 7_000, 10_000),
+    ("jvm", 10_500, 12_000),
+    ("daemon", 12_500, 15_500),
+]
+#: A fault other than the daemon's SIGKILL: does it to the running daemon, says what it did.
+Fault = Callable[[DaemonProcess], Awaitable[str]]
+#: After a daemon SIGKILL, with the pids that were below it: asserts what must be gone.
+AfterDaemonKill = Callable[[list[int]], Awaitable[None]]
+
+
+async def jvm_fault(p: DaemonProcess) -> str:
+    victim = kill_a_jvm(p)
+    assert victim is not None, "no executor JVM to kill"
+    return f"JVM {victim} SIGKILL"
+
+
+async def executors_gone(below: list[int]) -> None:
+    # Its executors (and their JVMs) die with it: parent-death signal, end of pipe.
+    await wait_until(lambda b=below: all(map(_gone, b)), 15, "its executors gone")
+
+
+async def audit(
     daemon_process: ProcessFactory,
     kafka_bootstrap: str,
-    kafka_topic: TopicFactory,
+    topic: str,
     tmp_path: Path,
+    *,
+    worker_extra: Mapping[str, str] = {},
+    windows: Sequence[tuple[str, int, int]] = WINDOWS,
+    faults: Mapping[str, Fault] | None = None,
+    after_daemon_kill: AfterDaemonKill = executors_gone,
 ) -> None:
+    """Produce RECORDS into ``topic`` (PARTITIONS partitions), run a ParquetSink through the
+    faults of ``windows`` (the daemon's SIGKILL and restart, or one of ``faults``), then check
+    the table: every record exactly once."""
     seed = int(os.environ.get("CONNECTD_TEST_SEED", time.time_ns() % 10_000))
     rng = random.Random(seed)
     print(f"\nfault seed {seed} (CONNECTD_TEST_SEED={seed} to replay)")
-    topic = await kafka_topic(partitions=PARTITIONS)
     pad = b"x" * 180
     await produce(kafka_bootstrap, topic, [(None, b"%08d" % i + pad) for i in range(RECORDS)])
     table = tmp_path / "table"
     worker = worker_properties(
-        kafka_bootstrap, tmp_path / "state", **{"task.shutdown.graceful.timeout.ms": "2000"}
+        kafka_bootstrap,
+        tmp_path / "state",
+        **{"task.shutdown.graceful.timeout.ms": "2000", **worker_extra},
     )
     sink = {
         "name": "eos",
@@ -90,31 +125,21 @@ async def test_twenty_thousand_records_exactly_once_through_kills(
         "errors.restart.backoff.max.ms": "2000",
     }
     # Progress points (offsets committed) at which a fault strikes, in order.
-    windows = [
-        ("daemon", 1_000, 4_000),
-        ("jvm", 4_500, 6_500),
-        ("daemon", 7_000, 10_000),
-        ("jvm", 10_500, 12_000),
-        ("daemon", 12_500, 15_500),
-    ]
-    faults = [(kind, rng.randint(low, high)) for kind, low, high in windows]
+    points = [(kind, rng.randint(low, high)) for kind, low, high in windows]
     began = time.monotonic()
     p = daemon_process(worker, [sink])
     done: list[str] = []
-    for kind, at in faults:
+    for kind, at in points:
         await wait_until(lambda a=at: committed(table) >= a, 300, f"{at} offsets committed")
         if kind == "daemon":
             below = p.descendants()
             p.signal(signal.SIGKILL)  # no shutdown at all
             p.wait(10)
             done.append(f"daemon SIGKILL at {committed(table)}")
-            # Its executors (and their JVMs) die with it: parent-death signal, end of pipe.
-            await wait_until(lambda b=below: all(map(_gone, b)), 15, "its executors gone")
+            await after_daemon_kill(below)
             p = daemon_process(worker, [sink])
         else:
-            victim = kill_a_jvm(p)
-            done.append(f"JVM {victim} SIGKILL at {committed(table)}")
-            assert victim is not None, "no executor JVM to kill"
+            done.append(f"{await (faults or {'jvm': jvm_fault})[kind](p)} at {committed(table)}")
     assert committed(table) < RECORDS, f"the faults came too late: {done}"
     await wait_until(lambda: committed(table) >= RECORDS, 300, "caught up", interval=0.2)
     print(f"faults: {done}; caught up in {time.monotonic() - began:.0f} s")
@@ -130,3 +155,13 @@ async def test_twenty_thousand_records_exactly_once_through_kills(
     values = pc.utf8_slice_codeunits(data.column("value"), 0, 8)
     assert pc.count_distinct(values).as_py() == RECORDS  # every record, none twice
     assert committed(table) == RECORDS
+
+
+async def test_twenty_thousand_records_exactly_once_through_kills(
+    daemon_process: ProcessFactory,
+    kafka_bootstrap: str,
+    kafka_topic: TopicFactory,
+    tmp_path: Path,
+) -> None:
+    topic = await kafka_topic(partitions=PARTITIONS)
+    await audit(daemon_process, kafka_bootstrap, topic, tmp_path)

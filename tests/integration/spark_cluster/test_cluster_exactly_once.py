@@ -1,0 +1,89 @@
+"""Exactly once on a real Spark standalone cluster: the SIGKILL audit of
+tests/integration/runtime/test_exactly_once.py (20,000 records, 3 partitions, the daemon
+SIGKILLed three times) with ``executor.spark.master=spark://...``, plus a driver JVM and a
+cluster executor JVM SIGKILLed from outside. After each daemon SIGKILL its applications must
+leave the master and the workers must end every process of theirs.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from support.daemon import DaemonProcess, ProcessFactory, wait_until
+from support.kafka_fixtures import TopicFactory
+from support.spark_cluster import SparkCluster, cluster_spark_conf
+
+from tests.integration.runtime.test_exactly_once import (
+    PARTITIONS,
+    audit,
+    executors_gone,
+    jvm_fault,
+)
+
+pytestmark = pytest.mark.integration
+
+WINDOWS = [
+    ("daemon", 1_000, 4_000),
+    ("jvm", 4_500, 6_500),
+    ("daemon", 7_000, 10_000),
+    ("cluster", 10_500, 12_000),
+    ("daemon", 12_500, 15_500),
+]
+
+
+async def test_exactly_once_on_the_cluster_through_kills(
+    spark_cluster: SparkCluster,
+    daemon_process: ProcessFactory,
+    kafka_bootstrap: str,
+    kafka_topic: TopicFactory,
+    tmp_path: Path,
+) -> None:
+    topic = await kafka_topic(partitions=PARTITIONS)
+    ended: list[float] = []
+
+    async def cluster_fault(p: DaemonProcess) -> str:
+        """SIGKILL an executor JVM the cluster runs for one of the daemon's applications (a
+        lost node): Spark runs that application's tasks again on a new executor."""
+        executors = {
+            pid: cmd
+            for pid, cmd in spark_cluster.app_executors().items()
+            if "CoarseGrainedExecutorBackend" in cmd
+        }
+        assert executors, "no cluster executor to kill"
+        victim = min(executors)
+        os.kill(victim, signal.SIGKILL)
+        return f"cluster executor JVM {victim} SIGKILL"
+
+    async def apps_ended(below: list[int]) -> None:
+        began = time.monotonic()
+        await executors_gone(below)
+        await wait_until(lambda: not spark_cluster.active_apps(), 15, "its applications gone")
+        await wait_until(
+            lambda: not spark_cluster.app_executors(), 30, "their cluster processes gone"
+        )
+        ended.append(time.monotonic() - began)
+
+    conf = {f"executor.spark.conf.{k}": v for k, v in cluster_spark_conf().items()}
+    await audit(
+        daemon_process,
+        kafka_bootstrap,
+        topic,
+        tmp_path,
+        worker_extra={
+            "executor.spark.master": spark_cluster.url,
+            "executor.start.timeout.ms": "180000",
+            **conf,
+        },
+        windows=WINDOWS,
+        faults={"jvm": jvm_fault, "cluster": cluster_fault},
+        after_daemon_kill=apps_ended,
+    )
+    print(
+        "daemon SIGKILL → its applications and their cluster processes gone: "
+        + ", ".join(f"{t:.2f} s" for t in ended)
+    )
+    assert not spark_cluster.active_apps()

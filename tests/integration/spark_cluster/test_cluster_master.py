@@ -1,0 +1,123 @@
+"""The Spark master's own failures: down when the daemon starts (exit 69 naming
+``executor.spark.master`` within ``executor.start.timeout.ms``, nothing left running), and down
+for a while under a streaming connector (no record lost or doubled once it is back).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import time
+from pathlib import Path
+
+import pytest
+from support import procs
+from support.daemon import DaemonFactory, ProcessFactory, wait_until, worker_properties
+from support.kafka import produce
+from support.kafka_fixtures import TopicFactory
+from support.spark_cluster import SparkCluster, cluster_spark_conf
+from support.tables import committed
+
+from daemon.runtime.model import State
+from tests.integration.runtime.test_spark_features import _exactly_once, _sink
+
+pytestmark = pytest.mark.integration
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_a_master_down_at_start_is_exit_69_naming_the_setting(
+    daemon_process: ProcessFactory,
+    kafka_bootstrap: str,
+    kafka_topic: TopicFactory,
+    tmp_path: Path,
+) -> None:
+    topic = await kafka_topic(partitions=1)
+    master = f"spark://127.0.0.1:{_closed_port()}"
+    worker = worker_properties(
+        kafka_bootstrap,
+        tmp_path / "state",
+        **{"executor.spark.master": master, "executor.start.timeout.ms": "4000"},
+    )
+    sink = {"name": "echo", "connector.class": "EchoSink", "topics": topic}
+    baseline = set(procs.live_descendants())
+    began = time.monotonic()
+    p = daemon_process(worker, [sink], wait=False)
+    code = await asyncio.to_thread(p.wait, 60.0)
+    took = time.monotonic() - began
+    log = p.log()
+    assert code == 69, log
+    assert f"Spark master unreachable: executor.spark.master={master}" in log
+    assert "executor.start.timeout.ms=4000" in log
+    assert "Traceback" not in log
+    # The deadline, plus the interpreter's start and the Kafka check; no executor was started.
+    assert took < 4.0 + 20.0, took
+    assert procs.wait_gone(baseline, 10.0) == {}
+    print(f"\nmaster down: exit 69 after {took:.1f} s (deadline 4 s)")
+
+
+async def test_a_master_that_dies_under_a_stream_loses_nothing(
+    spark_cluster: SparkCluster,
+    run_daemon: DaemonFactory,
+    kafka_bootstrap: str,
+    kafka_topic: TopicFactory,
+    tmp_path: Path,
+) -> None:
+    """The master stops while a ParquetSink streams, and the executor writing is killed (a
+    lost driver), so the task needs a new application the master is not there to grant: its
+    writes fail and it is restarted on the schedule. Once the master is back (and kills the
+    executors it no longer knows), the stream resumes; every record is in the table once."""
+    topic = await kafka_topic(partitions=1)
+    table = tmp_path / "table"
+    conf = {f"executor.spark.conf.{k}": v for k, v in cluster_spark_conf().items()}
+    props = worker_properties(
+        kafka_bootstrap,
+        tmp_path / "state",
+        **{
+            "executor.spark.master": spark_cluster.url,
+            "executor.pool.spares": "0",
+            "executor.start.timeout.ms": "45000",
+            "task.write.timeout.ms": "20000",
+            **conf,
+        },
+    )
+    daemon = await run_daemon(props)
+    worker = daemon.worker
+    assert worker is not None
+    name = "through-master-loss"
+    config = _sink(topic, table, **{"errors.restart.backoff.max.ms": "2000"})
+    await worker.create_connector(name, config)
+    await produce(kafka_bootstrap, topic, [(None, b"a%05d" % i) for i in range(300)])
+    await wait_until(lambda: committed(table) >= 300, 240, "the first records committed")
+
+    spark_cluster.halt_master()
+    try:
+        await produce(kafka_bootstrap, topic, [(None, b"b%05d" % i) for i in range(300)])
+        # The running application keeps its executors while the master is away.
+        await wait_until(lambda: committed(table) >= 600, 120, "writes while the master is down")
+        pid = worker.task_status(name, 0).executor_pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        await produce(kafka_bootstrap, topic, [(None, b"c%05d" % i) for i in range(300)])
+
+        def failed() -> object:
+            status = worker.task_status(name, 0)
+            restarted = status.auto_restart is not None and status.auto_restart.count >= 1
+            return restarted and status
+
+        status = await wait_until(failed, 120, "the task failed and restarted without a master")
+        assert committed(table) == 600, "written without a master to run it"
+        print(f"\nwithout a master: task {status.state}, restarts {status.auto_restart}")
+    finally:
+        spark_cluster.resume_master()
+    began = time.monotonic()
+    await wait_until(lambda: committed(table) >= 900, 300, "caught up once the master is back")
+    print(f"caught up {time.monotonic() - began:.1f} s after the master came back")
+    assert worker.task_status(name, 0).state is State.RUNNING
+    await _exactly_once(table, [(0, o) for o in range(900)])
