@@ -43,6 +43,7 @@ from typing import Any
 
 from daemon.assembly import RestServer, kill_timeout, new_pool, rest_server, start_relay
 from daemon.config import Mode, WorkerConfig
+from daemon.config.placement import SparkPlacement
 from daemon.config.plan import LaunchPlan, reread
 from daemon.connectors.registry import (
     ConnectorRegistry,
@@ -88,7 +89,8 @@ class Daemon:
         self.plan = plan
         self.config = plan.worker
         self.handle_signals = handle_signals
-        self.registry = registry
+        # Validation refuses what this worker's Spark cannot write (a local path on a cluster).
+        self.registry = registry.placed(SparkPlacement.of(plan.worker))
         self._pool: Any = None  # the ExecutorPool this daemon owns, if any
         self.executors: Executors | None = executors
         self._want_rest = rest

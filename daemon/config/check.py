@@ -3,7 +3,9 @@
 Exit status: 0 when no file has an error (warnings allowed), 78 (EX_CONFIG) when one has,
 64 (EX_USAGE) for bad arguments. The files are checked together as a command line would give
 them: two connector files that define one ``name`` differently are an error naming both files
-(``connectd standalone`` refuses any two files of one name).
+(``connectd standalone`` refuses any two files of one name). A connector file checked with a
+worker file, and a TOML file's connectors, are also checked against that worker's Spark master:
+a local table path with a cluster master is an error (``daemon.config.placement``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
+from daemon.config.connector import ConnectorConfig
 from daemon.config.definitions import ConnectorDefResolver
 from daemon.config.loaders import (
     CONNECTOR_MARKERS,
@@ -24,9 +27,12 @@ from daemon.config.loaders import (
 )
 from daemon.config.modes import Mode
 from daemon.config.names import duplicate_names
+from daemon.config.parse import Loaded
+from daemon.config.placement import SparkPlacement
 from daemon.config.problems import Problem
 from daemon.config.properties import read_properties
-from daemon.config.toml import load_daemon_toml
+from daemon.config.toml import DaemonConfig, load_daemon_toml
+from daemon.config.worker import WorkerConfig
 from daemon.errors import InvalidConfig
 
 EX_OK, EX_USAGE, EX_CONFIG = 0, 64, 78
@@ -91,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _check_one(
     path: str, kind: Kind | None, mode: Mode | None, resolver: ConnectorDefResolver | None
-) -> tuple[str, Callable[[], list[Problem]]]:
+) -> tuple[str, Callable[[], Loaded[Any]]]:
     """What the file is taken for (and why), and the check to run on it."""
     keys: dict[str, str] | None = None
     if kind is not None:
@@ -104,15 +110,15 @@ def _check_one(
         marker = next((k for k in CONNECTOR_MARKERS if k in keys), None)
         why = f"it sets {marker}" if marker else "no connector keys"
     if kind is Kind.DAEMON:
-        return f"a connectd run config ({why})", lambda: load_daemon_toml(path, resolver).warnings
+        return f"a connectd run config ({why})", lambda: load_daemon_toml(path, resolver)
     if kind is Kind.CONNECTOR:
-        return f"a connector config ({why})", lambda: load_connector(path, resolver).warnings
+        return f"a connector config ({why})", lambda: load_connector(path, resolver)
     if mode is None:
         keys = keys if keys is not None else read_properties(path).values
         mode = Mode.DISTRIBUTED if "group.id" in keys else Mode.STANDALONE
         why += "; " + ("it sets group.id" if "group.id" in keys else "no group.id")
     worker_mode = mode
-    return f"a {mode.value} worker config ({why})", lambda: load_worker(path, worker_mode).warnings
+    return f"a {mode.value} worker config ({why})", lambda: load_worker(path, worker_mode)
 
 
 def _same_name(path: str, named: dict[str, tuple[str, dict[str, str]]]) -> list[Problem]:
@@ -133,6 +139,33 @@ def _same_name(path: str, named: dict[str, tuple[str, dict[str, str]]]) -> list[
     if first_values == values and Path(first) != Path(path):
         return []
     return duplicate_names([(name, first), (name, path)])
+
+
+def _placement(
+    loaded: Sequence[tuple[str, object]], resolver: ConnectorDefResolver
+) -> list[Problem]:
+    """Each connector file against each worker file checked with it (a command line runs them
+    together), and a TOML file's connectors against its own worker: the data locations that
+    worker's Spark cannot reach."""
+    workers = [SparkPlacement.of(c) for _, c in loaded if isinstance(c, WorkerConfig)]
+    found: dict[str, Problem] = {}
+    for path, config in loaded:
+        if isinstance(config, ConnectorConfig):
+            lines = connector_values(path)[1]
+            definition = resolver(config.connector_class)
+            for placement in dict.fromkeys(workers):
+                for p in placement.problems(definition, config.properties):
+                    located = p.located(path, lines)
+                    found.setdefault(str(located), located)
+        elif isinstance(config, DaemonConfig):
+            placement = SparkPlacement.of(config.worker)
+            for i, c in enumerate(config.connectors):
+                for p in placement.problems(resolver(c.connector_class), c.properties):
+                    located = Problem(
+                        path, f"connectors[{i}].config.{p.key}", p.message, p.expected
+                    )
+                    found.setdefault(str(located), located)
+    return list(found.values())
 
 
 def check_main(
@@ -162,11 +195,13 @@ def check_main(
     mode = Mode(args.mode) if args.mode else None
     errors = warnings = 0
     named: dict[str, tuple[str, dict[str, str]]] = {}  # connector name → first file, its keys
+    loaded: list[tuple[str, object]] = []  # each file that loaded, with what it holds
     for kind, path in items:
         taken_for, check = _check_one(path, kind, mode, resolver)
         out.write(f"{path}: checking as {taken_for}\n")
         try:
-            problems = check()
+            config, problems = check()
+            loaded.append((path, config))
         except InvalidConfig as exc:
             problems = list(exc.problems)
         if taken_for.startswith("a connector config"):
@@ -175,6 +210,9 @@ def check_main(
             out.write(f"{problem.severity.value}: {problem}\n")
         errors += sum(p.is_error for p in problems)
         warnings += sum(not p.is_error for p in problems)
+    for problem in _placement(loaded, resolver) if resolver is not None else []:
+        out.write(f"{problem.severity.value}: {problem}\n")
+        errors += 1
     files = f"{len(items)} file" + ("s" if len(items) != 1 else "")
     verdict = "FAILED" if errors else "OK"
     out.write(f"{verdict}: {files} checked, {errors} error(s), {warnings} warning(s)\n")

@@ -103,6 +103,10 @@ class ConfigKey:
     validator: Validator | None = None
     group: str | None = None
     display_name: str | None = None
+    #: The value is where Spark reads and writes the connector's data (a table's directory):
+    #: with a cluster master, a local path there is refused unless the worker says local paths
+    #: are shared (``daemon.config.placement``).
+    location: bool = False
 
     @property
     def required(self) -> bool:
@@ -169,12 +173,14 @@ class ConfigDef:
         validator: Validator | None = None,
         group: str | None = None,
         display_name: str | None = None,
+        location: bool = False,
     ) -> ConfigDef:
-        """Add a setting; returns ``self`` so definitions chain, as in Connect."""
+        """Add a setting; returns ``self`` so definitions chain, as in Connect. ``location``:
+        the value is a path or URI Spark writes the connector's data to (``ConfigKey``)."""
         if name in self.keys:
             raise ValueError(f"setting {name!r} is defined twice")
         key = ConfigKey(
-            name, type, default, importance, documentation, validator, group, display_name
+            name, type, default, importance, documentation, validator, group, display_name, location
         )
         self.keys[name] = key
         return self

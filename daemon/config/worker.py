@@ -36,6 +36,10 @@ from daemon.config.values import (
 WRITE_TIMEOUT_KEY = "task.write.timeout.ms"
 """connectd's write deadline; the runtime also passes it to each task in its configuration."""
 
+SPARK_MASTER_KEY = "executor.spark.master"
+LOCAL_PATHS_SHARED_KEY = "executor.spark.local.paths.shared"
+"""Named by the refusal of a local table path with a cluster master (``config.placement``)."""
+
 DEFAULT_STATE_DIR = Path("/var/lib/connectd")
 """Where the packaged service keeps its state (systemd ``StateDirectory=connectd``)."""
 
@@ -380,9 +384,18 @@ class WorkerConfig(KafkaSettings, RestApiSettings):
     )
     executor_spark_master: SparkMaster = setting(
         "local[*]",
-        key="executor.spark.master",
+        key=SPARK_MASTER_KEY,
         group=_EXEC,
         description="The Spark master each executor's session uses.",
+    )
+    executor_spark_local_paths_shared: f.Bool = setting(
+        False,
+        key=LOCAL_PATHS_SHARED_KEY,
+        group=_EXEC,
+        description="connectd: local paths (no scheme, or file:) name the same directory on "
+        "every node of the Spark cluster, e.g. a shared mount, or a cluster whose workers run "
+        "on this host. False: with a master other than local, a connector's local table path "
+        "is refused.",
     )
     executor_spark_conf: f.StrDict = setting(
         {},

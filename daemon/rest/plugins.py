@@ -128,4 +128,8 @@ async def validate_config(request: web.Request) -> web.Response:
     if found is None:
         raise not_found(f"Unknown plugin {class_name}.")
     connector: SinkConnector = ctx.registry.resolve(found[1])()
-    return json_reply(await validate_async(class_name, config, connector, ctx.registry.config_def))
+    return json_reply(
+        await validate_async(
+            class_name, config, connector, ctx.registry.config_def, ctx.registry.placement
+        )
+    )

@@ -3,7 +3,8 @@
 Definitions come from the declarations themselves: the framework's settings from
 ``settings_of(ConnectorConfig)``, the connector's own from its ``ConfigDef``. Validation runs
 the same checks as creating the connector (``parse_connector`` with the registry's resolver,
-then the connector's own ``validate``) and files each problem under its key.
+then the connector's own ``validate``, then whether the worker's Spark reaches its data
+locations: ``placement``) and files each problem under its key.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pydantic import SecretStr
 
 from daemon.config import ConnectorConfig, SettingInfo, parse_connector, settings_of
 from daemon.config.definitions import REQUIRED, ConfigKey, ConfigType, ConnectorDefResolver
+from daemon.config.placement import LOCAL, SparkPlacement
 from daemon.config.problems import Problem, error
 from daemon.connectors.api import SinkConnector
 from daemon.connectors.registry import existing_problems_async, off_loop
@@ -143,6 +145,7 @@ def _problems(
     connector: SinkConnector,
     resolver: ConnectorDefResolver,
     existing: list[Problem] | None = None,
+    placement: SparkPlacement = LOCAL,
 ) -> list[Problem]:
     found: list[Problem] = list(existing or [])
     try:
@@ -151,6 +154,7 @@ def _problems(
         found += exc.problems
     try:
         found += connector.validate(config)
+        found += placement.problems(connector.config_def(), config)
     except Exception as exc:  # a connector's bug must not turn validation into a 500
         found.append(error("connector.class", f"the connector's validate() raised {exc!r}"))
     unique: dict[tuple[str | None, str], Problem] = {}
@@ -165,6 +169,7 @@ async def validate_async(
     config: Mapping[str, str],
     connector: SinkConnector,
     resolver: ConnectorDefResolver,
+    placement: SparkPlacement = LOCAL,
 ) -> dict[str, Any]:
     """``validate`` plus the connector's ``check_existing`` (a table another connector writes
     …), run in a thread under a deadline, when the configuration is otherwise valid: the same
@@ -172,10 +177,12 @@ async def validate_async(
     the connector is ``config["name"]``."""
     existing: list[Problem] = []
     what = f"connector {config.get('name', name)}"
-    if not await off_loop(lambda: _problems(config, connector, resolver), what):
+    if not await off_loop(lambda: _problems(config, connector, resolver, None, placement), what):
         owner = config.get("name", "")
         existing = await existing_problems_async(type(connector), owner, config)
-    return await off_loop(lambda: validate(name, config, connector, resolver, existing), what)
+    return await off_loop(
+        lambda: validate(name, config, connector, resolver, existing, placement), what
+    )
 
 
 def validate(
@@ -184,9 +191,11 @@ def validate(
     connector: SinkConnector,
     resolver: ConnectorDefResolver,
     existing: list[Problem] | None = None,
+    placement: SparkPlacement = LOCAL,
 ) -> dict[str, Any]:
     """Connect's ``ConfigInfos`` for ``config`` checked as a configuration of ``connector``
-    (with ``existing``: problems ``check_existing`` found, filed under their keys)."""
+    (with ``existing``: problems ``check_existing`` found, filed under their keys) for a
+    worker whose Spark runs as ``placement`` says."""
     definitions = framework_keys()
     known = {d["name"] for d in definitions}
     for own in connector.config_def().keys.values():
@@ -194,7 +203,7 @@ def validate(
             definitions.append(connector_key(own))
             known.add(own.name)
     errors: dict[str, list[str]] = {}
-    for problem in _problems(config, connector, resolver, existing):
+    for problem in _problems(config, connector, resolver, existing, placement):
         key = problem.key or "connector.class"
         text = problem.message
         if problem.expected is not None:

@@ -123,8 +123,10 @@ CONFIG_DEF = (
         Importance.HIGH,
         "The table's directory: an absolute local path, a file:/// URI, or a Hadoop filesystem "
         "URI (hdfs://, viewfs://, abfs://, s3a:// with conditional writes; see "
-        "docs/connectors.md for the guarantees per filesystem).",
+        "docs/connectors.md for the guarantees per filesystem). With a Spark cluster master, "
+        "a local path only if executor.spark.local.paths.shared=true.",
         validator=_check_path,
+        location=True,
     )
     .define(
         "format",

@@ -76,6 +76,7 @@ async def test_exactly_once_on_the_cluster_through_kills(
         worker_extra={
             "executor.spark.master": spark_cluster.url,
             "executor.start.timeout.ms": "180000",
+            "executor.spark.local.paths.shared": "true",  # the workers run on this host
             **conf,
         },
         windows=WINDOWS,

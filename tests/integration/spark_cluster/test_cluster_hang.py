@@ -175,7 +175,7 @@ async def test_parquet_write_hung_in_a_cluster_udf_is_killed_and_unpublished(
         spark_cluster,
         kafka_bootstrap,
         tmp_path / "state",
-        **{"task.write.timeout.ms": "30000"},
+        **{"task.write.timeout.ms": "30000", "executor.spark.local.paths.shared": "true"},
     )
     daemon = await run_daemon(props)
     worker = daemon.worker

@@ -84,6 +84,7 @@ async def test_a_master_that_dies_under_a_stream_loses_nothing(
             "executor.pool.spares": "0",
             "executor.start.timeout.ms": "45000",
             "task.write.timeout.ms": "20000",
+            "executor.spark.local.paths.shared": "true",
             **conf,
         },
     )
