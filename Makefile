@@ -78,7 +78,7 @@ fmt: $(STAMP)
 	$(VENV)/bin/ruff check --fix daemon tests bench dev
 
 test: lint check-java check-test-tools
-	$(VENV)/bin/pytest -m "not soak" $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -m "not soak" --durations=40 $(PYTEST_ARGS)
 
 test-unit: $(STAMP) check-test-tools
 	$(VENV)/bin/pytest tests/unit $(PYTEST_ARGS)

@@ -62,6 +62,7 @@ async def test_a_master_down_at_start_is_exit_69_naming_the_setting(
     print(f"\nmaster down: exit 69 after {took:.1f} s (deadline 4 s)")
 
 
+@pytest.mark.timeout(600)
 async def test_a_master_that_dies_under_a_stream_loses_nothing(
     spark_cluster: SparkCluster,
     run_daemon: DaemonFactory,
@@ -69,10 +70,10 @@ async def test_a_master_that_dies_under_a_stream_loses_nothing(
     kafka_topic: TopicFactory,
     tmp_path: Path,
 ) -> None:
-    """The master stops while a ParquetSink streams, and the executor writing is killed (a
-    lost driver), so the task needs a new application the master is not there to grant: its
-    writes fail and it is restarted on the schedule. Once the master is back (and kills the
-    executors it no longer knows), the stream resumes; every record is in the table once."""
+    """The master stops while a ParquetSink streams: the running application keeps writing.
+    Then the executor is killed mid-write (a lost driver), so the task fails and is restarted
+    on the schedule, and its new executor needs a new application the master is not there to
+    grant. Once the master is back the stream resumes; every record is in the table once."""
     topic = await kafka_topic(partitions=1)
     table = tmp_path / "table"
     conf = {f"executor.spark.conf.{k}": v for k, v in cluster_spark_conf().items()}
@@ -102,18 +103,21 @@ async def test_a_master_that_dies_under_a_stream_loses_nothing(
         await produce(kafka_bootstrap, topic, [(None, b"b%05d" % i) for i in range(300)])
         # The running application keeps its executors while the master is away.
         await wait_until(lambda: committed(table) >= 600, 120, "writes while the master is down")
-        pid = worker.task_status(name, 0).executor_pid
-        assert pid is not None
-        os.kill(pid, signal.SIGKILL)
         await produce(kafka_bootstrap, topic, [(None, b"c%05d" % i) for i in range(300)])
+        # SIGKILL the executor in the middle of a write: its task fails (ExecutorDied).
+        pid = await wait_until(
+            lambda: worker.task_status(name, 0).executor_pid, 60, "a write in flight", 0.005
+        )
+        os.kill(pid, signal.SIGKILL)
 
         def failed() -> object:
             status = worker.task_status(name, 0)
             restarted = status.auto_restart is not None and status.auto_restart.count >= 1
             return restarted and status
 
-        status = await wait_until(failed, 120, "the task failed and restarted without a master")
-        assert committed(table) == 600, "written without a master to run it"
+        status = await wait_until(failed, 200, "the task failed and restarted without a master")
+        # A new incarnation needs an executor, and an executor a new application: none yet.
+        assert committed(table) < 900
         print(f"\nwithout a master: task {status.state}, restarts {status.auto_restart}")
     finally:
         spark_cluster.resume_master()
