@@ -322,17 +322,25 @@ def _launch(
             cwd=run_dir,
             env=env,
             start_new_session=True,
-            preexec_fn=_pdeathsig if die_with_parent else None,
+            preexec_fn=_stay_with_caller if die_with_parent else None,
         )
     (run_dir / f"{name}.pid").write_text(f"{proc.pid}\n")
     proc.returncode = 0  # dropped without wait(): it outlives us; is_alive() reaps it
     return proc
 
 
-def _pdeathsig() -> None:
+def _stay_with_caller() -> None:
+    """For a caller that stays (a test session): the daemon dies with it, and keeps its own
+    orphans. A caller that adopts orphans (a subreaper, as pytest is here) would otherwise get
+    the cluster's: a PySpark worker whose daemon ended first goes to the nearest subreaper above
+    it. Kept by the Spark daemon, which does not reap them, they stay zombies below it until
+    `down`, which reaps them. (`make spark-up`'s daemons need neither: their parent exits at
+    once, and init reaps their orphans.)"""
     import ctypes
 
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
 
 
 def up(

@@ -16,7 +16,6 @@ import importlib.util
 import shutil
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -25,6 +24,7 @@ from typing import Any
 import pytest
 
 from support import procs
+from support.kafka import free_port
 
 _SPARKCTL_PATH = Path(__file__).resolve().parents[2] / "dev" / "spark" / "sparkctl.py"
 
@@ -42,14 +42,6 @@ def _load_sparkctl() -> ModuleType:
 
 
 sparkctl = _load_sparkctl()
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class SparkCluster:
@@ -74,8 +66,8 @@ class SparkCluster:
         for attempt in range(3):
             try:
                 self.cluster = sparkctl.up(
-                    _free_port(),
-                    _free_port(),
+                    free_port(),
+                    free_port(),
                     self.run_dir,
                     workers=self.workers,
                     worker_memory=self.worker_memory,
@@ -122,46 +114,27 @@ class SparkCluster:
 
     def app_executors(self, app_id: str | None = None) -> dict[int, str]:
         """Live processes the workers run for ``app_id`` (every application if None): the
-        executor JVMs (their command line carries ``--app-id``) and what those started."""
+        executor JVMs (their command line carries ``--app-id``) and what those started (the
+        PySpark workers), as pid -> command line."""
         out: dict[int, str] = {}
         for worker in self.cluster.worker_pids:
             for pid in sparkctl.descendants(worker):
-                try:
-                    argv = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
-                except OSError:
-                    continue
-                text = argv.decode(errors="replace")
-                if app_id is None or app_id in text or _under_app(pid, app_id):
-                    out[pid] = text
+                cmd = _cmdline(pid)
+                if cmd is not None and (app_id is None or app_id in cmd):
+                    out[pid] = cmd
+                    for below in sparkctl.descendants(pid):
+                        if (text := _cmdline(below)) is not None:
+                            out[below] = text
         return out
 
-    def wait_ready(self, deadline_s: float = 60.0) -> None:
-        """Poll until every worker is ALIVE on the master."""
-        end = time.monotonic() + deadline_s
-        while time.monotonic() < end:
-            status = self.status()
-            alive = sum(1 for w in status.get("workers", ()) if w.get("state") == "ALIVE")
-            if alive >= self.workers:
-                return
-            time.sleep(0.2)
-        raise AssertionError(f"{self.workers} workers not ALIVE within {deadline_s} s")
 
-
-def _under_app(pid: int, app_id: str) -> bool:
-    """Whether an ancestor of ``pid`` is an executor JVM of ``app_id`` (its Python workers)."""
-    seen = 0
-    while pid > 1 and seen < 16:
-        seen += 1
-        stat = sparkctl._stat(pid)
-        if stat is None:
-            return False
-        pid = stat[1]
-        try:
-            if app_id.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
-                return True
-        except OSError:
-            return False
-    return False
+def _cmdline(pid: int) -> str | None:
+    """The command line of a running process; None once it has ended (a zombie has none)."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    return argv.replace(b"\0", b" ").decode(errors="replace") or None
 
 
 def cluster_spark_conf() -> dict[str, str]:

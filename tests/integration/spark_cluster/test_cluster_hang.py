@@ -41,7 +41,9 @@ APP_GONE_S = 10.0
 EXECUTORS_GONE_S = 30.0
 
 
-def cluster_worker(cluster: SparkCluster, bootstrap: str, state: Path, **extra: str) -> dict:
+def cluster_worker(
+    cluster: SparkCluster, bootstrap: str, state: Path, **extra: str
+) -> dict[str, str]:
     conf = {f"executor.spark.conf.{k}": v for k, v in cluster_spark_conf().items()}
     return worker_properties(
         bootstrap,
@@ -195,7 +197,8 @@ async def test_parquet_write_hung_in_a_cluster_udf_is_killed_and_unpublished(
     # The deadline kills the executor: the application and its cluster processes end.
     await wait_until(lambda: read_stat(executor_pid) is None, 90, "the deadline's kill")
     gone, left = await wait_app_ended(spark_cluster, app)
-    assert read_stat(udf_pid) is None, "the cluster's Python worker outlived its application"
+    stat = read_stat(udf_pid)  # a zombie kept by its Spark worker (tests only) has ended
+    assert stat is None or not stat.running, "the UDF's Python worker outlived its application"
     await wait_until(lambda: committed(table) >= n, 240, "the restarted task caught up")
     await _exactly_once(table, [(0, o) for o in range(n)])
     await wait_until(lambda: _staged(table) == [], 30, "the killed write's staged files deleted")

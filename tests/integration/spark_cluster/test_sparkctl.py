@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 from support import procs
-from support.spark_cluster import SparkCluster, _free_port, sparkctl
+from support.kafka import free_port
+from support.spark_cluster import SparkCluster, sparkctl
 
 pytestmark = pytest.mark.integration
 
@@ -38,7 +39,7 @@ def test_up_again_reuses_the_running_cluster(spark_cluster: SparkCluster) -> Non
 
 
 def test_up_then_down_from_the_command_line_leaves_nothing(tmp_path: Path) -> None:
-    port, ui = _free_port(), _free_port()
+    port, ui = free_port(), free_port()
     run_dir = tmp_path / "cluster"
     where = ["--port", str(port), "--ui-port", str(ui), "--dir", str(run_dir)]
     baseline = set(procs.live_descendants())
