@@ -13,11 +13,14 @@ KAFKA_VERSION ?= 4.1.2
 SPARK_MASTER_PORT ?= 7077
 SPARK_MASTER_WEBUI_PORT ?= 8080
 SPARK_WORKERS ?= 2
+BENCH_SPARK_PORT ?= 17270
+BENCH_SPARK_WEBUI_PORT ?= 18270
+SPARK_MASTER ?=
 PYTEST_ARGS ?=
 
 export KAFKA_VERSION
 
-.PHONY: help venv check-java check-test-tools kafka-up kafka-down spark-up spark-down lint fmt test test-unit test-integration soak bench bench-commitlog bench-executor bench-e2e bench-rest bench-cluster bench-ss demo demo-down clean
+.PHONY: help venv check-java check-test-tools kafka-up kafka-down spark-up spark-down lint fmt test test-unit test-integration soak bench bench-commitlog bench-executor bench-e2e bench-rest bench-cluster bench-ss bench-spark-cluster demo demo-down clean
 
 help:
 	@echo "make demo        run connectd on the example configs against a local broker"
@@ -32,7 +35,9 @@ help:
 	@echo "make spark-down  stop it and every executor it runs"
 	@echo "make bench       benchmarks (bench/; QUICK=1 for a short run); make soak: long runs"
 	@echo "make bench-cluster  distributed mode against real Kafka Connect 4.1 (bench/README.md)"
-	@echo "make bench-ss    connectd against Spark Structured Streaming, same data (bench/README.md)"
+	@echo "make bench-ss    connectd against Spark Structured Streaming, same data (bench/README.md;"
+	@echo "                 SPARK_MASTER=spark://... runs both sides on a Spark cluster)"
+	@echo "make bench-spark-cluster  executors on a Spark standalone cluster against local[2]"
 
 # The venv is rebuilt when pyproject.toml changes.
 $(STAMP): pyproject.toml
@@ -108,7 +113,12 @@ bench-rest: kafka-up
 # Maven Central, cached in .cache/spark-sql-kafka-*/jars); 1M records x 3 runs, QUICK=1: 200k x 1.
 # Not part of `make bench`: it needs Maven and takes ~20 minutes here (bench/README.md).
 bench-ss: kafka-up
-	$(PY) bench/ss_bench.py --bootstrap 127.0.0.1:$(KAFKA_PORT) $(if $(QUICK),--records 200000 --runs 1,)
+	$(PY) bench/ss_bench.py --bootstrap 127.0.0.1:$(KAFKA_PORT) $(if $(QUICK),--records 200000 --runs 1,) $(if $(SPARK_MASTER),--spark-master $(SPARK_MASTER),)
+
+# Executors on a Spark standalone cluster (its own, from sparkctl, on BENCH_SPARK_PORT) against
+# local[2]: executor start, a 50k-record write, kill -> application gone (bench/README.md).
+bench-spark-cluster: check-java
+	$(PY) bench/spark_cluster_bench.py --port $(BENCH_SPARK_PORT) --ui-port $(BENCH_SPARK_WEBUI_PORT) $(if $(QUICK),--quick,)
 
 # Three Kafka Connect 4.1 workers (jars from Maven Central, cached in .cache/connect-*/libs)
 # against three connectd workers on the same broker; about 25 minutes, 6 with QUICK=1.

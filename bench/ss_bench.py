@@ -4,6 +4,8 @@
     .venv/bin/python bench/ss_bench.py --bootstrap 127.0.0.1:9092 --records 1000000 --runs 3
     .venv/bin/python bench/ss_bench.py --runs 1 --only ss-json,connectd-json-1 \\
         --connector-prop flush.interval.ms=1000 --worker-prop executor.pool.spares=0
+    .venv/bin/python bench/ss_bench.py --runs 1 --only ss-json,connectd-json-1 \\
+        --spark-master spark://127.0.0.1:7077        # both on a cluster (make spark-up)
 
 Two topics of ``--records`` records in 3 partitions are produced once: ~200-byte JSON objects
 of 6 flat fields, and 200 opaque bytes. Each run starts every variant as its own process tree,
@@ -12,6 +14,9 @@ the way a user starts it, and times it from launch: Spark SS (bench/ss/ss_job.py
 and ``connectd standalone`` with a ParquetSink (1 task, 3 tasks, and the bytes value with 1
 task). Each table is checked (rows == distinct (partition, offset) == produced, typed columns
 for JSON) before any of its numbers is printed. bench/README.md says what each figure means.
+``--spark-master spark://...`` runs both engines on that Spark cluster instead of ``local[2]``
+(one core per application by default); its executors, under the cluster's workers on this
+machine, are sampled with each run.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from typing import Any
 
 from ss.tables import PARTITIONS, RECORD_BYTES, produce
 from ss.tree import become_subreaper
-from ss.variants import VARIANTS, BenchFailed, Settings, median, run
+from ss.variants import VARIANTS, BenchFailed, Settings, cluster_workers, median, run
 
 REPO = Path(__file__).resolve().parent.parent
 SPARK_KAFKA_VERSION = "4.1.1"
@@ -84,15 +89,20 @@ def run_line(i: int, key: str, r: dict[str, Any]) -> str:
     line += f", load {r['load'][0]}-{r['load'][1]}"
     if "executors_ready_s" in r:
         line += f"; executors ready at {r['executors_ready_s']} s"
+    if r.get("cpu_cluster_s"):
+        line += f"; CPU s on the cluster's executors {r['cpu_cluster_s']:.1f}"
     if "batch_start_s" in r:
         line += f"; first batch began at {r['batch_start_s']:.1f} s"
     return line
 
 
-def report(results: dict[str, list[dict[str, Any]]], n: int, runs: int) -> dict[str, Any]:
+def report(
+    results: dict[str, list[dict[str, Any]]], n: int, runs: int, master: str
+) -> dict[str, Any]:
     print(
         f"\n{n:,} records ({RECORD_BYTES} B values, {PARTITIONS} partitions), median of {runs} "
-        f"run{'s' if runs > 1 else ''}; 'x SS': connectd's median over SS's on the same data"
+        f"run{'s' if runs > 1 else ''}, Spark master {master}; 'x SS': connectd's median over"
+        " SS's on the same data"
     )
     print(f"{'':<22}" + "".join(f"{title:>14}" for _, title, _ in FIGURES))
     medians: dict[str, dict[str, float | None]] = {}
@@ -115,6 +125,21 @@ def report(results: dict[str, list[dict[str, Any]]], n: int, runs: int) -> dict[
     return medians
 
 
+def cluster_conf(args: argparse.Namespace) -> dict[str, str]:
+    """What each application (the SS job, each connectd executor) sets on a cluster master:
+    a driver that the cluster's executors reach on loopback (this machine's own cluster), and
+    its share of the cluster. None with a local master."""
+    if args.spark_master.startswith("local"):
+        return {}
+    return {
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.cores.max": str(args.spark_cores_max),
+        "spark.executor.cores": "1",
+        "spark.executor.memory": args.spark_executor_memory,
+    }
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:9092"))
@@ -134,6 +159,14 @@ def main() -> int:
     p.add_argument("--scratch", type=Path, help="where tables go (default: a new temp dir)")
     p.add_argument("--keep", action="store_true", help="keep each run's table and logs")
     p.add_argument("--json", type=Path, help="write every run's raw numbers here")
+    p.add_argument(
+        "--spark-master",
+        default="local[2]",
+        metavar="URL",
+        help="both engines' Spark master, e.g. spark://127.0.0.1:7077 (make spark-up)",
+    )
+    p.add_argument("--spark-cores-max", type=int, default=1, help="with a cluster master")
+    p.add_argument("--spark-executor-memory", default="512m", help="with a cluster master")
     args = p.parse_args()
     chosen = [v for v in VARIANTS if not args.only or v.key in args.only.split(",")]
     if args.only and len(chosen) != len(args.only.split(",")):
@@ -153,6 +186,13 @@ def main() -> int:
             took = time.perf_counter() - t0
             log(f"produced {args.records:,} {kind} records into {topics[kind]} in {took:.1f} s")
 
+    workers: list[int] = []
+    if args.spark_master.startswith("spark://"):
+        # The cluster's executor JVMs are its workers' children: sampled with each run's tree.
+        workers = cluster_workers(args.spark_master)
+        if not workers:
+            p.error(f"--spark-master {args.spark_master}: no worker of it runs on this machine")
+        log(f"{args.spark_master}: workers {workers} (their executors are sampled with each run)")
     scratch = args.scratch or Path(tempfile.mkdtemp(prefix="ss-bench-"))
     settings = Settings(
         bootstrap=args.bootstrap,
@@ -163,6 +203,9 @@ def main() -> int:
         json_mode=args.json_mode,
         connector_props=args.connector_prop,
         worker_props=args.worker_prop,
+        spark_master=args.spark_master,
+        spark_conf=cluster_conf(args),
+        cluster_workers=workers,
     )
     results: dict[str, list[dict[str, Any]]] = {v.key: [] for v in chosen}
     try:
@@ -177,7 +220,7 @@ def main() -> int:
     except BenchFailed as e:
         print(f"\nFAILED: {e}\n(scratch kept: {scratch})", file=sys.stderr)
         return 1
-    medians = report(results, args.records, args.runs)
+    medians = report(results, args.records, args.runs, args.spark_master)
     if args.json:
         doc = {
             "records": args.records,
@@ -188,6 +231,8 @@ def main() -> int:
             "json_mode": args.json_mode,
             "connector_props": args.connector_prop,
             "worker_props": args.worker_prop,
+            "spark_master": args.spark_master,
+            "spark_conf": settings.spark_conf,
             "results": results,
             "medians": medians,
         }

@@ -15,12 +15,16 @@ The children counters of the sampled processes are not added to the second: a pr
 reaped by another than its parent when it was last sampled (an executor's JVM by the daemon, a
 subreaper, after the executor's Python child died), so they cannot be told apart from time
 already counted. They reach the first bound instead, through the chain of waits up to the bench.
+With a Spark cluster on this machine, the applications' executor JVMs are the cluster workers'
+children, not the tree's: ``outside`` names those workers, and their descendants are sampled with
+the tree (their CPU is the samples' only: no wait of theirs reaches the bench) and counted apart.
 Peak RSS is the largest sum of the tree's RSS over the samples (shared pages count once per
 process, as ``ps`` shows them), leaving out a child caught between fork and exec (below).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import resource
@@ -57,6 +61,7 @@ class _Seen:
     cmd: str
     own: float = 0.0  # user + system of the process itself
     rss_peak: int = 0
+    outside: bool = False  # a descendant of one of ``Tree.outside``
 
 
 @dataclass
@@ -64,6 +69,7 @@ class TreeStats:
     cpu_s: float
     cpu_sampled_s: float
     cpu_rusage_s: float
+    cpu_outside_s: float
     peak_rss_mb: float
     processes: int
     samples: int
@@ -78,6 +84,8 @@ class Tree:
     log_path: Path
     cwd: Path | None = None
     env: dict[str, str] | None = None
+    #: Processes outside the tree whose descendants work for it (a Spark cluster's workers).
+    outside: Sequence[int] = ()
     started: float = 0.0  # time.time() at launch
     proc: subprocess.Popen[bytes] | None = None
     returncode: int | None = None
@@ -88,9 +96,16 @@ class Tree:
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    #: Descendants of ``outside`` already running at launch (an earlier run's executor on its
+    #: way out): not this run's.
+    _before: set[Key] = field(default_factory=set)
 
     def launch(self) -> None:
         self._cpu0 = _children_cpu()
+        for p, outside in self._members(psutil.Process()):
+            if outside:
+                with contextlib.suppress(psutil.NoSuchProcess, psutil.ZombieProcess):
+                    self._before.add((p.pid, p.create_time()))
         log = open(self.log_path, "wb")  # noqa: SIM115 - the child holds it; closed below
         try:
             self.started = time.time()
@@ -127,10 +142,12 @@ class Tree:
 
     def _sample(self, me: psutil.Process) -> None:
         now: dict[int, tuple[list[str], float, int, int]] = {}  # pid -> (argv, cpu, rss, ppid)
-        for p in me.children(recursive=True):
+        for p, outside in self._members(me):
             try:
                 with p.oneshot():
                     key = (p.pid, p.create_time())
+                    if key in self._before:
+                        continue
                     t = p.cpu_times()
                     mem = p.memory_info().rss
                     ppid = p.ppid()
@@ -141,7 +158,7 @@ class Tree:
             with self._lock:
                 s = self._seen.get(key)
                 if s is None:
-                    s = self._seen[key] = _Seen(ppid=ppid, cmd="")
+                    s = self._seen[key] = _Seen(ppid=ppid, cmd="", outside=outside)
                 s.ppid = ppid
                 s.cmd = " ".join(argv[:3])[:120] or s.cmd  # an exiting process has none
                 s.own = t.user + t.system
@@ -158,6 +175,15 @@ class Tree:
         with self._lock:
             self._peak_rss = max(self._peak_rss, rss)
             self._samples += 1
+
+    def _members(self, me: psutil.Process) -> list[tuple[psutil.Process, bool]]:
+        out = [(p, False) for p in me.children(recursive=True)]
+        for pid in self.outside:
+            try:
+                out += [(p, True) for p in psutil.Process(pid).children(recursive=True)]
+            except psutil.NoSuchProcess:
+                continue
+        return out
 
     # --- stopping ---------------------------------------------------------------------------
 
@@ -219,12 +245,14 @@ class Tree:
     def stats(self) -> TreeStats:
         with self._lock:
             seen = dict(self._seen)
-        sampled = sum(s.own for s in seen.values())
+        sampled = sum(s.own for s in seen.values() if not s.outside)
+        outside = sum(s.own for s in seen.values() if s.outside)
         rusage = _children_cpu() - self._cpu0
         return TreeStats(
-            cpu_s=max(sampled, rusage),
+            cpu_s=max(sampled, rusage) + outside,
             cpu_sampled_s=sampled,
             cpu_rusage_s=rusage,
+            cpu_outside_s=outside,
             peak_rss_mb=self._peak_rss / 2**20,
             processes=len(seen),
             samples=self._samples,
@@ -234,6 +262,7 @@ class Tree:
                     "ppid": s.ppid,
                     "cmd": s.cmd,
                     "cpu_s": round(s.own, 2),
+                    "outside": s.outside,
                     "rss_peak_mb": round(s.rss_peak / 2**20),
                 }
                 for k, s in sorted(seen.items(), key=lambda kv: -kv[1].own)

@@ -17,8 +17,8 @@ import statistics
 import sys
 import time
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -69,6 +69,28 @@ class Settings:
     connector_props: Sequence[str]
     worker_props: Sequence[str]
     stop_grace_s: float = 60.0
+    #: Both engines' Spark master; with a cluster's, ``spark_conf`` holds what each
+    #: application needs there (driver address, cores, executor memory).
+    spark_master: str = "local[2]"
+    spark_conf: Mapping[str, str] = field(default_factory=dict)
+    #: That cluster's workers on this machine: the executor JVMs they start are sampled too.
+    cluster_workers: Sequence[int] = ()
+
+
+def cluster_workers(master: str) -> list[int]:
+    """PIDs of the Spark standalone workers on this machine registered with ``master``
+    (``spark://host:port``): their command line names Spark's Worker class and that URL."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"org.apache.spark.deploy.worker.Worker" in argv and master.encode() in argv:
+            out.append(int(entry))
+    return sorted(out)
 
 
 def free_port() -> int:
@@ -97,20 +119,22 @@ def connectd_files(v: Variant, s: Settings, topic: str, run_dir: Path) -> tuple[
     table = run_dir / "table"
     worker = run_dir / "worker.properties"
     connector = run_dir / "connector.properties"
-    _props(
-        worker,
-        {
-            "bootstrap.servers": s.bootstrap,
-            "listeners": f"http://127.0.0.1:{free_port()}",
-            "state.dir": str(run_dir / "state"),
-            "key.converter": "org.apache.kafka.connect.storage.StringConverter",
-            # The same Spark as the SS job: two cores, no UI; pool size and spares are defaults.
-            "executor.spark.master": "local[2]",
-            "executor.spark.conf.spark.ui.enabled": "false",
-            "log.level": "INFO",
-        },
-        s.worker_props,
-    )
+    values = {
+        "bootstrap.servers": s.bootstrap,
+        "listeners": f"http://127.0.0.1:{free_port()}",
+        "state.dir": str(run_dir / "state"),
+        "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+        # The same Spark as the SS job (local[2] unless --spark-master), no UI; pool size and
+        # spares are defaults.
+        "executor.spark.master": s.spark_master,
+        "executor.spark.conf.spark.ui.enabled": "false",
+        "log.level": "INFO",
+    }
+    values.update({f"executor.spark.conf.{k}": v for k, v in s.spark_conf.items()})
+    if not s.spark_master.startswith("local"):
+        # The table is a local path: the bench's cluster runs its workers on this host.
+        values["executor.spark.local.paths.shared"] = "true"
+    _props(worker, values, s.worker_props)
     conn = {
         # A new name each run: a new consumer group, whose offsets cannot skip the topic.
         "name": f"bench-{v.key}-{uuid.uuid4().hex[:6]}",
@@ -155,7 +179,9 @@ def _deadline_passed(began: float, s: Settings, what: str, tree: Tree) -> None:
 def run_connectd(v: Variant, s: Settings, topic: str, run_dir: Path) -> dict[str, Any]:
     worker, connector, table = connectd_files(v, s, topic, run_dir)
     tree = Tree(
-        [str(BIN / "connectd"), "standalone", str(worker), str(connector)], run_dir / "connectd.log"
+        [str(BIN / "connectd"), "standalone", str(worker), str(connector)],
+        run_dir / "connectd.log",
+        outside=s.cluster_workers,
     )
     reader = CommitLogReader(table)
     began = time.monotonic()
@@ -200,6 +226,7 @@ def run_connectd(v: Variant, s: Settings, topic: str, run_dir: Path) -> dict[str
         "cpu_s": stats.cpu_s,
         "cpu_sampled_s": stats.cpu_sampled_s,
         "cpu_rusage_s": stats.cpu_rusage_s,
+        "cpu_cluster_s": stats.cpu_outside_s,
         "processes": stats.processes,
         "by_process": stats.by_process,
     }
@@ -217,8 +244,10 @@ def run_ss(v: Variant, s: Settings, topic: str, run_dir: Path) -> dict[str, Any]
         f"--checkpoint={run_dir / 'checkpoint'}",
         f"--jars={','.join(str(j) for j in s.jars)}",
         f"--progress={progress}",
+        f"--master={s.spark_master}",
+        *(f"--conf={k}={v}" for k, v in s.spark_conf.items()),
     ]
-    tree = Tree(argv, run_dir / "ss.log")
+    tree = Tree(argv, run_dir / "ss.log", outside=s.cluster_workers)
     began = time.monotonic()
     tree.launch()
     while tree.alive():
@@ -260,6 +289,7 @@ def run_ss(v: Variant, s: Settings, topic: str, run_dir: Path) -> dict[str, Any]
         "cpu_s": stats.cpu_s,
         "cpu_sampled_s": stats.cpu_sampled_s,
         "cpu_rusage_s": stats.cpu_rusage_s,
+        "cpu_cluster_s": stats.cpu_outside_s,
         "processes": stats.processes,
         "by_process": stats.by_process,
     }
