@@ -7,7 +7,8 @@ from the per-test leak check: tests that kill applications count those executors
 (``SparkCluster.app_executors``).
 
 - ``spark_cluster`` (session): the running ``SparkCluster``; started on first use only.
-- ``cluster_spark_conf(cluster)``: the ``executor.spark.conf.*`` a test's executors need on it.
+- ``cluster_spark_conf()``: the Spark settings a test's executors need on it;
+  ``cluster_worker_settings(url)``: the same as worker-config keys, with the master.
 """
 
 from __future__ import annotations
@@ -149,6 +150,14 @@ def cluster_spark_conf() -> dict[str, str]:
         "spark.executor.cores": "1",
         "spark.executor.memory": "512m",
     }
+
+
+def cluster_worker_settings(master: str) -> dict[str, str]:
+    """Worker-config keys of a test whose executors are drivers on ``master``:
+    ``executor.spark.master``, a start timeout for slow starts on 2 cores, and
+    ``cluster_spark_conf()`` as ``executor.spark.conf.*``."""
+    conf = {f"executor.spark.conf.{k}": v for k, v in cluster_spark_conf().items()}
+    return {"executor.spark.master": master, "executor.start.timeout.ms": "180000", **conf}
 
 
 @pytest.fixture(scope="session")

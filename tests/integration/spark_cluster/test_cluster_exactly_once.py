@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from support.daemon import DaemonProcess, ProcessFactory, wait_until
 from support.kafka_fixtures import TopicFactory
-from support.spark_cluster import SparkCluster, cluster_spark_conf
+from support.spark_cluster import SparkCluster, cluster_worker_settings
 
 from tests.integration.runtime.test_exactly_once import (
     PARTITIONS,
@@ -67,17 +67,14 @@ async def test_exactly_once_on_the_cluster_through_kills(
         )
         ended.append(time.monotonic() - began)
 
-    conf = {f"executor.spark.conf.{k}": v for k, v in cluster_spark_conf().items()}
     await audit(
         daemon_process,
         kafka_bootstrap,
         topic,
         tmp_path,
         worker_extra={
-            "executor.spark.master": spark_cluster.url,
-            "executor.start.timeout.ms": "180000",
+            **cluster_worker_settings(spark_cluster.url),
             "executor.spark.local.paths.shared": "true",  # the workers run on this host
-            **conf,
         },
         windows=WINDOWS,
         faults={"jvm": jvm_fault, "cluster": cluster_fault},

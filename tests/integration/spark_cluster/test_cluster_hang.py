@@ -18,7 +18,7 @@ import pytest
 from support.daemon import DaemonFactory, wait_until, worker_properties
 from support.kafka import produce
 from support.kafka_fixtures import TopicFactory
-from support.spark_cluster import SparkCluster, cluster_spark_conf
+from support.spark_cluster import SparkCluster, cluster_worker_settings
 from support.tables import committed
 
 from daemon.connectors.api import SinkTask
@@ -44,17 +44,7 @@ EXECUTORS_GONE_S = 30.0
 def cluster_worker(
     cluster: SparkCluster, bootstrap: str, state: Path, **extra: str
 ) -> dict[str, str]:
-    conf = {f"executor.spark.conf.{k}": v for k, v in cluster_spark_conf().items()}
-    return worker_properties(
-        bootstrap,
-        state,
-        **{
-            "executor.spark.master": cluster.url,
-            "executor.start.timeout.ms": "180000",
-            **conf,
-            **extra,
-        },
-    )
+    return worker_properties(bootstrap, state, **{**cluster_worker_settings(cluster.url), **extra})
 
 
 def app_of(cluster: SparkCluster, executor_pid: int) -> str | None:

@@ -8,28 +8,21 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import time
 from pathlib import Path
 
 import pytest
 from support import procs
 from support.daemon import DaemonFactory, ProcessFactory, wait_until, worker_properties
-from support.kafka import produce
+from support.kafka import free_port, produce
 from support.kafka_fixtures import TopicFactory
-from support.spark_cluster import SparkCluster, cluster_spark_conf
+from support.spark_cluster import SparkCluster, cluster_worker_settings
 from support.tables import committed
 
 from daemon.runtime.model import State
 from tests.integration.runtime.test_spark_features import _exactly_once, _sink
 
 pytestmark = pytest.mark.integration
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def test_a_master_down_at_start_is_exit_69_naming_the_setting(
@@ -39,7 +32,7 @@ async def test_a_master_down_at_start_is_exit_69_naming_the_setting(
     tmp_path: Path,
 ) -> None:
     topic = await kafka_topic(partitions=1)
-    master = f"spark://127.0.0.1:{_closed_port()}"
+    master = f"spark://127.0.0.1:{free_port()}"  # nothing listens there
     worker = worker_properties(
         kafka_bootstrap,
         tmp_path / "state",
@@ -76,17 +69,15 @@ async def test_a_master_that_dies_under_a_stream_loses_nothing(
     grant. Once the master is back the stream resumes; every record is in the table once."""
     topic = await kafka_topic(partitions=1)
     table = tmp_path / "table"
-    conf = {f"executor.spark.conf.{k}": v for k, v in cluster_spark_conf().items()}
     props = worker_properties(
         kafka_bootstrap,
         tmp_path / "state",
         **{
-            "executor.spark.master": spark_cluster.url,
+            **cluster_worker_settings(spark_cluster.url),
             "executor.pool.spares": "0",
             "executor.start.timeout.ms": "45000",
             "task.write.timeout.ms": "20000",
             "executor.spark.local.paths.shared": "true",
-            **conf,
         },
     )
     daemon = await run_daemon(props)
