@@ -20,13 +20,15 @@ PYTEST_ARGS ?=
 
 export KAFKA_VERSION
 
-.PHONY: help venv check-java check-test-tools kafka-up kafka-down spark-up spark-down lint fmt test test-unit test-integration soak bench bench-commitlog bench-executor bench-e2e bench-rest bench-cluster bench-ss bench-spark-cluster demo demo-down clean
+.PHONY: help venv check-java check-test-tools jars kafka-up kafka-down spark-up spark-down lint fmt test test-unit test-integration soak bench bench-commitlog bench-executor bench-e2e bench-rest bench-cluster bench-ss bench-spark-cluster demo demo-down clean
 
 help:
 	@echo "make demo        run connectd on the example configs against a local broker"
 	@echo "                 (REST on 127.0.0.1:REST_PORT, default 8083; broker on KAFKA_PORT)"
 	@echo "make test        lint, then unit and integration tests (starts its own broker)"
 	@echo "make lint        ruff format --check, ruff check, mypy --strict, the layer rule (dev/check_layers.py)"
+	@echo "make jars        fetch the Delta Lake and Iceberg jars from Maven Central into"
+	@echo "                 ~/.cache/connectd/jars (connectd fetch-jars; make test does it too)"
 	@echo "make kafka-up    start the development broker (KAFKA_PORT, default 9092)"
 	@echo "make kafka-down  stop it"
 	@echo "make spark-up    a Spark standalone master and SPARK_WORKERS workers on loopback, from"
@@ -52,6 +54,11 @@ venv: $(STAMP)
 check-java: $(STAMP)
 	@$(PY) -c 'from daemon.javacheck import find_java; j = find_java(); print(f"java {j.version} at {j.executable}")'
 	@command -v mvn >/dev/null || { echo "Maven is needed to fetch the Kafka broker jars: apt-get install maven" >&2; exit 69; }
+
+# The table formats' jars (Delta Lake, Iceberg) in the default executor.jars.dir; present jars
+# are skipped, so this costs nothing once done.
+jars: check-java
+	@$(PY) -m daemon fetch-jars
 
 # Tools the tests call besides Python and Java; under CI a test that cannot run fails the run
 # (tests/conftest.py), so say what is missing before the long run starts.
@@ -82,13 +89,13 @@ fmt: $(STAMP)
 	$(VENV)/bin/ruff format daemon tests bench dev
 	$(VENV)/bin/ruff check --fix daemon tests bench dev
 
-test: lint check-java check-test-tools
+test: lint check-java check-test-tools jars
 	$(VENV)/bin/pytest -m "not soak" --durations=40 $(PYTEST_ARGS)
 
 test-unit: $(STAMP) check-test-tools
 	$(VENV)/bin/pytest tests/unit $(PYTEST_ARGS)
 
-test-integration: check-java
+test-integration: check-java jars
 	$(VENV)/bin/pytest -m "integration and not soak" $(PYTEST_ARGS)
 
 soak: check-java

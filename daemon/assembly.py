@@ -51,6 +51,8 @@ def new_pool(c: WorkerConfig, relay: Any) -> ExecutorPool:
             spares=c.executor_pool_spares,
             spark_master=c.executor_spark_master,
             spark_conf=dict(c.executor_spark_conf),
+            formats=frozenset(c.executor_spark_formats),
+            jars_dir=c.executor_jars_dir,
             start_timeout=c.executor_start_timeout.total_seconds(),
             log_path=Path(relay.path) if relay is not None else None,
         )

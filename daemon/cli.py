@@ -1,10 +1,12 @@
-"""The `connectd` command line: standalone | distributed | run | check-config.
+"""The `connectd` command line: standalone | distributed | run | check-config | passwd |
+fetch-jars.
 
 Exit codes follow sysexits and tell systemd what happened: 0 clean, 2 a usage error (no
 command), 78 a configuration error (not worth restarting; two connector files naming the same
 connector is one), 69 a required service unavailable at start (no usable Java; no Kafka broker
 answering within ``startup.kafka.timeout.ms``; a ``spark://`` master not accepting connections
-within ``executor.start.timeout.ms``; a REST listener's port in use), 75 the
+within ``executor.start.timeout.ms``; a REST listener's port in use; no ``mvn`` for
+``fetch-jars``), 75 the
 ``state.dir`` held by another running daemon (temporary: it is free once that one stops), 1
 anything else.
 
@@ -87,6 +89,24 @@ def _parser() -> argparse.ArgumentParser:
         description="connectd passwd FILE USER: the password is read from the terminal or stdin.",
     )
     passwd.add_argument("args", nargs=argparse.REMAINDER, metavar="FILE USER")
+    jars = sub.add_parser(
+        "fetch-jars",
+        help="fetch the jars of table formats (delta, iceberg) from Maven Central",
+        description=(
+            "Copy the jars a table format's executors need from Maven Central (with mvn; jars"
+            " already there are skipped). Executors find them in executor.jars.dir."
+        ),
+    )
+    jars.add_argument("formats", nargs="*", metavar="FORMAT", help="default: every format")
+    jars.add_argument(
+        "--dir",
+        type=Path,
+        metavar="DIR",
+        help="where to put them (default: $XDG_CACHE_HOME/connectd/jars or ~/.cache/connectd/jars)",
+    )
+    jars.add_argument(
+        "--timeout", type=float, default=300.0, metavar="SECONDS", help="per jar (default 300)"
+    )
     return parser
 
 
@@ -118,6 +138,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from daemon.rest import passwd_main
 
             return passwd_main(args.args)
+        if args.command == "fetch-jars":
+            return fetch_jars(args)
         return launch(args)
     except ConfigError as exc:
         _say(f"connectd: configuration error: {exc}")
@@ -133,6 +155,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EX_SOFTWARE
     except KeyboardInterrupt:
         return EX_OK
+
+
+def fetch_jars(args: argparse.Namespace) -> int:
+    """``connectd fetch-jars [FORMAT ...] [--dir DIR]``: 0 once every jar is there; 78 for an
+    unknown format (raised as ``ConfigError``); 69 without ``mvn``; 1 when Maven fails."""
+    from daemon.executor import formats
+
+    names = formats.check_names(args.formats) if args.formats else formats.FORMATS.keys()
+    try:
+        formats.fetch(names, args.dir, timeout=args.timeout, report=print)
+    except formats.MavenUnavailable as exc:
+        _say(f"connectd: {exc}")
+        return EX_UNAVAILABLE
+    return EX_OK
 
 
 def plan(args: argparse.Namespace) -> LaunchPlan:

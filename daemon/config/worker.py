@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, ValidationInfo, model_validator
+from pydantic import BeforeValidator, ConfigDict, ValidationInfo, model_validator
 
 from daemon.config import fields as f
 from daemon.config import values
@@ -39,6 +39,25 @@ WRITE_TIMEOUT_KEY = "task.write.timeout.ms"
 SPARK_MASTER_KEY = "executor.spark.master"
 LOCAL_PATHS_SHARED_KEY = "executor.spark.local.paths.shared"
 """Named by the refusal of a local table path with a cluster master (``config.placement``)."""
+
+#: The table formats ``daemon.executor.formats.FORMATS`` defines (the config layer cannot import
+#: it; tests/unit/executor/test_formats.py keeps the two equal).
+TABLE_FORMATS = ("delta", "iceberg")
+
+
+def _parse_formats(value: object) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(n.lower() for n in f.parse_list(value)))
+    unknown = [n for n in names if n not in TABLE_FORMATS]
+    if unknown:
+        raise ValueError(f"unknown table format {', '.join(map(repr, unknown))}")
+    return names
+
+
+TableFormats = Annotated[
+    tuple[str, ...],
+    BeforeValidator(_parse_formats),
+    f.Expect(f"a comma-separated list of: {', '.join(TABLE_FORMATS)}"),
+]
 
 DEFAULT_STATE_DIR = Path("/var/lib/connectd")
 """Where the packaged service keeps its state (systemd ``StateDirectory=connectd``)."""
@@ -403,6 +422,23 @@ class WorkerConfig(KafkaSettings, RestApiSettings):
         example={"spark.sql.shuffle.partitions": "4"},
         group=_EXEC,
         description="Spark settings of the executors, e.g. executor.spark.conf.spark.ui.enabled.",
+    )
+    executor_spark_formats: TableFormats = setting(
+        (),
+        key="executor.spark.formats",
+        example=("delta",),
+        group=_EXEC,
+        description="connectd: table formats every executor's session loads from the start (its"
+        " jars must be in executor.jars.dir). Unset: a format is loaded when a connector's write"
+        " first needs it, and executors without it are replaced then.",
+    )
+    executor_jars_dir: f.FilePath | None = setting(
+        None,
+        key="executor.jars.dir",
+        example="/var/lib/connectd/jars",
+        group=_EXEC,
+        default_doc="$XDG_CACHE_HOME/connectd/jars or ~/.cache/connectd/jars",
+        description="connectd: where the table formats' jars are (`connectd fetch-jars`).",
     )
     executor_start_timeout: f.Millis = setting(
         timedelta(milliseconds=120000),

@@ -7,7 +7,7 @@ test may pass its own (``daemon.connectors.testing.LocalRunner`` is an ``Executo
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Mapping
 from typing import Any, Protocol, overload
 
 import pyarrow as pa
@@ -15,7 +15,7 @@ import pyarrow as pa
 from daemon.structs import TaskId, TopicPartition
 
 #: ``SinkTaskContext.run_in_executor`` as a bare callable, bound to a pool and a task id: what
-#: the offsets hooks of ``SinkConnector`` receive.
+#: the offsets hooks of ``SinkConnector`` receive (``formats=`` included, see ``ExecutorRunner``).
 ExecutorCall = Callable[..., Awaitable[Any]]
 
 
@@ -28,10 +28,22 @@ class ExecutorRunner(Protocol):
     waiting for a free executor) the executor's process tree is killed and reaped and the call
     raises ``WriteTimeout``; ``ExecutorDied`` / ``WriteFailed`` report other failures. When the
     awaiting coroutine is cancelled the executor is killed too: no write outlives its caller.
+
+    ``formats`` names the table formats (``"delta"``, ``"iceberg"``) whose jars and SQL
+    extensions ``fn``'s session needs; it is not passed on to ``fn``. The pool loads a format
+    into its executors' sessions when a write first asks for it (executors without it are
+    replaced, which costs the first such write one executor start); when the format's jars are
+    not installed the call raises at once, not retriable, saying how to fetch them.
     """
 
     async def run_in_executor(
-        self, fn: str, batch: pa.Table | None, *, timeout: float, **kwargs: Any
+        self,
+        fn: str,
+        batch: pa.Table | None,
+        *,
+        timeout: float,
+        formats: Collection[str] = (),
+        **kwargs: Any,
     ) -> Any: ...
 
 
@@ -98,7 +110,13 @@ class SinkTaskContext(Protocol):
         ...
 
     async def run_in_executor(
-        self, fn: str, batch: pa.Table | None, *, timeout: float, **kwargs: Any
+        self,
+        fn: str,
+        batch: pa.Table | None,
+        *,
+        timeout: float,
+        formats: Collection[str] = (),
+        **kwargs: Any,
     ) -> Any:
         """Run ``fn`` in an executor process; see ``ExecutorRunner``."""
         ...

@@ -27,7 +27,7 @@ import os
 import sys
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -332,7 +332,13 @@ class LocalRunner:
         self.calls: list[tuple[str, int, dict[str, Any]]] = []
 
     async def run_in_executor(
-        self, fn: str, batch: pa.Table | None, *, timeout: float, **kwargs: Any
+        self,
+        fn: str,
+        batch: pa.Table | None,
+        *,
+        timeout: float,
+        formats: Collection[str] = (),  # no session here: nothing to load
+        **kwargs: Any,
     ) -> Any:
         from daemon.executor.handoff import Batch, write_table
 

@@ -9,17 +9,19 @@ must not pay for asyncio and pyarrow)::
     become_subreaper()                      # once, at daemon start
     async with ExecutorPool(PoolSettings(size=1, spares=1)) as pool:
         result = await pool.run("conn-0", "pkg.mod:write", table, timeout=60.0)
+        await pool.run("conn-0", "pkg.mod:write_delta", table, timeout=60.0, formats=["delta"])
         lease = pool.submit("conn-0", "pkg.mod:write", table, timeout=60.0)
         accepted = await lease.accepted()   # which executor (id, pid), when (monotonic)
         result = await lease.result()
 
 Modules: ``pool`` (writes; holds a ``supervisor``), ``lease`` (a submitted write: acceptance
 and result), ``gates`` (one write per task id), ``supervisor`` (start, replace, reap),
-``backoff`` (start failures), ``launch`` (spawning), ``handle`` (one executor seen from the
-daemon), ``child`` (the executor's main loop), ``pyworker`` (PySpark's worker daemon, made
-mortal), ``process`` (spawn, /proc, kill_tree), ``protocol`` (messages), ``handoff`` (Arrow batch
-files), ``cds`` (JDK class-data sharing), ``info`` (observability), ``settings``, ``testing``
-(write functions that hang or crash on purpose, for tests and deployment checks).
+``backoff`` (start failures), ``formats`` (table formats: jars, session settings, fetching),
+``launch`` (spawning), ``handle`` (one executor seen from the daemon), ``child`` (the
+executor's main loop), ``pyworker`` (PySpark's worker daemon, made mortal), ``process`` (spawn,
+/proc, kill_tree), ``protocol`` (messages), ``handoff`` (Arrow batch files), ``cds`` (JDK
+class-data sharing), ``info`` (observability), ``settings``, ``testing`` (write functions that
+hang or crash on purpose, for tests and deployment checks).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from daemon.executor.formats import JarsMissing
     from daemon.executor.handoff import Batch
     from daemon.executor.info import ExecutorInfo, ExecutorState, PoolStatus
     from daemon.executor.lease import Acceptance, WriteLease
@@ -39,6 +42,7 @@ _EXPORTS = {
     "Acceptance": "daemon.executor.lease",
     "WriteLease": "daemon.executor.lease",
     "Batch": "daemon.executor.handoff",
+    "JarsMissing": "daemon.executor.formats",
     "ExecutorInfo": "daemon.executor.info",
     "ExecutorState": "daemon.executor.info",
     "PoolStatus": "daemon.executor.info",
@@ -56,6 +60,7 @@ __all__ = [
     "ExecutorInfo",
     "ExecutorPool",
     "ExecutorState",
+    "JarsMissing",
     "KillReport",
     "PoolSettings",
     "PoolStatus",

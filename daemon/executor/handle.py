@@ -40,6 +40,7 @@ class ExecutorProcess:
         *,
         work_dir: Path,
         uses_cds: bool,
+        formats: frozenset[str] = frozenset(),
         on_message: Callable[[ExecutorProcess, protocol.Message], None],
         on_exit: Callable[[ExecutorProcess], None],
     ) -> None:
@@ -47,6 +48,8 @@ class ExecutorProcess:
         self.pid = pid
         self.work_dir = work_dir
         self.uses_cds = uses_cds
+        #: The table formats its session loaded (``formats.py``).
+        self.formats = formats
         self.state = ExecutorState.STARTING
         self.task_id: str | None = None
         self.seq: int | None = None
@@ -84,6 +87,7 @@ class ExecutorProcess:
         env: Mapping[str, str],
         work_dir: Path,
         uses_cds: bool,
+        formats: frozenset[str] = frozenset(),
         output_fd: int | None,
         on_message: Callable[[ExecutorProcess, protocol.Message], None],
         on_exit: Callable[[ExecutorProcess], None],
@@ -121,6 +125,7 @@ class ExecutorProcess:
             parent_sock,
             work_dir=work_dir,
             uses_cds=uses_cds,
+            formats=formats,
             on_message=on_message,
             on_exit=on_exit,
         )
@@ -267,5 +272,6 @@ class ExecutorProcess:
             started_at=self.started_at,
             startup_seconds=self.startup_seconds,
             uses_cds=self.uses_cds,
+            formats=self.formats,
             reason=self.reason,
         )

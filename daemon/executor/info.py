@@ -4,10 +4,10 @@ Plain frozen dataclasses, cheap to take from the event loop (``ExecutorPool.snap
 ``ExecutorPool.status()``); the REST status API and the metrics exporter read them.
 
 ``PoolEvents`` (``ExecutorPool.events``) records, with monotonic times, when an executor was
-leased to a task's write, recycled after a failed write, and reaped: the order of leases and
-reaps is the pool's
-half of the invariant (a task id's next write goes to an executor only after the previous
-one's executor is reaped), and tests check it from this record instead of inferring it.
+leased to a task's write, recycled (after a failed write, or to load a table format), and
+reaped: the order of leases and reaps is the pool's half of the invariant (a task id's next
+write goes to an executor only after the previous one's executor is reaped), and tests check
+it from this record instead of inferring it.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ class ExecutorInfo:
     startup_seconds: float | None  # spawn → ready
     uses_cds: bool
     reason: str | None = None  # why it is being killed, or how it died
+    formats: frozenset[str] = frozenset()  # table formats its session loaded (``formats.py``)
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ class PoolEventKind(enum.StrEnum):
     LEASED = "leased"  # an executor was handed a write for ``task_id``
     REAPED = "reaped"  # waitpid returned for the executor and no process of its tree runs
     REAP_FAILED = "reap_failed"  # the kill ended with processes of the tree still running
-    RECYCLED = "recycled"  # retired after a failed write, to be reaped and replaced
+    RECYCLED = "recycled"  # retired after a failed write or for a table format, to be replaced
 
 
 @dataclass(frozen=True)
@@ -130,13 +131,14 @@ class PoolEvents:
             *(executor, pid, task_id, at),
         )
 
-    def recycled(self, executor: int, pid: int, task_id: str | None, why: str) -> None:
-        """``executor`` is retired after a failed write (its reap follows as ``reaped``)."""
+    def recycled(
+        self, executor: int, pid: int, task_id: str | None, why: str, *, when: str | None = None
+    ) -> None:
+        """``executor`` is retired after a failed write, or (``when`` says) because its session
+        lacks a table format the pool now loads; its reap follows as ``reaped``."""
         self._now(PoolEventKind.RECYCLED, executor, pid, task_id, why)
-        log.info(
-            "executor %d (pid %d) recycled after a failed write for task %s: %s",
-            *(executor, pid, task_id, why),
-        )
+        when = when or f"after a failed write for task {task_id}"
+        log.info("executor %d (pid %d) recycled %s: %s", executor, pid, when, why)
 
     def reaped(self, executor: int, pid: int, task_id: str | None, report: str) -> None:
         """``waitpid`` returned for ``executor`` and no process of its tree runs."""

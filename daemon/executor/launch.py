@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from daemon.executor import cds, handoff, protocol
+from daemon.executor import formats as table_formats
 from daemon.executor.handle import ExecutorProcess
 from daemon.executor.settings import PoolSettings
 
@@ -25,16 +26,24 @@ class Launcher:
         self.cds: cds.CdsPlan | None = None
         #: No archive is used or built (disabled, no Spark, or one broke an executor's start).
         self.cds_off = not settings.cds or not settings.with_spark
+        #: The table formats executors spawned from now on load (only grows: ``Supervisor``).
+        self.formats: frozenset[str] = settings.formats
         self._env: dict[str, str] = {}
         self._output_fd: int | None = None
 
     def prepare(self) -> None:
-        """Blocking: sweep stale scratch directories, create ours, plan the archive."""
+        """Blocking: check the jars of the formats loaded from the start (``JarsMissing``),
+        sweep stale scratch directories, create ours, plan the archive."""
+        table_formats.require_jars(self.settings.formats, self.settings.jars_dir)
         for scratch in (self.handoff, self.work):
             handoff.sweep_stale(scratch.daemon_dir.parent)
             scratch.create()
         if not self.cds_off:
-            self.cds = cds.plan(self.settings.cds_dir, self.settings.session_conf())
+            # Without the formats' jars: Spark adds ``spark.jars`` to a class loader of its own
+            # at run time, not to the JVM's class path that an archive is checked against, so
+            # one archive serves executors with and without formats (and loading a format on
+            # demand does not leave every later executor without an archive).
+            self.cds = cds.plan(self.settings.cds_dir, self.settings.base_conf())
 
     def open(self) -> None:
         self._env = environment(self.settings)
@@ -59,12 +68,15 @@ class Launcher:
                 java = self.cds.executor_options()
                 uses_cds = bool(java)
         work_dir = self.work.path / (f"executor-{ident}" if ident else "cds-builder")
+        # The archive builder loads no format on demand: the archive does not depend on them.
+        loaded = self.formats if archive_out is None else frozenset()
         return ExecutorProcess.spawn(
             ident,
-            start_message(self.settings, work_dir, java, archive_out),
+            start_message(self.settings, work_dir, java, archive_out, loaded),
             env=self._env,
             work_dir=work_dir,
             uses_cds=uses_cds,
+            formats=loaded,
             output_fd=self._output_fd,
             on_message=on_message,
             on_exit=on_exit,
@@ -109,12 +121,17 @@ def import_path() -> list[str]:
 
 
 def start_message(
-    settings: PoolSettings, work_dir: Path, java_options: str, archive_out: Path | None = None
+    settings: PoolSettings,
+    work_dir: Path,
+    java_options: str,
+    archive_out: Path | None = None,
+    formats: Iterable[str] = (),
 ) -> protocol.Start:
-    """What an executor is told to open; with ``archive_out``, the class-data-sharing archive
-    builder (``java_options`` then carry ``-XX:ArchiveClassesAtExit``)."""
+    """What an executor is told to open, with the table formats ``formats`` loaded (besides
+    ``settings.formats``); with ``archive_out``, the class-data-sharing archive builder
+    (``java_options`` then carry ``-XX:ArchiveClassesAtExit``)."""
     builder = archive_out is not None
-    conf = settings.session_conf()
+    conf = settings.session_conf(formats)
     java = [
         conf.get("spark.driver.extraJavaOptions", ""),
         f"-Djava.io.tmpdir={work_dir}",

@@ -22,7 +22,7 @@ import contextlib
 import itertools
 import logging
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +34,7 @@ from daemon.errors import (
     WriteFailed,
     WriteTimeout,
 )
+from daemon.executor import formats as table_formats
 from daemon.executor import handoff, protocol
 from daemon.executor.gates import TaskGates
 from daemon.executor.handle import ExecutorProcess
@@ -115,6 +116,7 @@ class ExecutorPool:
         timeout: float,
         kwargs: Mapping[str, Any] | None = None,
         acquire_timeout: float | None = None,
+        formats: Collection[str] = (),
     ) -> WriteLease:
         """Hand ``fn(spark, batch, **kwargs)`` over for ``task_id``; the lease says which
         executor accepted it, when, and how it ended (``daemon.executor.lease``).
@@ -126,9 +128,19 @@ class ExecutorPool:
         when the failure may leave state behind: ``protocol.Failed.recycle``) or ``PoolClosed``;
         this call itself raises ``PoolClosed`` when the pool takes no writes and ``TypeError``
         when the arguments cannot be sent.
+
+        ``formats``: table formats (``formats.FORMATS``) the write's session needs. One the pool
+        has not loaded yet is loaded from now on (``formats``); the write waits for an executor
+        that has it like for any free one. This call raises ``ConfigError`` for an unknown
+        name and ``formats.JarsMissing`` (not retriable) when the format's jars are missing.
         """
         if not self._sup.started or self._sup.closed:
             raise PoolClosed("the executor pool is not running; no writes are taken")
+        wanted = table_formats.check_names(formats)
+        if not wanted <= self._sup.formats:
+            # A few stat calls, once per format and pool (none once the format is loaded).
+            table_formats.require_jars(wanted - self._sup.formats, self.settings.jars_dir)
+            self._sup.load_formats(wanted)
         ref = function_ref(fn)
         args = dict(kwargs or {})
         try:
@@ -149,11 +161,18 @@ class ExecutorPool:
         timeout: float,
         kwargs: Mapping[str, Any] | None = None,
         acquire_timeout: float | None = None,
+        formats: Collection[str] = (),
     ) -> Any:
         """``await submit(...).result()``: the write's value, or its error (see ``submit``).
         Cancelling it kills the write's executor tree and re-raises once it is reaped."""
         lease = self.submit(
-            task_id, fn, batch, timeout=timeout, kwargs=kwargs, acquire_timeout=acquire_timeout
+            task_id,
+            fn,
+            batch,
+            timeout=timeout,
+            kwargs=kwargs,
+            acquire_timeout=acquire_timeout,
+            formats=formats,
         )
         return await lease.result()
 
@@ -164,6 +183,12 @@ class ExecutorPool:
         kills = self._sup.recycle_idle(reason)
         await asyncio.gather(*(asyncio.shield(k) for k in kills), return_exceptions=True)
         return len(kills)
+
+    @property
+    def formats(self) -> frozenset[str]:
+        """The table formats the pool's sessions load: ``settings.formats`` and every format a
+        write asked for (only grows while the pool runs)."""
+        return self._sup.formats
 
     def snapshot(self) -> list[ExecutorInfo]:
         """Every executor the pool has (including ones being killed), by id."""

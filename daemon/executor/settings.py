@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from daemon.errors import ConfigError
+from daemon.executor import formats as table_formats
 
 # What every executor's SparkSession gets unless the operator says otherwise.
 SPARK_DEFAULTS: Mapping[str, str] = {
@@ -40,6 +41,11 @@ class PoolSettings:
     spark_master: str = "local[*]"
     #: Any ``spark.*`` setting (``executor.spark.conf.*`` in the worker config).
     spark_conf: Mapping[str, str] = field(default_factory=dict)
+    #: Table formats (``formats.FORMATS``) every executor's session loads from the start; the
+    #: others are loaded when a write first asks for them (``ExecutorPool.submit``).
+    formats: frozenset[str] = frozenset()
+    #: Where the formats' jars are (default ``formats.default_jars_dir()``).
+    jars_dir: Path | None = None
     #: False: executors run write functions without a SparkSession (``spark`` is None). For
     #: tests of the process machinery and for checking a deployment without a JVM.
     with_spark: bool = True
@@ -105,6 +111,7 @@ class PoolSettings:
         bad = [k for k in self.spark_conf if not k.startswith("spark.")]
         if bad:
             raise ConfigError(f"executor Spark settings must start with 'spark.': {bad}")
+        object.__setattr__(self, "formats", table_formats.check_names(self.formats))
 
     @property
     def local(self) -> bool:
@@ -116,19 +123,25 @@ class PoolSettings:
         """Processes the pool keeps alive."""
         return self.size + self.spares
 
-    def session_conf(self) -> dict[str, str]:
-        """The SparkSession settings: defaults, then the operator's."""
+    def base_conf(self) -> dict[str, str]:
+        """The SparkSession settings without table formats: defaults, then the operator's."""
         conf = dict(SPARK_DEFAULTS)
         if self.local:
             conf.update(LOCAL_DEFAULTS)
         conf.update(self.spark_conf)
         return conf
 
+    def session_conf(self, extra_formats: Iterable[str] = ()) -> dict[str, str]:
+        """The SparkSession settings with ``formats`` and ``extra_formats`` loaded."""
+        names = self.formats | table_formats.check_names(extra_formats)
+        return table_formats.session_conf(self.base_conf(), names, self.jars_dir)
+
     @classmethod
     def from_properties(cls, props: Mapping[str, str], **overrides: object) -> PoolSettings:
         """Read ``executor.*`` worker-config keys: ``executor.pool.size``,
-        ``executor.pool.spares``, ``executor.spark.master`` and ``executor.spark.conf.<key>``
-        (e.g. ``executor.spark.conf.spark.driver.memory=2g``)."""
+        ``executor.pool.spares``, ``executor.spark.master``, ``executor.spark.conf.<key>``
+        (e.g. ``executor.spark.conf.spark.driver.memory=2g``), ``executor.spark.formats``
+        (comma-separated) and ``executor.jars.dir``."""
         base = cls()
         conf = {
             k.removeprefix("executor.spark.conf."): v
@@ -146,5 +159,9 @@ class PoolSettings:
             spares=spares,
             spark_master=props.get("executor.spark.master", base.spark_master),
             spark_conf=conf,
+            formats=frozenset(
+                n.strip() for n in props.get("executor.spark.formats", "").split(",") if n.strip()
+            ),
+            jars_dir=Path(props["executor.jars.dir"]) if props.get("executor.jars.dir") else None,
         )
         return replace(settings, **overrides) if overrides else settings  # type: ignore[arg-type]

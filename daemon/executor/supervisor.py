@@ -182,6 +182,9 @@ class Supervisor:
         while self._idle:
             ex = self._idle.popleft()
             if ex.state is ExecutorState.IDLE and not ex.terminating:
+                if self._outdated(ex):  # not expected: they are recycled when formats grow
+                    self._recycle_outdated(ex)
+                    continue
                 ex.state = ExecutorState.BUSY
                 return ex
         return None
@@ -191,9 +194,11 @@ class Supervisor:
         if ex.state is ExecutorState.BUSY and not ex.terminating:
             ex.state = ExecutorState.IDLE
             ex.last_heartbeat = time.monotonic()
-            if not self.closed:
-                self._idle.appendleft(ex)  # hot: the next write takes it first
             self._last_write_end = self.running_loop().time()
+            if self._outdated(ex):
+                self._recycle_outdated(ex)  # its write ended: now it can go
+            elif not self.closed:
+                self._idle.appendleft(ex)  # hot: the next write takes it first
             self._fill()  # a spare put off while writes ran may start once they pause
         self.notify()
 
@@ -201,6 +206,51 @@ class Supervisor:
         """Replace every idle executor (killed and reaped; replacements start)."""
         idle = [ex for ex in self._idle if ex.state is ExecutorState.IDLE and not ex.terminating]
         return [self.recycle(ex, reason) for ex in idle]
+
+    # -- table formats (``formats.py``) ---------------------------------------------------
+
+    @property
+    def formats(self) -> frozenset[str]:
+        """The table formats every executor leased from now on has loaded (only grows)."""
+        return self._launcher.formats
+
+    def load_formats(self, names: frozenset[str]) -> None:
+        """Make ``names`` part of every session from now on: executors started from now on
+        load them; idle and starting ones without them are recycled at once, busy ones when
+        their write ends. No executor lacking one is leased again."""
+        new = names - self._launcher.formats
+        if not new:
+            return
+        self._launcher.formats = self._launcher.formats | new
+        now = [
+            ex
+            for ex in self._executors.values()
+            if not ex.terminating
+            and ex.state in (ExecutorState.IDLE, ExecutorState.STARTING)
+            and self._outdated(ex)
+        ]
+        later = sum(
+            1
+            for ex in self._executors.values()
+            if not ex.terminating and ex.state is ExecutorState.BUSY and self._outdated(ex)
+        )
+        log.info(
+            "executor pool: loading table format %s (sessions now load: %s); %d executor(s)"
+            " recycled now, %d when their write ends",
+            ", ".join(sorted(new)),
+            ", ".join(sorted(self._launcher.formats)),
+            len(now),
+            later,
+        )
+        for ex in now:
+            self._recycle_outdated(ex)
+
+    def _outdated(self, ex: ExecutorProcess) -> bool:
+        return not self._launcher.formats <= ex.formats
+
+    def _recycle_outdated(self, ex: ExecutorProcess) -> None:
+        missing = ", ".join(sorted(self._launcher.formats - ex.formats))
+        self.recycle(ex, f"its session lacks table format {missing}", when="to load table formats")
 
     def any_busy(self) -> bool:
         return any(e.state is ExecutorState.BUSY for e in self._executors.values())
@@ -283,8 +333,11 @@ class Supervisor:
             if self._launcher.cds is not None and not ex.uses_cds:
                 self._maybe_build_archive()
             log.info("executor %d ready in %.1f s", ex.ident, ex.startup_seconds)
-            self._idle.append(ex)
-            self.owner.executor_ready(ex)  # a waiting write takes it before the others spawn
+            if self._outdated(ex):  # not expected: starting ones are recycled when formats grow
+                self._recycle_outdated(ex)
+            else:
+                self._idle.append(ex)
+                self.owner.executor_ready(ex)  # a waiting write takes it before others spawn
             self._fill()
         elif isinstance(msg, protocol.StartFailed):
             ex.reason = msg.message.strip().splitlines()[-1] if msg.message.strip() else "?"
@@ -329,16 +382,19 @@ class Supervisor:
             log.warning("killing executor %d (pid %d): %s", ex.ident, ex.pid, reason)
         return self.retire(ex)
 
-    def recycle(self, ex: ExecutorProcess, reason: str) -> asyncio.Task[KillReport]:
+    def recycle(
+        self, ex: ExecutorProcess, reason: str, *, when: str | None = None
+    ) -> asyncio.Task[KillReport]:
         """Replace ``ex`` after a write that failed in a way that may leave state behind in its
         session: a failed Spark job's JVM keeps its open files (staged files the sink then
         deletes keep their disk space while the JVM holds them). Not a kill for a deadline nor
-        a death: counted as ``recycles``, logged at INFO, recorded in ``events``."""
+        a death: counted as ``recycles``, logged at INFO, recorded in ``events``. Also used for
+        an executor whose session lacks a table format the pool loads (``when`` says so)."""
         if not ex.terminating:
             self._recycles += 1
             ex.state = ExecutorState.KILLED
             ex.reason = reason
-            self.events.recycled(ex.ident, ex.pid, ex.task_id, reason)
+            self.events.recycled(ex.ident, ex.pid, ex.task_id, reason, when=when)
         return self.retire(ex)
 
     def retire(self, ex: ExecutorProcess) -> asyncio.Task[KillReport]:

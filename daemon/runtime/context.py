@@ -95,9 +95,18 @@ class TaskContext:
         self._commit_requested = True
 
     async def run_in_executor(
-        self, fn: str, batch: pa.Table | None, *, timeout: float, **kwargs: Any
+        self,
+        fn: str,
+        batch: pa.Table | None,
+        *,
+        timeout: float,
+        formats: Collection[str] = (),
+        **kwargs: Any,
     ) -> Any:
-        return await self._runner.run_in_executor(fn, batch, timeout=timeout, **kwargs)
+        run = self._runner.run_in_executor
+        if formats:  # only then: a runner written before ``formats`` would pass it on to fn
+            return await run(fn, batch, timeout=timeout, formats=tuple(formats), **kwargs)
+        return await run(fn, batch, timeout=timeout, **kwargs)
 
     def start_background(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(coro, name=f"{self._task_id} {name}")

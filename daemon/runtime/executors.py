@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from daemon.errors import PoolClosed, WriteTimeout
@@ -35,7 +35,8 @@ if TYPE_CHECKING:
 class Executors(Protocol):
     """What the runtime needs of an executor pool (``ExecutorPool`` fits, and so does the test
     suite's ``ThreadedPool``). Cancelling ``run`` kills the write's executor tree and returns
-    only after it is reaped."""
+    only after it is reaped. ``formats`` (table formats the write's session needs) is passed
+    only when not empty, so a pool without table formats (a test double) still fits."""
 
     async def run(
         self,
@@ -46,6 +47,7 @@ class Executors(Protocol):
         timeout: float,
         kwargs: Mapping[str, Any] | None = None,
         acquire_timeout: float | None = None,
+        formats: Collection[str] = (),
     ) -> Any: ...
 
     def current_pid(self, task_id: str) -> int | None: ...
@@ -68,6 +70,7 @@ class LeasingExecutors(Executors, Protocol):
         timeout: float,
         kwargs: Mapping[str, Any] | None = None,
         acquire_timeout: float | None = None,
+        formats: Collection[str] = (),
     ) -> WriteLease: ...
 
 
@@ -79,13 +82,18 @@ def submit(
     *,
     timeout: float,
     kwargs: Mapping[str, Any],
+    formats: Collection[str] = (),
 ) -> WriteLease:
     """``executors.submit(...)``; a pool with only ``run`` (a test double) gets its call wrapped
     in a lease whose ``killed`` says whether an executor held the write when it was cancelled."""
     if isinstance(executors, LeasingExecutors):
+        if formats:
+            return executors.submit(
+                task_id, fn, batch, timeout=timeout, kwargs=kwargs, formats=formats
+            )
         return executors.submit(task_id, fn, batch, timeout=timeout, kwargs=kwargs)
     lease = WriteLease(task_id, asyncio.get_running_loop())
-    lease.start(_run_only(executors, lease, fn, batch, timeout, kwargs))
+    lease.start(_run_only(executors, lease, fn, batch, timeout, kwargs, formats))
     return lease
 
 
@@ -96,9 +104,11 @@ async def _run_only(
     batch: pa.Table | None,
     timeout: float,
     kwargs: Mapping[str, Any],
+    formats: Collection[str] = (),
 ) -> Any:
+    extra: dict[str, Any] = {"formats": formats} if formats else {}
     call = asyncio.ensure_future(
-        executors.run(lease.task_id, fn, batch, timeout=timeout, kwargs=kwargs)
+        executors.run(lease.task_id, fn, batch, timeout=timeout, kwargs=kwargs, **extra)
     )
     try:
         return await asyncio.shield(call)
@@ -148,15 +158,29 @@ class ExecutorBinding:
         self._closed = reason
 
     async def run_in_executor(
-        self, fn: str, batch: pa.Table | None, *, timeout: float, **kwargs: Any
+        self,
+        fn: str,
+        batch: pa.Table | None,
+        *,
+        timeout: float,
+        formats: Collection[str] = (),
+        **kwargs: Any,
     ) -> Any:
         """``fn`` in an executor under ``timeout`` seconds (the worker's write timeout when
-        ``timeout`` is 0 or less)."""
+        ``timeout`` is 0 or less), in a session with the table formats ``formats`` loaded."""
         if self._closed is not None:
             raise PoolClosed(f"task {self.task_id}: no more writes ({self._closed})")
         deadline = timeout if timeout > 0 else self.default_timeout
         began = time.monotonic()
-        lease = submit(self.executors, self.task_id, fn, batch, timeout=deadline, kwargs=kwargs)
+        lease = submit(
+            self.executors,
+            self.task_id,
+            fn,
+            batch,
+            timeout=deadline,
+            kwargs=kwargs,
+            formats=formats,
+        )
         try:
             result = await lease.result()
         except WriteTimeout:

@@ -22,7 +22,15 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Collection,
+    Iterable,
+    Iterator,
+    Mapping,
+)
 from dataclasses import replace
 from typing import Any
 
@@ -98,6 +106,7 @@ class ThreadedPool:
         timeout: float,
         kwargs: Mapping[str, Any] | None = None,
         acquire_timeout: float | None = None,
+        formats: Collection[str] = (),
     ) -> Any:
         """``ExecutorPool.run`` on the pool's loop. If this await is cancelled, the pool-side
         write is cancelled too (its executor killed and reaped) before this re-raises."""
@@ -113,6 +122,7 @@ class ThreadedPool:
                     timeout=timeout,
                     kwargs=kwargs,
                     acquire_timeout=acquire_timeout,
+                    formats=formats,
                 )
             )
             box.append(task)

@@ -1,0 +1,237 @@
+"""Table formats an executor's SparkSession can load: their jars and session settings.
+
+A format (Delta Lake, Iceberg) needs its jars on ``spark.jars`` and its SQL extensions set when
+the session starts: neither can be added to a running session. The pool loads a format into its
+executors' sessions when a write first asks for it (``ExecutorPool.submit(formats=...)``), or
+from the start (``executor.spark.formats``). The jars come from Maven Central into a local
+directory (``connectd fetch-jars``, ``make jars``); nothing is downloaded while the daemon runs.
+
+Versions are pinned to builds for the pinned pyspark (4.1): docs/research/table-formats.md.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from daemon.errors import ConfigError, ConnectdError
+from daemon.executor.cds import default_cache_dir
+
+#: Settings whose values are comma-separated lists: a format's entries join the operator's.
+LIST_KEYS = ("spark.jars", "spark.sql.extensions")
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """One jar on Maven Central (``group:artifact:version``)."""
+
+    group: str
+    artifact: str
+    version: str
+
+    @property
+    def coordinates(self) -> str:
+        return f"{self.group}:{self.artifact}:{self.version}"
+
+    @property
+    def file_name(self) -> str:
+        """The name Maven gives the jar (``dependency:copy`` keeps it)."""
+        return f"{self.artifact}-{self.version}.jar"
+
+
+@dataclass(frozen=True)
+class TableFormat:
+    name: str
+    #: Exactly the jars the session needs; transitive dependencies are left out on purpose
+    #: (most duplicate, in older versions, jars pyspark ships).
+    artifacts: tuple[Artifact, ...]
+    conf: Mapping[str, str]
+
+
+_ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+
+FORMATS: Mapping[str, TableFormat] = {
+    "delta": TableFormat(
+        "delta",
+        (
+            # The Spark-suffixed build: the unsuffixed delta-spark_2.13:4.4.0 targets Spark 4.2
+            # and fails on 4.1 (NoSuchMethodError at the first save).
+            Artifact("io.delta", "delta-spark_4.1_2.13", "4.4.0"),
+            Artifact("io.delta", "delta-storage", "4.4.0"),
+        ),
+        {
+            "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+            # Both this and the extension are needed: DeltaLog.forTable (read through py4j)
+            # refuses to run without them.
+            "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+            # The default (50) makes each small commit run 100 tasks of state reconstruction:
+            # measured 10-30 s -> 2.5-4 s per small commit with local[1].
+            "spark.databricks.delta.snapshotPartitions": "1",
+        },
+    ),
+    "iceberg": TableFormat(
+        "iceberg",
+        # One shaded jar, no dependencies.
+        (Artifact("org.apache.iceberg", "iceberg-spark-runtime-4.1_2.13", "1.12.0"),),
+        {"spark.sql.extensions": _ICEBERG_EXTENSIONS},
+    ),
+}
+
+
+class JarsMissing(ConfigError):
+    """A table format's jars are not in the jars directory. Not retriable: the same write fails
+    the same way until an operator fetches them (the message says how)."""
+
+    retriable = False
+
+
+def default_jars_dir() -> Path:
+    """``$XDG_CACHE_HOME/connectd/jars`` or ``~/.cache/connectd/jars``."""
+    return default_cache_dir() / "jars"
+
+
+def known() -> str:
+    return ", ".join(FORMATS)
+
+
+def check_names(names: Iterable[str]) -> frozenset[str]:
+    """``names`` as a set; ``ConfigError`` naming the known formats for an unknown one."""
+    chosen = frozenset(names)
+    unknown = sorted(chosen - FORMATS.keys())
+    if unknown:
+        raise ConfigError(
+            f"unknown table format {', '.join(map(repr, unknown))}; known formats: {known()}"
+        )
+    return chosen
+
+
+def artifacts(names: Iterable[str]) -> list[Artifact]:
+    """The artifacts of ``names`` (checked), in a stable order."""
+    return [a for name in sorted(check_names(names)) for a in FORMATS[name].artifacts]
+
+
+def jar_paths(names: Iterable[str], jars_dir: Path | None = None) -> list[Path]:
+    """Where the jars of ``names`` are expected (``jars_dir``, default ``default_jars_dir()``)."""
+    directory = jars_dir if jars_dir is not None else default_jars_dir()
+    return [directory / a.file_name for a in artifacts(names)]
+
+
+def missing_jars(names: Iterable[str], jars_dir: Path | None = None) -> list[Path]:
+    """The jars of ``names`` that are not in ``jars_dir`` (blocking: a few ``stat`` calls)."""
+    return [p for p in jar_paths(names, jars_dir) if not p.is_file()]
+
+
+def require_jars(names: Collection[str], jars_dir: Path | None = None) -> None:
+    """``JarsMissing`` naming the missing files, the directory and the fix, if any is missing."""
+    missing = missing_jars(names, jars_dir)
+    if not missing:
+        return
+    directory = jars_dir if jars_dir is not None else default_jars_dir()
+    gone = {p.name for p in missing}
+    wanted = sorted(n for n in names if any(a.file_name in gone for a in FORMATS[n].artifacts))
+    fix = f"connectd fetch-jars {' '.join(wanted)}"
+    if jars_dir is not None:
+        fix += f" --dir {directory}"
+    raise JarsMissing(
+        f"the jars of table format {', '.join(wanted)} are missing from {directory}:"
+        f" {', '.join(p.name for p in missing)}; fetch them with `{fix}`"
+        " (`make jars` in a source checkout), then restart"
+    )
+
+
+def session_conf(
+    base: Mapping[str, str], names: Iterable[str], jars_dir: Path | None = None
+) -> dict[str, str]:
+    """``base`` (the operator's session settings) with the formats ``names`` loaded.
+
+    ``spark.jars`` and ``spark.sql.extensions`` are comma-joined, the operator's entries first
+    (both formats at once give two extensions); for any other key the operator's value wins."""
+    chosen = sorted(check_names(names))
+    conf = dict(base)
+    if not chosen:
+        return conf
+    lists: dict[str, list[str]] = {
+        key: [v.strip() for v in base.get(key, "").split(",") if v.strip()] for key in LIST_KEYS
+    }
+    lists["spark.jars"] += [str(p) for p in jar_paths(chosen, jars_dir)]
+    for name in chosen:
+        for key, value in FORMATS[name].conf.items():
+            if key in lists:
+                lists[key].append(value)
+            else:
+                conf.setdefault(key, value)
+    for key, values in lists.items():
+        if values:
+            conf[key] = ",".join(dict.fromkeys(values))
+    return conf
+
+
+# -- fetching (``connectd fetch-jars``, ``make jars``) ---------------------------------------
+
+
+class MavenUnavailable(ConnectdError):
+    """No ``mvn`` on PATH: the jars cannot be fetched (``connectd fetch-jars`` exits 69)."""
+
+    retriable = False
+
+
+class FetchFailed(ConnectdError):
+    """Maven did not deliver a jar (no network, a timeout); the message has Maven's last lines."""
+
+    retriable = True
+
+
+def fetch(
+    names: Iterable[str],
+    jars_dir: Path | None = None,
+    *,
+    timeout: float = 300.0,
+    report: Callable[[str], None] = lambda line: None,
+) -> list[Path]:
+    """Copy the jars of ``names`` that ``jars_dir`` lacks from Maven Central (Maven's default
+    repository; through the local ``~/.m2`` cache) with ``mvn dependency:copy``, one artifact at
+    a time, each within ``timeout`` seconds. Blocking. The jars fetched; ``report`` hears one
+    line per jar (fetched or already there)."""
+    chosen = artifacts(names)
+    directory = jars_dir if jars_dir is not None else default_jars_dir()
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise MavenUnavailable(
+            "Maven (mvn) is needed to fetch the table formats' jars from Maven Central:"
+            " apt-get install maven"
+        )
+    directory.mkdir(parents=True, exist_ok=True)
+    fetched = []
+    for artifact in chosen:
+        target = directory / artifact.file_name
+        if target.is_file():
+            report(f"present  {target}")
+            continue
+        command = [
+            mvn,
+            "-q",
+            "-B",
+            "dependency:copy",
+            f"-Dartifact={artifact.coordinates}",
+            f"-DoutputDirectory={directory}",
+        ]
+        try:
+            # In the jars directory: Maven would read a pom.xml in the working directory.
+            done = subprocess.run(
+                command, cwd=directory, capture_output=True, text=True, timeout=timeout
+            )
+        except subprocess.TimeoutExpired:
+            raise FetchFailed(
+                f"Maven did not fetch {artifact.coordinates} within {timeout:g} s"
+            ) from None
+        if done.returncode != 0 or not target.is_file():
+            tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-10:])
+            raise FetchFailed(
+                f"Maven could not fetch {artifact.coordinates} (exit {done.returncode}):\n{tail}"
+            )
+        report(f"fetched  {target}  ({artifact.coordinates})")
+        fetched.append(target)
+    return fetched
