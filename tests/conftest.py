@@ -15,6 +15,7 @@ pytest_plugins = [
     "support.kafka_fixtures",
     "support.spark",
     "support.spark_cluster",
+    "support.delta",
     "support.daemon",
     "support.cluster",
 ]

@@ -14,6 +14,7 @@ BUILTIN_ALIASES: dict[str, str] = {
     "ParquetSink": "daemon.connectors.parquet:ParquetSinkConnector",
     "HangSink": "daemon.connectors.testing:HangSinkConnector",
     "EchoSink": "daemon.connectors.testing:EchoSinkConnector",
+    "DeltaSink": "daemon.connectors.delta:DeltaSinkConnector",
 }
 
 

@@ -80,7 +80,13 @@ def _warm_up(spark: Any, directory: str) -> None:
     # A Python job, so PySpark's worker daemon and a worker are running.
     spark.sparkContext.parallelize(range(4), 2).map(lambda x: x + 1).sum()
     table = pa.table({"kafka_offset": pa.array(range(64), pa.int64()), "value": ["x" * 32] * 64})
-    spark.createDataFrame(table).write.mode("overwrite").parquet(os.path.join(directory, "warmup"))
+    df = spark.createDataFrame(table)
+    df.write.mode("overwrite").parquet(os.path.join(directory, "warmup"))
+    if "DeltaSparkSessionExtension" in spark.conf.get("spark.sql.extensions", ""):
+        # Delta's first two commits in a session load its classes and build its first
+        # snapshot (12-24 s here, docs/research/table-formats.md): pay that before Ready.
+        for _ in range(2):
+            df.write.format("delta").mode("append").save(os.path.join(directory, "warmup-delta"))
 
 
 def _jvm_process(spark: Any) -> Any:

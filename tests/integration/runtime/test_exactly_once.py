@@ -96,10 +96,14 @@ async def audit(
     windows: Sequence[tuple[str, int, int]] = WINDOWS,
     faults: Mapping[str, Fault] | None = None,
     after_daemon_kill: AfterDaemonKill = executors_gone,
+    sink_extra: Mapping[str, str] = {},
+    progress: Callable[[Path], int] = committed,
+    check: Callable[[Path], Awaitable[None]] | None = None,
 ) -> None:
-    """Produce RECORDS into ``topic`` (PARTITIONS partitions), run a ParquetSink through the
-    faults of ``windows`` (the daemon's SIGKILL and restart, or one of ``faults``), then check
-    the table: every record exactly once."""
+    """Produce RECORDS into ``topic`` (PARTITIONS partitions), run a ParquetSink (or the sink
+    ``sink_extra`` makes it: its ``progress`` reads the offsets committed, its ``check`` reads
+    the rows) through the faults of ``windows`` (the daemon's SIGKILL and restart, or one of
+    ``faults``), then check the table: every record exactly once."""
     seed = int(os.environ.get("CONNECTD_TEST_SEED", time.time_ns() % 10_000))
     rng = random.Random(seed)
     print(f"\nfault seed {seed} (CONNECTD_TEST_SEED={seed} to replay)")
@@ -123,6 +127,7 @@ async def audit(
         # A killed JVM fails its task; the auto-restart waits minutes from the second failure
         # on (n·(n+1)), which this test need not sit through.
         "errors.restart.backoff.max.ms": "2000",
+        **sink_extra,
     }
     # Progress points (offsets committed) at which a fault strikes, in order.
     points = [(kind, rng.randint(low, high)) for kind, low, high in windows]
@@ -130,21 +135,25 @@ async def audit(
     p = daemon_process(worker, [sink])
     done: list[str] = []
     for kind, at in points:
-        await wait_until(lambda a=at: committed(table) >= a, 300, f"{at} offsets committed")
+        await wait_until(lambda a=at: progress(table) >= a, 300, f"{at} offsets committed")
         if kind == "daemon":
             below = p.descendants()
             p.signal(signal.SIGKILL)  # no shutdown at all
             p.wait(10)
-            done.append(f"daemon SIGKILL at {committed(table)}")
+            done.append(f"daemon SIGKILL at {progress(table)}")
             await after_daemon_kill(below)
             p = daemon_process(worker, [sink])
         else:
-            done.append(f"{await (faults or {'jvm': jvm_fault})[kind](p)} at {committed(table)}")
-    assert committed(table) < RECORDS, f"the faults came too late: {done}"
-    await wait_until(lambda: committed(table) >= RECORDS, 300, "caught up", interval=0.2)
+            done.append(f"{await (faults or {'jvm': jvm_fault})[kind](p)} at {progress(table)}")
+    assert progress(table) < RECORDS, f"the faults came too late: {done}"
+    await wait_until(lambda: progress(table) >= RECORDS, 300, "caught up", interval=0.2)
     print(f"faults: {done}; caught up in {time.monotonic() - began:.0f} s")
     p.signal(signal.SIGTERM)
     assert p.wait(60) == 0
+    if check is not None:
+        await check(table)
+        assert progress(table) == RECORDS
+        return
 
     data = ds.dataset(table, format="parquet").to_table(
         columns=["kafka_partition", "kafka_offset", "value"]

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 
 from daemon.connectors import ConfigDef, TaskId, TopicPartition
+from daemon.connectors.delta.settings import CONFIG_DEF as DELTA_DEF
 from daemon.connectors.parquet.sink import CONFIG_DEF
 from daemon.connectors.testing import EchoSinkConnector, HangSinkConnector, sample_batch
 from daemon.runtime.context import TaskContext
@@ -85,13 +86,14 @@ def table_of(section: str) -> dict[str, str]:
 
 def declared_default(cdef: ConfigDef, key: str) -> str:
     value = cdef.keys[key].default
-    return str(value)
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 @pytest.mark.parametrize(
     ("section", "cdef", "extra"),
     [
         ("ParquetSink", CONFIG_DEF, {"task.write.timeout.ms"}),
+        ("DeltaSink", DELTA_DEF, {"task.write.timeout.ms"}),
         ("HangSink", HangSinkConnector().config_def(), set()),
         ("EchoSink", EchoSinkConnector().config_def(), set()),
     ],

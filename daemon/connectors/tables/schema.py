@@ -1,0 +1,110 @@
+"""A batch's columns against a table's schema, in the daemon, before ``put``: which records a
+table sink must refuse (``SinkTask.reject``), checked with vectorised ``pyarrow.compute``.
+
+A table's schema comes back from the format's jobs as ``[[column, Spark type]]`` (Spark's
+simple type strings: ``bigint``, ``string``, ``array<string>`` ...). A batch column is
+compared through the Spark type its Arrow type becomes when Spark reads the batch. A column
+whose Arrow type has no known Spark name here is not judged: the commit job checks again with
+Spark's own types and refuses the whole batch then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from daemon.errors import RecordRejected
+
+_SIMPLE: dict[pa.DataType, str] = {
+    pa.bool_(): "boolean",
+    pa.int8(): "tinyint",
+    pa.int16(): "smallint",
+    pa.int32(): "int",
+    pa.int64(): "bigint",
+    pa.float32(): "float",
+    pa.float64(): "double",
+    pa.string(): "string",
+    pa.large_string(): "string",
+    pa.binary(): "binary",
+    pa.large_binary(): "binary",
+    pa.date32(): "date",
+}
+
+
+def spark_type(t: pa.DataType) -> str | None:
+    """The Spark simple type string Spark reads ``t`` as, or None if not known here."""
+    if t in _SIMPLE:
+        return _SIMPLE[t]
+    if pa.types.is_timestamp(t):
+        return "timestamp" if t.tz is not None else "timestamp_ntz"
+    if pa.types.is_decimal(t):
+        return f"decimal({t.precision},{t.scale})"
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        inner = spark_type(t.value_type)
+        return None if inner is None else f"array<{inner}>"
+    if pa.types.is_map(t):
+        k, v = spark_type(t.key_type), spark_type(t.item_type)
+        return None if k is None or v is None else f"map<{k},{v}>"
+    if pa.types.is_struct(t):
+        parts = []
+        for i in range(t.num_fields):
+            f = t.field(i)
+            inner = spark_type(f.type)
+            if inner is None:
+                return None
+            parts.append(f"{f.name}:{inner}")
+        return f"struct<{','.join(parts)}>"
+    return None
+
+
+def refused_rows(
+    table: pa.Table,
+    schema: Sequence[Sequence[str]],
+    *,
+    new_columns: bool,
+    rows: pa.Array | None = None,
+) -> dict[int, BaseException]:
+    """Rows of ``table`` (among ``rows``, a boolean mask; all if None) that a table with
+    ``schema`` cannot take: a non-null value in a column of another type, or, unless
+    ``new_columns``, in a column the table lacks. By row index, with the reason."""
+    columns = {str(c): str(t) for c, t in schema}
+    refused: dict[int, BaseException] = {}
+    for name, column in zip(table.column_names, table.columns, strict=True):
+        have = spark_type(column.type)
+        want = columns.get(name)
+        if want is None:
+            if new_columns or column.null_count == len(column):
+                continue
+            why = f"field {name} is not a column of the table and schema.evolution=false"
+        elif have is None or have == want or column.null_count == len(column):
+            continue
+        else:
+            why = (
+                f"field {name} is {have} here but the table's column is {want} (types never change)"
+            )
+        mask = pc.is_valid(column)
+        if rows is not None:
+            mask = pc.and_(mask, rows)
+        for i in pc.indices_nonzero(mask).to_pylist():
+            refused.setdefault(int(i), RecordRejected(why))
+    return refused
+
+
+def fitted(table: pa.Table, schema: Sequence[Sequence[str]] | None) -> pa.Table:
+    """``table`` without columns that hold only nulls and that the table's schema would
+    refuse (another type, or no such column): left after ``reject`` took their records out,
+    they would fail the commit; the commit fills the table's columns a batch lacks with nulls."""
+    columns = {str(c): str(t) for c, t in schema or ()}
+    drop = [
+        name
+        for name, column in zip(table.column_names, table.columns, strict=True)
+        if column.null_count == len(column)
+        and (
+            pa.types.is_null(column.type)  # Spark's void type: no table format stores it
+            or (schema is not None and name not in columns)
+            or (name in columns and spark_type(column.type) not in (None, columns[name]))
+        )
+    ]
+    return table.drop_columns(drop) if drop else table

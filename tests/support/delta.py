@@ -1,0 +1,117 @@
+"""Delta tables from a test, never through the daemon: a plain-Python read of the log's commit
+info (progress while a test runs), delta-rs (``deltalake``) for the rows, and a session pool
+whose executors carry the Delta jars (Spark's own reader, and the jobs run directly)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from support import procs
+from support.spark import ThreadedPool, spark_settings
+
+
+def committed_offsets(table: Path) -> dict[str, int | None]:
+    """Next offset per connectd app id (``connectd/<connector>/<topic>/<partition>``) as the
+    table's JSON commits record them in ``commitInfo.userMetadata`` (newest wins). Reads the
+    files as they are; a commit being written is read at the next call."""
+    log = table / "_delta_log"
+    found: dict[str, int | None] = {}
+    if not log.is_dir():
+        return found
+    for path in sorted(log.glob("[0-9]" * 20 + ".json")):
+        try:
+            lines = path.read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            info = json.loads(line).get("commitInfo") if line.strip() else None
+            if not info or not info.get("userMetadata"):
+                continue
+            try:
+                meta = json.loads(info["userMetadata"])
+            except ValueError:
+                continue
+            for app, (_, offset) in meta.get("partitions", {}).items():
+                found[app] = offset
+    return found
+
+
+def committed(table: Path) -> int:
+    """Offsets committed so far, summed over partitions (each starting at 0)."""
+    return sum(o or 0 for o in committed_offsets(table).values())
+
+
+def rows_with_deltalake(table: Path, columns: list[str]) -> Any:
+    """The table's rows as a pyarrow table, read by delta-rs (not Spark)."""
+    from deltalake import DeltaTable
+
+    return DeltaTable(str(table)).to_pyarrow_table(columns=columns)
+
+
+def spark_count(spark: Any, batch: Any, *, path: str) -> dict[str, int]:
+    """In an executor: rows and distinct (topic, partition, offset) of a Delta table, by Spark."""
+    df = spark.read.format("delta").load(path)
+    return {
+        "rows": df.count(),
+        "distinct": df.select("kafka_topic", "kafka_partition", "kafka_offset").distinct().count(),
+    }
+
+
+@pytest.fixture(scope="session")
+def delta_pool() -> Iterator[ThreadedPool]:
+    """One warm executor (no spare) whose session has Delta's jars and extensions."""
+    pool = ThreadedPool(spark_settings(spares=0, formats=frozenset({"delta"})))
+    unregister = procs.register_session_owner(pool.pids)
+    try:
+        pool.start()
+        pool.wait_ready(1)
+        yield pool
+    finally:
+        pool.close()
+        unregister()
+
+
+def zombie_in_flight(
+    spark: Any, batch: Any, *, path: str, connector: str, state: dict[str, int]
+) -> Any:
+    """In an executor: a commit of ``batch`` with epoch 1 whose transaction has begun (its
+    data files are being written) when epoch 2 fences the partition from another thread.
+    Returns both jobs' results: the zombie's must be a refusal."""
+    import threading
+    import time
+
+    from daemon.connectors.delta import jobs
+
+    before = {p.name for p in Path(path).rglob("*.parquet")}
+    out: dict[str, Any] = {}
+
+    def zombie() -> None:
+        out["zombie"] = jobs.commit(
+            spark,
+            batch,
+            path=path,
+            connector=connector,
+            task=0,
+            epoch=1,
+            ranges=[["t", 0, 100, 100 + batch.num_rows]],
+            state=state,
+        )
+
+    thread = threading.Thread(target=zombie)
+    thread.start()
+    deadline = time.monotonic() + 120
+    # Its transaction started once its first data file exists.
+    while not ({p.name for p in Path(path).rglob("*.parquet")} - before) and thread.is_alive():
+        if time.monotonic() > deadline:
+            raise TimeoutError("the zombie's write never started")
+        time.sleep(0.01)
+    out["fence"] = jobs.open_table(
+        spark, None, path=path, connector=connector, task=1, epoch=2, partitions=[["t", 0]]
+    )
+    thread.join()
+    return out
