@@ -16,6 +16,7 @@ pytest_plugins = [
     "support.spark",
     "support.spark_cluster",
     "support.delta",
+    "support.iceberg",
     "support.daemon",
     "support.cluster",
 ]

@@ -15,6 +15,7 @@ BUILTIN_ALIASES: dict[str, str] = {
     "HangSink": "daemon.connectors.testing:HangSinkConnector",
     "EchoSink": "daemon.connectors.testing:EchoSinkConnector",
     "DeltaSink": "daemon.connectors.delta:DeltaSinkConnector",
+    "IcebergSink": "daemon.connectors.iceberg:IcebergSinkConnector",
 }
 
 

@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 
-from support import procs
-from support.spark import ThreadedPool, spark_settings
+from support.spark import ThreadedPool, session_pool, spark_settings
 
 
 def committed_offsets(table: Path) -> dict[str, int | None]:
@@ -65,15 +64,7 @@ def spark_count(spark: Any, batch: Any, *, path: str) -> dict[str, int]:
 @pytest.fixture(scope="session")
 def delta_pool() -> Iterator[ThreadedPool]:
     """One warm executor (no spare) whose session has Delta's jars and extensions."""
-    pool = ThreadedPool(spark_settings(spares=0, formats=frozenset({"delta"})))
-    unregister = procs.register_session_owner(pool.pids)
-    try:
-        pool.start()
-        pool.wait_ready(1)
-        yield pool
-    finally:
-        pool.close()
-        unregister()
+    yield from session_pool(spark_settings(spares=0, formats=frozenset({"delta"})))
 
 
 def zombie_in_flight(

@@ -188,10 +188,10 @@ class ThreadedPool:
             self._loop.close()
 
 
-@pytest.fixture(scope="session")
-def spark_pool() -> Iterator[ThreadedPool]:
-    """The session's warm pool; see the module docstring."""
-    pool = ThreadedPool(spark_settings(cds_build=True))
+def session_pool(settings: PoolSettings) -> Iterator[ThreadedPool]:
+    """A warm ``ThreadedPool`` for a session fixture to yield from: its processes count as
+    the session's for the leak check; closed when the fixture ends."""
+    pool = ThreadedPool(settings)
     unregister = procs.register_session_owner(pool.pids)
     try:
         pool.start()
@@ -200,6 +200,12 @@ def spark_pool() -> Iterator[ThreadedPool]:
     finally:
         pool.close()
         unregister()
+
+
+@pytest.fixture(scope="session")
+def spark_pool() -> Iterator[ThreadedPool]:
+    """The session's warm pool; see the module docstring."""
+    yield from session_pool(spark_settings(cds_build=True))
 
 
 @pytest.fixture

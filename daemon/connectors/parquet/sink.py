@@ -119,11 +119,7 @@ class ParquetSinkConnector(SinkConnector):
         return ParquetSinkTask
 
     def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
-        """``value.fields`` is handed on as the value converter's ``fields`` option."""
-        config = dict(self.config)
-        if config.get("value.fields", "").strip():
-            config.setdefault("value.converter.fields", config["value.fields"])
-        return [dict(config) for _ in range(max_tasks)]
+        return task_configs(self.config, max_tasks)
 
     # ---- Connect's offsets API, answered from the table's commit log ----
     #
@@ -192,6 +188,15 @@ class ParquetSinkConnector(SinkConnector):
                     commit_log.reset_offsets(connector=name)
 
         await asyncio.to_thread(reset)
+
+
+def task_configs(config: Mapping[str, str], max_tasks: int) -> list[dict[str, str]]:
+    """One config per task; ``value.fields`` is handed on as the value converter's ``fields``
+    option."""
+    out = dict(config)
+    if out.get("value.fields", "").strip():
+        out.setdefault("value.converter.fields", out["value.fields"])
+    return [dict(out) for _ in range(max_tasks)]
 
 
 def _table(config: Mapping[str, str]) -> str:
@@ -351,16 +356,7 @@ class ParquetSinkTask(SinkTask):
         self._raise_failure()
 
     def _raise_failure(self) -> None:
-        """A write failed: drop what is buffered, ask to re-read from the committed offsets
-        (what a new incarnation does too, so no later batch can leave a gap), and raise it."""
-        failure = self._writer.take_failure()
-        if failure is None:
-            return
-        self._buffer.clear()
-        seeks = {tp: o for tp, o in self._committed.items() if tp in self.context.assignment()}
-        if seeks:
-            self.context.offset(seeks)
-        raise failure
+        self._writer.raise_failure(self._committed, self.context)
 
     async def _flush(self, table: pa.Table, ranges: tuple[OffsetRange, ...]) -> None:
         """Write and commit one batch (the writer's ``WriteBatch``); on any failure, delete the

@@ -27,12 +27,13 @@ the committed offsets. A failure is never swallowed, and nothing is written past
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 import pyarrow as pa
 
 from daemon.connectors.parquet.buffer import RecordBuffer
+from daemon.connectors.protocols import SinkTaskContext
 from daemon.connectors.records import OffsetRange, TopicPartition
 
 #: Writes and commits one batch; raises (after deleting its staged files) when it failed.
@@ -90,6 +91,21 @@ class Writer:
         if failure is not None:
             self._wake.set()
         return failure
+
+    def raise_failure(
+        self, committed: Mapping[TopicPartition, int], context: SinkTaskContext
+    ) -> None:
+        """Raise the failure of the last write, if one failed: first drop what is buffered and
+        ask to re-read from ``committed`` (what a new incarnation does too, so no later batch
+        can leave a gap)."""
+        failure = self.take_failure()
+        if failure is None:
+            return
+        self._buffer.clear()
+        seeks = {tp: o for tp, o in committed.items() if tp in context.assignment()}
+        if seeks:
+            context.offset(seeks)
+        raise failure
 
     @property
     def failed(self) -> bool:

@@ -10,6 +10,7 @@ from daemon.config.definitions import ConfigDef
 from daemon.config.problems import Problem
 from daemon.connectors.api import ExecutorCall, SinkConnector, SinkTask
 from daemon.connectors.parquet.jobs import raise_for
+from daemon.connectors.parquet.sink import task_configs
 from daemon.connectors.records import TopicPartition
 from daemon.connectors.tables.settings import TOPIC, Target
 from daemon.connectors.tables.task import FormatSettings, TableSinkTask
@@ -35,11 +36,7 @@ class TableSinkConnector(SinkConnector):
         return self.task_type
 
     def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
-        """``value.fields`` is handed on as the value converter's ``fields`` option."""
-        config = dict(self.config)
-        if config.get("value.fields", "").strip():
-            config.setdefault("value.converter.fields", config["value.fields"])
-        return [dict(config) for _ in range(max_tasks)]
+        return task_configs(self.config, max_tasks)
 
     # ---- Connect's offsets API (the connector is stopped when offsets change) ----
 

@@ -376,15 +376,7 @@ class TableSinkTask(SinkTask):
             )
 
     def _raise_failure(self) -> None:
-        """A write failed: drop what is buffered, seek to the committed offsets, raise it."""
-        failure = self._writer.take_failure()
-        if failure is None:
-            return
-        self._buffer.clear()
-        seeks = {tp: o for tp, o in self._committed.items() if tp in self.context.assignment()}
-        if seeks:
-            self.context.offset(seeks)
-        raise failure
+        self._writer.raise_failure(self._committed, self.context)
 
 
 def _describe(ranges: Collection[OffsetRange]) -> str:

@@ -96,14 +96,15 @@ async def audit(
     windows: Sequence[tuple[str, int, int]] = WINDOWS,
     faults: Mapping[str, Fault] | None = None,
     after_daemon_kill: AfterDaemonKill = executors_gone,
-    sink_extra: Mapping[str, str] = {},
+    sink_extra: Mapping[str, str | None] = {},
     progress: Callable[[Path], int] = committed,
     check: Callable[[Path], Awaitable[None]] | None = None,
 ) -> None:
     """Produce RECORDS into ``topic`` (PARTITIONS partitions), run a ParquetSink (or the sink
-    ``sink_extra`` makes it: its ``progress`` reads the offsets committed, its ``check`` reads
-    the rows) through the faults of ``windows`` (the daemon's SIGKILL and restart, or one of
-    ``faults``), then check the table: every record exactly once."""
+    ``sink_extra`` makes it, where None drops a key: its ``progress`` reads the offsets
+    committed, its ``check`` reads the rows) through the faults of ``windows`` (the daemon's
+    SIGKILL and restart, or one of ``faults``), then check the table: every record exactly
+    once."""
     seed = int(os.environ.get("CONNECTD_TEST_SEED", time.time_ns() % 10_000))
     rng = random.Random(seed)
     print(f"\nfault seed {seed} (CONNECTD_TEST_SEED={seed} to replay)")
@@ -115,7 +116,7 @@ async def audit(
         tmp_path / "state",
         **{"task.shutdown.graceful.timeout.ms": "2000", **worker_extra},
     )
-    sink = {
+    base = {
         "name": "eos",
         "connector.class": "ParquetSink",
         "topics": topic,
@@ -127,8 +128,8 @@ async def audit(
         # A killed JVM fails its task; the auto-restart waits minutes from the second failure
         # on (n·(n+1)), which this test need not sit through.
         "errors.restart.backoff.max.ms": "2000",
-        **sink_extra,
     }
+    sink = {k: v for k, v in {**base, **sink_extra}.items() if v is not None}
     # Progress points (offsets committed) at which a fault strikes, in order.
     points = [(kind, rng.randint(low, high)) for kind, low, high in windows]
     began = time.monotonic()

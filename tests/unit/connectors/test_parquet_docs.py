@@ -14,6 +14,7 @@ import pytest
 
 from daemon.connectors import ConfigDef, TaskId, TopicPartition
 from daemon.connectors.delta.settings import CONFIG_DEF as DELTA_DEF
+from daemon.connectors.iceberg.settings import CONFIG_DEF as ICEBERG_DEF
 from daemon.connectors.parquet.sink import CONFIG_DEF
 from daemon.connectors.testing import EchoSinkConnector, HangSinkConnector, sample_batch
 from daemon.runtime.context import TaskContext
@@ -94,6 +95,7 @@ def declared_default(cdef: ConfigDef, key: str) -> str:
     [
         ("ParquetSink", CONFIG_DEF, {"task.write.timeout.ms"}),
         ("DeltaSink", DELTA_DEF, {"task.write.timeout.ms"}),
+        ("IcebergSink", ICEBERG_DEF, {"task.write.timeout.ms"}),
         ("HangSink", HangSinkConnector().config_def(), set()),
         ("EchoSink", EchoSinkConnector().config_def(), set()),
     ],

@@ -1,0 +1,21 @@
+"""IcebergSink: Kafka records into an Apache Iceberg table, each offset once.
+
+``catalog`` (the ``catalog.*`` settings as a Spark catalog), ``state`` (the committed offsets
+and epochs kept in the table's snapshot summaries), ``jobs`` (the executor jobs: open, commit,
+offsets, upkeep). Nothing is imported here: executor processes import ``jobs`` without the
+task side.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["IcebergSinkConnector", "IcebergSinkTask"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from daemon.connectors.iceberg import sink
+
+        return getattr(sink, name)
+    raise AttributeError(f"module 'daemon.connectors.iceberg' has no attribute {name!r}")

@@ -1,0 +1,73 @@
+"""Iceberg tables from a test, never through the daemon: the offsets a connector committed,
+read from the table's own metadata files (progress while a test runs); a session pool whose
+executors load Iceberg (Spark's own reader, and the jobs run directly)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from daemon.connectors.iceberg.state import KEY_PREFIX
+from daemon.executor.formats import missing_jars
+from support.spark import ThreadedPool, session_pool, spark_settings
+
+
+def metadata(table_dir: Path) -> dict[str, Any] | None:
+    """The table's current ``vN.metadata.json`` (Hadoop catalog layout), or None."""
+    meta = table_dir / "metadata"
+    try:
+        version = (meta / "version-hint.text").read_text().strip()
+        return json.loads((meta / f"v{version}.metadata.json").read_text())  # type: ignore[no-any-return]
+    except (OSError, ValueError):
+        return None  # not there yet, or being replaced
+
+
+def committed_offsets(table_dir: Path, connector: str) -> dict[tuple[str, int], int | None]:
+    """Next offset per partition in the newest snapshot of main carrying ``connector``'s
+    state (compaction snapshots carry none: walk back to one that does)."""
+    meta = metadata(table_dir)
+    if meta is None or meta.get("current-snapshot-id") in (None, -1):
+        return {}
+    snapshots = {s["snapshot-id"]: s for s in meta["snapshots"]}
+    at = snapshots.get(meta["current-snapshot-id"])
+    while at is not None:
+        state = at.get("summary", {}).get(KEY_PREFIX + connector)
+        if state:
+            return {(t, int(p)): o for t, p, o, _ in json.loads(state)["partitions"]}
+        at = snapshots.get(at.get("parent-snapshot-id"))
+    return {}
+
+
+def committed(table_dir: Path, connector: str) -> int:
+    return sum(o or 0 for o in committed_offsets(table_dir, connector).values())
+
+
+def spark_count(spark: Any, batch: Any, *, catalog: dict[str, str], table: str) -> dict[str, int]:
+    """In an executor: rows and distinct (topic, partition, offset) of an Iceberg table."""
+    from daemon.connectors.iceberg.catalog import declare
+
+    cat = declare(spark, {**catalog, "table": table})
+    df = spark.table(cat.table)
+    return {
+        "rows": df.count(),
+        "distinct": df.select("kafka_topic", "kafka_partition", "kafka_offset").distinct().count(),
+    }
+
+
+@pytest.fixture(scope="session")
+def iceberg_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedPool]:
+    """One warm executor (no spare) whose session loads Iceberg."""
+    if missing_jars(["iceberg"]):
+        pytest.fail(f"Iceberg's jar is missing: {missing_jars(['iceberg'])}; run `make jars`")
+    scratch = tmp_path_factory.mktemp("ice-pool")
+    settings = spark_settings(
+        spares=0,
+        formats=frozenset({"iceberg"}),
+        work_dir=scratch / "work",
+        handoff_dir=scratch / "shm",
+    )
+    yield from session_pool(settings)
