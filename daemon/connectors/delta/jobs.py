@@ -38,6 +38,7 @@ from typing import Any
 
 from daemon import errors
 from daemon.connectors.parquet.jobs import _job
+from daemon.connectors.tables.names import quote
 from daemon.storage.logstate import OffsetsDiverged, ZombieEpoch
 
 EPOCH_SHIFT = 40
@@ -85,9 +86,13 @@ def open_table(
     task: int,
     epoch: int,
     partitions: Sequence[Sequence[Any]],
+    table: str = "",
 ) -> dict[str, Any]:
-    """Fence ``partitions`` with ``epoch`` and read their committed offsets (see the module)."""
-    return _job(lambda: _open(spark, path, connector, task, epoch, partitions))
+    """Fence ``partitions`` with ``epoch`` and read their committed offsets (see the module).
+    ``table``: a catalog table instead of ``path`` (its location comes from the catalog)."""
+    return _job(
+        lambda: _open(spark, _where(spark, path, table), connector, task, epoch, partitions)
+    )
 
 
 def commit(
@@ -102,24 +107,37 @@ def commit(
     state: Mapping[str, int],
     partition_by: Sequence[str] = (),
     merge_schema: bool = False,
+    table: str = "",
 ) -> dict[str, Any]:
-    """One Delta commit of ``batch``'s rows and the offsets ``ranges`` end at."""
-    return _job(
-        lambda: _commit(
-            spark, batch, path, connector, task, epoch, ranges, state, partition_by, merge_schema
+    """One Delta commit of ``batch``'s rows and the offsets ``ranges`` end at (into the
+    catalog table ``table`` instead of ``path`` if given; created there if missing)."""
+
+    def run() -> dict[str, Any]:
+        where = _where(spark, path, table)
+        if where is None and batch is not None and batch.num_rows:
+            _create_in_catalog(spark, table, batch.df, partition_by)
+            where = _where(spark, path, table)
+        if where is None:
+            return {"state": dict(state), "rows": 0, "files": 0, "seconds": 0.0, "schema": None}
+        return _commit(
+            spark, batch, where, connector, task, epoch, ranges, state, partition_by, merge_schema
         )
-    )
+
+    return _job(run)
 
 
-def read_offsets(spark: Any, batch: Any, *, path: str, connector: str) -> dict[str, Any]:
+def read_offsets(
+    spark: Any, batch: Any, *, path: str, connector: str, table: str = ""
+) -> dict[str, Any]:
     """Next offset of every partition ``connector`` has committed into the table."""
 
     def read() -> dict[str, Any]:
-        log = _log(spark, path)
-        if not log.tableExists():
+        where = _where(spark, path, table)
+        log = None if where is None else _log(spark, where)
+        if log is None or where is None or not log.tableExists():
             return {"offsets": []}
         versions = _connector_versions(spark, log, connector)
-        found = _offsets(spark, log, path, versions)
+        found = _offsets(spark, log, where, versions)
         return {"offsets": [[*parse_app_id(a, connector), o] for a, o in sorted(found.items())]}  # type: ignore[misc]
 
     return _job(read)
@@ -133,17 +151,20 @@ def alter_offsets(
     connector: str,
     offsets: Sequence[Sequence[Any]],
     reset: bool = False,
+    table: str = "",
 ) -> dict[str, Any]:
     """Set partitions' next offsets (``None``: forget them) in one commit; ``reset``: forget
     every partition of ``connector``. The connector is stopped: versions grow by one within
     their epoch, so the next incarnation's fence is still above them."""
 
     def alter() -> dict[str, Any]:
-        log = _log(spark, path)
-        if not log.tableExists():
+        where = _where(spark, path, table)
+        log = None if where is None else _log(spark, where)
+        if log is None or not log.tableExists():
             if reset:
                 return {}
-            raise errors.ConfigError(f"path: no Delta table at {path} yet; nothing to alter")
+            what = f"table: no table {table}" if table else f"path: no Delta table at {path}"
+            raise errors.ConfigError(f"{what} yet; nothing to alter")
         txn = log.startTransaction()
         wanted = {app_id(connector, str(t), int(p)): o for t, p, o in offsets}
         if reset:
@@ -168,6 +189,7 @@ def upkeep(
     path: str,
     min_files: int,
     small_bytes: int,
+    table: str = "",
 ) -> dict[str, Any]:
     """Compact (``OPTIMIZE``) each table partition holding more than ``min_files`` files
     smaller than ``small_bytes``. OPTIMIZE commits with ``dataChange=false`` and never
@@ -176,8 +198,9 @@ def upkeep(
 
     def run() -> dict[str, Any]:
         began = time.monotonic()
-        log = _log(spark, path)
-        if not log.tableExists():
+        where = _where(spark, path, table)
+        log = None if where is None else _log(spark, where)
+        if log is None or where is None or not log.tableExists():
             return {"compacted": 0, "files_before": 0, "files_after": 0, "seconds": 0.0}
         snapshot = log.update(False, _none(spark), _none(spark))
         partition_columns = list(_to_list(snapshot.metadata().partitionColumns()))
@@ -189,9 +212,9 @@ def upkeep(
             targets = [row["partitionValues"] for row in counts.collect()]
         else:
             targets = [{}] if small.count() > min_files else []
-        table = spark._jvm.io.delta.tables.DeltaTable.forPath(spark._jsparkSession, path)
+        delta = spark._jvm.io.delta.tables.DeltaTable.forPath(spark._jsparkSession, where)
         for values in targets:
-            builder = table.optimize()
+            builder = delta.optimize()
             predicate = _partition_predicate(values)
             if predicate:
                 builder = builder.where(predicate)
@@ -214,15 +237,15 @@ def upkeep(
 
 def _open(
     spark: Any,
-    path: str,
+    path: str | None,
     connector: str,
     task: int,
     epoch: int,
     partitions: Sequence[Sequence[Any]],
 ) -> dict[str, Any]:
     apps = {app_id(connector, str(t), int(p)): (str(t), int(p)) for t, p in partitions}
-    log = _log(spark, path)
-    if not log.tableExists():
+    log = None if path is None else _log(spark, path)
+    if log is None or path is None or not log.tableExists():
         return {
             "newest_epoch": -1,
             "fenced": False,
@@ -498,6 +521,36 @@ def _connector_versions(spark: Any, log: Any, connector: str) -> dict[str, int]:
     txns = log.update(False, _none(spark), _none(spark)).transactions()
     java = spark._jvm.scala.jdk.javaapi.CollectionConverters.asJava(txns)
     return {str(a): int(v) for a, v in java.items() if parse_app_id(str(a), connector)}
+
+
+# ---- catalog tables ------------------------------------------------------------------------
+
+
+def _where(spark: Any, path: str, table: str) -> str | None:
+    """The table's location: ``path``, or the catalog table's (None if it does not exist)."""
+    if not table:
+        return path
+    name = quote(table)
+    if not spark.catalog.tableExists(name):
+        return None
+    location = spark.sql(f"DESCRIBE DETAIL {name}").select("location").first()[0]
+    return str(location)
+
+
+def _create_in_catalog(spark: Any, table: str, df: Any, partition_by: Sequence[str]) -> None:
+    """Create the catalog table ``table`` from ``df``'s schema (a metadata-only commit);
+    another task that created it first is fine."""
+    writer = df.limit(0).write.format("delta").mode("append")
+    if partition_by:
+        writer = writer.partitionBy(*partition_by)
+    database, _, _ = table.rpartition(".")
+    try:
+        if database:
+            spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote(database)}")
+        writer.saveAsTable(quote(table))
+    except Exception:
+        if not spark.catalog.tableExists(quote(table)):
+            raise
 
 
 # ---- py4j plumbing ------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from daemon.connectors.tables.names import quote
 from daemon.errors import ConfigError
 
 TYPES = ("hadoop", "rest", "hive")
@@ -38,7 +39,6 @@ _IMPL = "org.apache.iceberg.spark.SparkCatalog"
 #: taken on the table's newest metadata, never on a copy Spark cached from an earlier job.
 _OWN = {"cache-enabled": "false"}
 _PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_\-]*$")
-_PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @dataclass(frozen=True)
@@ -60,12 +60,6 @@ class Catalog:
     def in_catalog(self) -> str:
         """The identifier inside the catalog (``namespace.table``), as procedures take it."""
         return f"{quote(self.namespace)}.{quote(self.table_name)}"
-
-
-def quote(name: str) -> str:
-    """``name`` (dotted parts) for Spark's identifier parser: a part other than letters,
-    digits and ``_`` (a topic's ``-``) in backticks."""
-    return ".".join(p if _PLAIN.match(p) else f"`{p}`" for p in name.split("."))
 
 
 def resolve(settings: Mapping[str, Any]) -> tuple[Catalog | None, list[tuple[str, str]]]:

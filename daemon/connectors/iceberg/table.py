@@ -35,7 +35,8 @@ from collections.abc import Callable
 from typing import Any
 
 from daemon.connectors.iceberg import state as state_module
-from daemon.connectors.iceberg.catalog import Catalog, quote
+from daemon.connectors.iceberg.catalog import Catalog
+from daemon.connectors.tables.names import quote
 
 #: Attempts of ``publish`` when other commits keep landing between its read and its swap.
 ATTEMPTS = 20

@@ -8,7 +8,6 @@ import pytest
 from support.cli import BARE_ENV
 from support.cli import connectd as run_connectd
 
-from daemon.config.definitions import REQUIRED
 from daemon.connectors.api import resolve_connector_class
 from daemon.connectors.delta import DeltaSinkConnector
 from daemon.connectors.delta.settings import DeltaSettings
@@ -23,11 +22,15 @@ def test_the_alias_resolves() -> None:
     assert resolve_connector_class("DeltaSink") is DeltaSinkConnector
 
 
-def test_path_is_required_and_must_be_absolute() -> None:
-    assert DeltaSinkConnector().config_def().keys["path"].default is REQUIRED
-    assert "path" in problems({"topics": "t"})
+def test_a_path_or_a_catalog_table_and_only_one() -> None:
+    assert "neither path nor table" in problems({"topics": "t"})["path"]
+    assert "both path and table" in problems({"path": "/d", "table": "db.t"})["path"]
     assert "relative" in problems({"topics": "t", "path": "tables/x"})["path"]
     assert problems({"topics": "t", "path": "/data/${topic}"}) == {}
+    assert problems({"topics": "t", "table": "lake.${topic}"}) == {}
+    assert "table" in problems({"table": "a.b.c"})
+    s = DeltaSettings.from_config({"table": "lake.${topic}"})
+    assert s.target("orders.eu").kwargs == {"path": "", "table": "lake.orders_eu"}
 
 
 def test_settings_take_parquet_sinks_flush_keys_and_their_own() -> None:
@@ -64,4 +67,4 @@ def test_check_config_names_a_missing_path(tmp_path: Path) -> None:
     sink.write_text("name=d\nconnector.class=DeltaSink\ntopics=t\n")
     result = run_connectd("check-config", str(worker), str(sink), cwd=tmp_path, env=BARE_ENV)
     assert result.returncode == 78, result.stdout
-    assert "path" in result.stdout and "required setting is missing" in result.stdout
+    assert "path" in result.stdout and "neither path nor table is set" in result.stdout

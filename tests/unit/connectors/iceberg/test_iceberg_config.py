@@ -60,7 +60,7 @@ def test_check_config_names_a_missing_warehouse(tmp_path: Path) -> None:
 
 
 def test_names_spark_cannot_parse_bare_are_quoted() -> None:
-    from daemon.connectors.iceberg.catalog import quote
+    from daemon.connectors.tables.names import quote
 
     assert quote("db.orders_eu") == "db.orders_eu"
     assert quote("db.t-orders") == "db.`t-orders`"
