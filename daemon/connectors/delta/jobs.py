@@ -33,19 +33,19 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from daemon import errors
+from daemon.connectors.delta import log as dlog
+from daemon.connectors.delta.log import EPOCH_SHIFT, app_id, epoch_of, parse_app_id
 from daemon.connectors.parquet.jobs import _job
-from daemon.connectors.tables.names import quote
 from daemon.storage.logstate import OffsetsDiverged, ZombieEpoch
 
-EPOCH_SHIFT = 40
 #: Commits that lost a race against another task's schema change or table creation are
 #: written again this many times (their files were never part of the table).
 RETRIES = 3
-_HISTORY_PAGES = (64, 1024, None)
+dlog.HISTORY_PAGES = (64, 1024, None)
 _CONFLICTS = (
     "MetadataChangedException",
     "ProtocolChangedException",
@@ -55,23 +55,6 @@ _CONFLICTS = (
     "DELTA_METADATA_CHANGED",
     "DELTA_PROTOCOL_CHANGED",
 )
-
-
-def app_id(connector: str, topic: str, partition: int) -> str:
-    return f"connectd/{connector}/{topic}/{partition}"
-
-
-def parse_app_id(app: str, connector: str) -> tuple[str, int] | None:
-    """``(topic, partition)`` of one of ``connector``'s app ids, else None."""
-    prefix = f"connectd/{connector}/"
-    if not app.startswith(prefix):
-        return None
-    topic, _, partition = app[len(prefix) :].rpartition("/")
-    return (topic, int(partition)) if topic and "/" not in topic and partition.isdigit() else None
-
-
-def epoch_of(version: int) -> int:
-    return version >> EPOCH_SHIFT if version >= 0 else -1
 
 
 # ---- jobs ----------------------------------------------------------------------------------
@@ -91,7 +74,7 @@ def open_table(
     """Fence ``partitions`` with ``epoch`` and read their committed offsets (see the module).
     ``table``: a catalog table instead of ``path`` (its location comes from the catalog)."""
     return _job(
-        lambda: _open(spark, _where(spark, path, table), connector, task, epoch, partitions)
+        lambda: _open(spark, dlog.location(spark, path, table), connector, task, epoch, partitions)
     )
 
 
@@ -113,10 +96,10 @@ def commit(
     catalog table ``table`` instead of ``path`` if given; created there if missing)."""
 
     def run() -> dict[str, Any]:
-        where = _where(spark, path, table)
+        where = dlog.location(spark, path, table)
         if where is None and batch is not None and batch.num_rows:
-            _create_in_catalog(spark, table, batch.df, partition_by)
-            where = _where(spark, path, table)
+            dlog.create_in_catalog(spark, table, batch.df, partition_by)
+            where = dlog.location(spark, path, table)
         if where is None:
             return {"state": dict(state), "rows": 0, "files": 0, "seconds": 0.0, "schema": None}
         return _commit(
@@ -132,12 +115,12 @@ def read_offsets(
     """Next offset of every partition ``connector`` has committed into the table."""
 
     def read() -> dict[str, Any]:
-        where = _where(spark, path, table)
-        log = None if where is None else _log(spark, where)
+        where = dlog.location(spark, path, table)
+        log = None if where is None else dlog.delta_log(spark, where)
         if log is None or where is None or not log.tableExists():
             return {"offsets": []}
-        versions = _connector_versions(spark, log, connector)
-        found = _offsets(spark, log, where, versions)
+        versions = dlog.connector_versions(spark, log, connector)
+        found = dlog.committed_offsets(spark, log, where, versions)
         return {"offsets": [[*parse_app_id(a, connector), o] for a, o in sorted(found.items())]}  # type: ignore[misc]
 
     return _job(read)
@@ -158,8 +141,8 @@ def alter_offsets(
     their epoch, so the next incarnation's fence is still above them."""
 
     def alter() -> dict[str, Any]:
-        where = _where(spark, path, table)
-        log = None if where is None else _log(spark, where)
+        where = dlog.location(spark, path, table)
+        log = None if where is None else dlog.delta_log(spark, where)
         if log is None or not log.tableExists():
             if reset:
                 return {}
@@ -168,7 +151,7 @@ def alter_offsets(
         txn = log.startTransaction()
         wanted = {app_id(connector, str(t), int(p)): o for t, p, o in offsets}
         if reset:
-            current = _connector_versions(spark, log, connector)
+            current = dlog.connector_versions(spark, log, connector)
             wanted = dict.fromkeys(current)
         entries = {}
         for app, offset in wanted.items():
@@ -198,13 +181,13 @@ def upkeep(
 
     def run() -> dict[str, Any]:
         began = time.monotonic()
-        where = _where(spark, path, table)
-        log = None if where is None else _log(spark, where)
+        where = dlog.location(spark, path, table)
+        log = None if where is None else dlog.delta_log(spark, where)
         if log is None or where is None or not log.tableExists():
             return {"compacted": 0, "files_before": 0, "files_after": 0, "seconds": 0.0}
-        snapshot = log.update(False, _none(spark), _none(spark))
-        partition_columns = list(_to_list(snapshot.metadata().partitionColumns()))
-        files = _jdf(spark, snapshot.allFiles().toDF())
+        snapshot = log.update(False, dlog.none(spark), dlog.none(spark))
+        partition_columns = list(dlog.to_list(snapshot.metadata().partitionColumns()))
+        files = dlog.dataframe(spark, snapshot.allFiles().toDF())
         before = files.count()
         small = files.filter(files.size < small_bytes)
         if partition_columns:
@@ -220,7 +203,9 @@ def upkeep(
                 builder = builder.where(predicate)
             builder.executeCompaction()
         after = (
-            log.update(False, _none(spark), _none(spark)).allFiles().count() if targets else before
+            log.update(False, dlog.none(spark), dlog.none(spark)).allFiles().count()
+            if targets
+            else before
         )
         return {
             "compacted": len(targets),
@@ -244,7 +229,7 @@ def _open(
     partitions: Sequence[Sequence[Any]],
 ) -> dict[str, Any]:
     apps = {app_id(connector, str(t), int(p)): (str(t), int(p)) for t, p in partitions}
-    log = None if path is None else _log(spark, path)
+    log = None if path is None else dlog.delta_log(spark, path)
     if log is None or path is None or not log.tableExists():
         return {
             "newest_epoch": -1,
@@ -260,7 +245,9 @@ def _open(
     newest = max((epoch_of(v) for v in versions.values()), default=-1)
     if newest > epoch:
         return {"newest_epoch": newest, "fenced": False}
-    offsets = _offsets(spark, log, path, {a: v for a, v in versions.items() if v >= 0})
+    offsets = dlog.committed_offsets(
+        spark, log, path, {a: v for a, v in versions.items() if v >= 0}
+    )
     fenced = {a: v if epoch_of(v) == epoch else epoch << EPOCH_SHIFT for a, v in versions.items()}
     changed = {a: [fenced[a], offsets.get(a)] for a in apps if fenced[a] != versions[a]}
     if changed:
@@ -273,8 +260,8 @@ def _open(
         "exists": True,
         "offsets": [[t, p, offsets.get(a)] for a, (t, p) in apps.items()],
         "state": fenced,
-        "schema": _schema(metadata.schema()),
-        "partition_by": list(_to_list(metadata.partitionColumns())),
+        "schema": dlog.schema_of_struct(metadata.schema()),
+        "partition_by": list(dlog.to_list(metadata.partitionColumns())),
     }
 
 
@@ -295,10 +282,10 @@ def _commit(
     rows = 0 if batch is None else int(batch.num_rows)
     df = _with_timestamps(spark, batch.df) if rows else None
     for attempt in range(RETRIES + 1):
-        log = _log(spark, path)
+        log = dlog.delta_log(spark, path)
         if df is not None:
             _create_or_evolve(spark, log, path, df, partition_by, merge_schema)
-            log = _log(spark, path)
+            log = dlog.delta_log(spark, path)
         elif not log.tableExists():
             # Nothing to write and no table to hold the offsets: they stay in the task only
             # (the records they cover are read and left out again after a restart).
@@ -318,7 +305,7 @@ def _commit(
         entries = {a: [new[a], apps[a][2]] for a in apps}
         meta = _metadata(connector, task, epoch, "write", entries)
         try:
-            actions = [] if df is None else _to_list(txn.writeFiles(_aligned(spark, df, txn)))
+            actions = [] if df is None else dlog.to_list(txn.writeFiles(_aligned(spark, df, txn)))
             version = _commit_actions(spark, txn, actions, entries, meta, partition_by=partition_by)
         except Exception as exc:
             text = str(exc)
@@ -335,7 +322,7 @@ def _commit(
             "rows": rows,
             "files": sum(1 for a in actions if a.dataChange()),
             "seconds": time.monotonic() - began,
-            "schema": _schema(txn.metadata().schema()),
+            "schema": dlog.schema_of_struct(txn.metadata().schema()),
             "snapshot": int(version),
         }
     raise AssertionError("unreachable")  # pragma: no cover
@@ -371,20 +358,20 @@ def _create_or_evolve(
         try:
             (empty.partitionBy(*partition_by) if partition_by else empty).save(path)
         except Exception:
-            if not _log(spark, path).tableExists():  # another task created it first: fine
+            if not dlog.delta_log(spark, path).tableExists():  # another task created it first: fine
                 raise
         return
-    metadata = log.update(False, _none(spark), _none(spark)).metadata()
-    table_parts = list(_to_list(metadata.partitionColumns()))
+    metadata = log.update(False, dlog.none(spark), dlog.none(spark)).metadata()
+    table_parts = list(dlog.to_list(metadata.partitionColumns()))
     if partition_by and list(partition_by) != table_parts:
         raise errors.ConfigError(
             f"partition.by: the Delta table at {path} is partitioned by {table_parts or 'nothing'},"
             f" not {list(partition_by)}; partitioning cannot change"
         )
-    table_types = dict(_schema(metadata.schema()))
+    table_types = dict(dlog.schema_of_struct(metadata.schema()))
     mismatched = [
         f"{c}: {t} in the batch, {table_types[c]} in the table"
-        for c, t in _schema_of(df.schema)
+        for c, t in dlog.schema_of_df(df.schema)
         if c in table_types and t != table_types[c]
     ]
     if mismatched:
@@ -392,7 +379,7 @@ def _create_or_evolve(
             "column types differ from the Delta table's (a column's type never changes): "
             + "; ".join(mismatched)
         )
-    new = [c for c, _ in _schema_of(df.schema) if c not in table_types]
+    new = [c for c, _ in dlog.schema_of_df(df.schema) if c not in table_types]
     if not new:
         return
     if not merge_schema:
@@ -431,10 +418,12 @@ def _commit_actions(
         for app, (v, _) in entries.items()
     ]
     actions = jvm.scala.jdk.javaapi.CollectionConverters.asScala(
-        _java_list(jvm, [*files, *sets])
+        dlog.java_list(jvm, [*files, *sets])
     ).toList()
-    none = _none(spark)
-    parts = none if partition_by is None else jvm.scala.Some(_scala_seq(jvm, list(partition_by)))
+    none = dlog.none(spark)
+    parts = (
+        none if partition_by is None else jvm.scala.Some(dlog.scala_seq(jvm, list(partition_by)))
+    )
     operation = jvm.org.apache.spark.sql.delta.DeltaOperations.Write(
         jvm.org.apache.spark.sql.SaveMode.Append,
         parts,
@@ -463,139 +452,6 @@ def _metadata(
         },
         separators=(",", ":"),
     )
-
-
-# ---- reading offsets back -----------------------------------------------------------------
-
-
-def _offsets(spark: Any, log: Any, path: str, versions: Mapping[str, int]) -> dict[str, int | None]:
-    """Next offset per app id, from the newest commit naming its current version; from the
-    rows when that commit is gone (log retention)."""
-    found: dict[str, int | None] = {}
-    wanted = dict(versions)
-    if not wanted:
-        return found
-    table = spark._jvm.io.delta.tables.DeltaTable.forPath(spark._jsparkSession, path)
-    for page in _HISTORY_PAGES:
-        history = _jdf(spark, table.history(page) if page else table.history())
-        for row in history.select("version", "userMetadata").collect():
-            meta = _parse(row["userMetadata"])
-            for app, (version, offset) in meta.items():
-                if wanted.get(app) == version:
-                    found[app] = None if offset is None else int(offset)
-                    del wanted[app]
-            if not wanted:
-                return found
-        if page is not None and len(history.take(page)) < page:
-            break
-    for app in wanted:
-        found[app] = _offset_from_rows(spark, path, app)
-    return found
-
-
-def _parse(user_metadata: str | None) -> dict[str, tuple[int, Any]]:
-    if not user_metadata:
-        return {}
-    try:
-        meta = json.loads(user_metadata)
-        return {str(a): (int(v[0]), v[1]) for a, v in meta["partitions"].items()}
-    except (ValueError, KeyError, TypeError, IndexError):
-        return {}  # another writer's metadata
-
-
-def _offset_from_rows(spark: Any, path: str, app: str) -> int | None:
-    from pyspark.sql import functions as F
-
-    topic, _, partition = app.rpartition("/")
-    topic = topic.rpartition("/")[2]
-    rows = spark.read.format("delta").load(path)
-    top = (
-        rows.filter((F.col("kafka_topic") == topic) & (F.col("kafka_partition") == int(partition)))
-        .agg(F.max("kafka_offset"))
-        .collect()[0][0]
-    )
-    return None if top is None else int(top) + 1
-
-
-def _connector_versions(spark: Any, log: Any, connector: str) -> dict[str, int]:
-    txns = log.update(False, _none(spark), _none(spark)).transactions()
-    java = spark._jvm.scala.jdk.javaapi.CollectionConverters.asJava(txns)
-    return {str(a): int(v) for a, v in java.items() if parse_app_id(str(a), connector)}
-
-
-# ---- catalog tables ------------------------------------------------------------------------
-
-
-def _where(spark: Any, path: str, table: str) -> str | None:
-    """The table's location: ``path``, or the catalog table's (None if it does not exist)."""
-    if not table:
-        return path
-    name = quote(table)
-    if not spark.catalog.tableExists(name):
-        return None
-    location = spark.sql(f"DESCRIBE DETAIL {name}").select("location").first()[0]
-    return str(location)
-
-
-def _create_in_catalog(spark: Any, table: str, df: Any, partition_by: Sequence[str]) -> None:
-    """Create the catalog table ``table`` from ``df``'s schema (a metadata-only commit);
-    another task that created it first is fine."""
-    writer = df.limit(0).write.format("delta").mode("append")
-    if partition_by:
-        writer = writer.partitionBy(*partition_by)
-    database, _, _ = table.rpartition(".")
-    try:
-        if database:
-            spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote(database)}")
-        writer.saveAsTable(quote(table))
-    except Exception:
-        if not spark.catalog.tableExists(quote(table)):
-            raise
-
-
-# ---- py4j plumbing ------------------------------------------------------------------------
-
-
-def _log(spark: Any, path: str) -> Any:
-    return spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
-
-
-def _none(spark: Any) -> Any:
-    return spark._jvm.scala.Option.empty()
-
-
-def _java_list(jvm: Any, items: Iterable[Any]) -> Any:
-    out = jvm.java.util.ArrayList()
-    for item in items:
-        out.add(item)
-    return out
-
-
-def _scala_seq(jvm: Any, items: list[Any]) -> Any:
-    return jvm.scala.jdk.javaapi.CollectionConverters.asScala(_java_list(jvm, items)).toList()
-
-
-def _to_list(scala_seq: Any) -> list[Any]:
-    it = scala_seq.iterator()
-    out = []
-    while it.hasNext():
-        out.append(it.next())
-    return out
-
-
-def _jdf(spark: Any, jdf: Any) -> Any:
-    from pyspark.sql import DataFrame
-
-    return DataFrame(jdf, spark)
-
-
-def _schema(struct: Any) -> list[list[str]]:
-    """``[[column, type]]`` of a JVM ``StructType`` (Spark's simple type strings)."""
-    return [[str(f.name()), str(f.dataType().simpleString())] for f in struct.fields()]
-
-
-def _schema_of(struct: Any) -> list[tuple[str, str]]:
-    return [(f.name, f.dataType.simpleString()) for f in struct.fields]
 
 
 def _names(apps: Mapping[str, Sequence[Any]]) -> str:
