@@ -1,8 +1,9 @@
 """IcebergSink: Kafka records into an Apache Iceberg table, each offset once.
 
-``catalog`` (the ``catalog.*`` settings as a Spark catalog), ``state`` (the committed offsets
-and epochs kept in the table's snapshot summaries), ``jobs`` (the executor jobs: open, commit,
-offsets, upkeep). Nothing is imported here: executor processes import ``jobs`` without the
+``sink`` (the connector and its task: the table sinks' shared one), ``settings``, ``catalog``
+(the ``catalog.*`` settings as a Spark catalog), ``state`` (the committed offsets and epochs
+kept in the table's snapshot summaries), ``table`` (the compare-and-set publish), ``jobs`` (the
+executor jobs: open, commit, offsets, upkeep). Nothing is imported here: executor processes import ``jobs`` without the
 task side.
 """
 
