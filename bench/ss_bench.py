@@ -6,6 +6,8 @@
         --connector-prop flush.interval.ms=1000 --worker-prop executor.pool.spares=0
     .venv/bin/python bench/ss_bench.py --runs 1 --only ss-json,connectd-json-1 \\
         --spark-master spark://127.0.0.1:7077        # both on a cluster (make spark-up)
+    .venv/bin/python bench/ss_bench.py --runs 1 \\
+        --only connectd-json-1,connectd-delta-1,ss-json,ss-delta   # Delta tables (make jars)
 
 Two topics of ``--records`` records in 3 partitions are produced once: ~200-byte JSON objects
 of 6 flat fields, and 200 opaque bytes. Each run starts every variant as its own process tree,
@@ -16,7 +18,10 @@ task). Each table is checked (rows == distinct (partition, offset) == produced, 
 for JSON) before any of its numbers is printed. bench/README.md says what each figure means.
 ``--spark-master spark://...`` runs both engines on that Spark cluster instead of ``local[2]``
 (one core per application by default); its executors, under the cluster's workers on this
-machine, are sampled with each run.
+machine, are sampled with each run. The Delta variants (issue 18) write the JSON records into a
+Delta table: the SS job with ``format("delta")``, connectd with DeltaSink; both load the same
+Delta jars and session settings (``daemon.executor.formats``), and the table is read back with
+delta-rs.
 """
 
 from __future__ import annotations
@@ -37,10 +42,12 @@ from ss.tables import PARTITIONS, RECORD_BYTES, produce
 from ss.tree import become_subreaper
 from ss.variants import VARIANTS, BenchFailed, Settings, cluster_workers, median, run
 
+from daemon.executor import formats
+
 REPO = Path(__file__).resolve().parent.parent
 SPARK_KAFKA_VERSION = "4.1.1"
 
-#: (result key, column title, format, ratio: connectd / SS)
+#: (result key, column title, format)
 FIGURES = (
     ("all_s", "all rows s", "{:.1f}"),
     ("first_s", "first row s", "{:.1f}"),
@@ -93,6 +100,13 @@ def run_line(i: int, key: str, r: dict[str, Any]) -> str:
         line += f"; CPU s on the cluster's executors {r['cpu_cluster_s']:.1f}"
     if "batch_start_s" in r:
         line += f"; first batch began at {r['batch_start_s']:.1f} s"
+    if "delta_versions" in r:
+        line += f"; Delta: {r['delta_versions']} versions {r['delta_operations']}"
+        line += f", {r['delta_checkpoints']} checkpoints, {r['orphan_files']} orphan files"
+    if r.get("commit_costs"):
+        costs = ", ".join(f"{n:,}/{t:.2f}/{x:.2f}" for n, t, x in r["commit_costs"])
+        side = "addBatch" if key.startswith("ss-") else "executor"
+        line += f"; commits (records/s/{side} s) {costs}"
     return line
 
 
@@ -101,8 +115,8 @@ def report(
 ) -> dict[str, Any]:
     print(
         f"\n{n:,} records ({RECORD_BYTES} B values, {PARTITIONS} partitions), median of {runs} "
-        f"run{'s' if runs > 1 else ''}, Spark master {master}; 'x SS': connectd's median over"
-        " SS's on the same data"
+        f"run{'s' if runs > 1 else ''}, Spark master {master}; 'x P': the variant's median over"
+        " P's, same data, same run"
     )
     print(f"{'':<22}" + "".join(f"{title:>14}" for _, title, _ in FIGURES))
     medians: dict[str, dict[str, float | None]] = {}
@@ -111,13 +125,15 @@ def report(
             continue
         m = medians[v.key] = {k: median([r[k] for r in results[v.key]]) for k, _, _ in FIGURES}
         print(f"{v.key:<22}" + "".join(f"{fmt(k, m[k]):>14}" for k, _, _ in FIGURES))
-        ref = medians.get(v.reference)
-        if v.engine == "connectd" and ref:
+        for peer in v.references:
+            ref = medians.get(peer)
+            if not ref:
+                continue
             cells = []
             for k, _, _ in FIGURES:
                 a, b = m[k], ref[k]
                 cells.append(f"{a / b:.2f}x" if a is not None and b else "-")
-            print(f"{'  x ' + v.reference:<22}" + "".join(f"{c:>14}" for c in cells))
+            print(f"{'  x ' + peer:<22}" + "".join(f"{c:>14}" for c in cells))
     one, three = medians.get("connectd-json-1"), medians.get("connectd-json-3")
     if one and three and one["all_s"] and three["all_s"]:
         speed = one["all_s"] / three["all_s"]
@@ -145,7 +161,12 @@ def main() -> int:
     p.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:9092"))
     p.add_argument("--records", type=int, default=1_000_000)
     p.add_argument("--runs", type=int, default=3)
-    p.add_argument("--only", help="comma-separated variants: " + ",".join(v.key for v in VARIANTS))
+    p.add_argument(
+        "--only",
+        help="comma-separated variants: "
+        + ",".join(v.key for v in VARIANTS)
+        + " (default: all but the Delta ones)",
+    )
     p.add_argument(
         "--json-mode",
         choices=("fields", "infer"),
@@ -168,12 +189,20 @@ def main() -> int:
     p.add_argument("--spark-cores-max", type=int, default=1, help="with a cluster master")
     p.add_argument("--spark-executor-memory", default="512m", help="with a cluster master")
     args = p.parse_args()
-    chosen = [v for v in VARIANTS if not args.only or v.key in args.only.split(",")]
+    named = args.only.split(",") if args.only else None
+    chosen = [v for v in VARIANTS if (v.key in named if named else v.by_default)]
     if args.only and len(chosen) != len(args.only.split(",")):
         p.error(f"--only: variants are {', '.join(v.key for v in VARIANTS)}")
 
     become_subreaper()
     jars = kafka_jars() if any(v.engine == "ss" for v in chosen) else []
+    delta_jars: list[Path] = []
+    if any(v.sink == "delta" for v in chosen):
+        try:
+            formats.require_jars(["delta"])
+        except formats.JarsMissing as e:
+            p.error(str(e))
+        delta_jars = formats.jar_paths(["delta"])
     kinds = sorted({v.kind for v in chosen})
     if args.topics:
         given = dict(zip(("json", "bytes"), args.topics.split(","), strict=True))
@@ -206,6 +235,8 @@ def main() -> int:
         spark_master=args.spark_master,
         spark_conf=cluster_conf(args),
         cluster_workers=workers,
+        delta_jars=delta_jars,
+        delta_conf=formats.FORMATS["delta"].conf,
     )
     results: dict[str, list[dict[str, Any]]] = {v.key: [] for v in chosen}
     try:

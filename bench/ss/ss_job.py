@@ -10,6 +10,10 @@ checkpoint, ``Trigger.AvailableNow`` (read what is there, in as many batches as 
 then stop), ``local[2]``. Everything else is Spark's default, except the UI (off: other programs
 on this machine may hold port 4040). At the end, the query's progress reports are written to
 ``--progress`` as a JSON list, for the bench's batch-phase rate.
+
+``--format delta`` writes a Delta table instead (``format("delta")``, the same checkpoint and
+trigger): Delta's jars go on ``--jars`` and its session settings come as ``--conf``, the
+same as connectd's executors load (bench/ss_bench.py). Each batch is one Delta commit.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ def main() -> None:
     parser.add_argument("--kind", choices=("json", "bytes"), required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--checkpoint", required=True)
+    parser.add_argument("--format", choices=("parquet", "delta"), default="parquet")
     parser.add_argument("--jars", required=True, help="comma-separated: the Kafka source's jars")
     parser.add_argument("--progress", required=True)
     parser.add_argument("--master", default="local[2]")
@@ -88,7 +93,7 @@ def main() -> None:
         rows = source.select(*coords, F.col("value"))
 
     query = (
-        rows.writeStream.format("parquet")
+        rows.writeStream.format(args.format)
         .option("path", args.out)
         .option("checkpointLocation", args.checkpoint)
         .trigger(availableNow=True)

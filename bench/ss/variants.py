@@ -3,7 +3,9 @@
 Spark SS runs ``python bench/ss/ss_job.py`` (pyspark starts its own JVM through spark-submit)
 and ends by itself (``Trigger.AvailableNow``). connectd runs ``connectd standalone
 worker.properties connector.properties`` and is ended by SIGTERM once its commit log holds
-every produced record.
+every produced record. Variants with ``sink="delta"`` write a Delta table (the SS job with
+``format("delta")``, connectd with DeltaSink), whose progress comes from its transaction log
+(delta.py) and whose rows are checked with delta-rs.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from ss.delta import DeltaLogReader, check_delta_table
 from ss.tables import JSON_FIELDS, CommitLogReader, check_table, spark_metadata
 from ss.tree import Tree
 
@@ -42,11 +45,18 @@ class Variant:
     engine: str  # "ss" | "connectd"
     kind: str  # "json" | "bytes"
     tasks: int = 1
+    sink: str = "parquet"  # "parquet" | "delta"
+    #: The variants this one's ratios are taken against, when not the SS one of its kind.
+    peers: tuple[str, ...] = ()
+    #: Run without ``--only``. The table formats' variants need their jars (``make jars``) and
+    #: are asked for by name, so ``make bench-ss`` stays what it was.
+    by_default: bool = True
 
     @property
-    def reference(self) -> str:
-        """The SS variant this one's ratios are taken against."""
-        return f"ss-{self.kind}"
+    def references(self) -> tuple[str, ...]:
+        if self.peers:
+            return self.peers
+        return (f"ss-{self.kind}",) if self.engine == "connectd" else ()
 
 
 VARIANTS = (
@@ -55,7 +65,19 @@ VARIANTS = (
     Variant("connectd-json-3", "connectd", "json", 3),
     Variant("ss-bytes", "ss", "bytes"),
     Variant("connectd-bytes-1", "connectd", "bytes", 1),
+    # Table formats (issue 18): the JSON records into a Delta table.
+    Variant("ss-delta", "ss", "json", sink="delta", peers=("ss-json",), by_default=False),
+    Variant(
+        "connectd-delta-1",
+        "connectd",
+        "json",
+        1,
+        sink="delta",
+        peers=("ss-delta", "connectd-json-1"),
+        by_default=False,
+    ),
 )
+CONNECTOR_CLASS = {"parquet": "ParquetSink", "delta": "DeltaSink"}
 
 
 @dataclass
@@ -75,6 +97,10 @@ class Settings:
     spark_conf: Mapping[str, str] = field(default_factory=dict)
     #: That cluster's workers on this machine: the executor JVMs they start are sampled too.
     cluster_workers: Sequence[int] = ()
+    #: Delta's jars and session settings: what connectd's executors load for
+    #: ``executor.spark.formats=delta``, given to the SS job for its Delta variant.
+    delta_jars: Sequence[Path] = ()
+    delta_conf: Mapping[str, str] = field(default_factory=dict)
 
 
 def cluster_workers(master: str) -> list[int]:
@@ -134,11 +160,15 @@ def connectd_files(v: Variant, s: Settings, topic: str, run_dir: Path) -> tuple[
     if not s.spark_master.startswith("local"):
         # The table is a local path: the bench's cluster runs its workers on this host.
         values["executor.spark.local.paths.shared"] = "true"
+    if v.sink != "parquet":
+        # Every executor starts with the format's jars and settings: no executor is replaced
+        # at the first write (the default loads a format when a write first asks for it).
+        values["executor.spark.formats"] = v.sink
     _props(worker, values, s.worker_props)
     conn = {
         # A new name each run: a new consumer group, whose offsets cannot skip the topic.
         "name": f"bench-{v.key}-{uuid.uuid4().hex[:6]}",
-        "connector.class": "ParquetSink",
+        "connector.class": CONNECTOR_CLASS[v.sink],
         "topics": topic,
         "tasks.max": str(v.tasks),
         "path": str(table),
@@ -157,6 +187,10 @@ def connectd_files(v: Variant, s: Settings, topic: str, run_dir: Path) -> tuple[
 
 
 _READY = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) .*executor \d+ ready in ")
+#: A task's commit line: ParquetSink "... in F files, 0.52 s (write 0.48 s)", DeltaSink
+#: "... into T, 1.10 s (job 1.05 s)": the commit as the task waited for it, and the
+#: executor's part of it.
+_COMMITTED = re.compile(r": committed (\d+) records .*, ([\d.]+) s \((?:write|job) ([\d.]+) s\)$")
 
 
 def executors_ready(log: Path, started: float) -> list[float]:
@@ -167,6 +201,15 @@ def executors_ready(log: Path, started: float) -> list[float]:
         if m := _READY.match(line):
             t = datetime.strptime(m[1], "%Y-%m-%d %H:%M:%S,%f").timestamp()
             out.append(round(t - started, 1))
+    return out
+
+
+def commit_costs(log: Path) -> list[tuple[int, float, float]]:
+    """(records, seconds, executor seconds) of every commit connectd's log reports, in order."""
+    out = []
+    for line in log.read_text(errors="replace").splitlines():
+        if m := _COMMITTED.search(line):
+            out.append((int(m[1]), float(m[2]), float(m[3])))
     return out
 
 
@@ -183,7 +226,7 @@ def run_connectd(v: Variant, s: Settings, topic: str, run_dir: Path) -> dict[str
         run_dir / "connectd.log",
         outside=s.cluster_workers,
     )
-    reader = CommitLogReader(table)
+    reader = DeltaLogReader(table) if v.sink == "delta" else CommitLogReader(table)
     began = time.monotonic()
     tree.launch()
     while reader.poll() < s.records:
@@ -201,14 +244,8 @@ def run_connectd(v: Variant, s: Settings, topic: str, run_dir: Path) -> dict[str
     stats = tree.stats()
     problems = [] if tree.returncode == 0 else [f"exit code {tree.returncode} after SIGTERM"]
     problems += notes
-    problems += check_table(
-        table,
-        reader.files,
-        s.records,
-        partition_col="kafka_partition",
-        offset_col="kafka_offset",
-        typed=JSON_FIELDS if v.kind == "json" else None,
-    )
+    delta = reader if isinstance(reader, DeltaLogReader) else None
+    extra = _check(v, table, reader.files, delta, s.records, problems)
     if problems:
         raise BenchFailed(f"{v.key}: " + "; ".join(problems) + f" (log: {tree.log_path})")
     (t_first, rows_first), (t_last, _) = reader.commits[0], reader.commits[-1]
@@ -229,11 +266,44 @@ def run_connectd(v: Variant, s: Settings, topic: str, run_dir: Path) -> dict[str
         "cpu_cluster_s": stats.cpu_outside_s,
         "processes": stats.processes,
         "by_process": stats.by_process,
+        "commit_costs": commit_costs(tree.log_path),
+        **extra,
     }
+
+
+def _check(
+    v: Variant,
+    table: Path,
+    files: list[str],
+    delta: DeltaLogReader | None,
+    n: int,
+    problems: list[str],
+) -> dict[str, Any]:
+    """Adds what differs between the table and the topic to ``problems`` (``files``: the data
+    files the sink's log lists); returns what the run's record keeps of a Delta table's log
+    (commits by kind, checkpoints, Parquet files on disk that are no part of the table)."""
+    typed = JSON_FIELDS if v.kind == "json" else None
+    if delta is not None:
+        found, orphans = check_delta_table(table, files, n, typed=typed)
+        problems += found
+        return {**delta.summary(), "orphan_files": orphans}
+    problems += check_table(
+        table,
+        files,
+        n,
+        partition_col="kafka_partition",
+        offset_col="kafka_offset",
+        typed=typed,
+    )
+    return {}
 
 
 def run_ss(v: Variant, s: Settings, topic: str, run_dir: Path) -> dict[str, Any]:
     out, progress = run_dir / "table", run_dir / "progress.json"
+    jars, conf = list(s.jars), dict(s.spark_conf)
+    if v.sink == "delta":
+        jars += s.delta_jars
+        conf.update(s.delta_conf)
     argv = [
         sys.executable,
         str(HERE / "ss_job.py"),
@@ -242,10 +312,11 @@ def run_ss(v: Variant, s: Settings, topic: str, run_dir: Path) -> dict[str, Any]
         f"--kind={v.kind}",
         f"--out={out}",
         f"--checkpoint={run_dir / 'checkpoint'}",
-        f"--jars={','.join(str(j) for j in s.jars)}",
+        f"--jars={','.join(str(j) for j in jars)}",
         f"--progress={progress}",
         f"--master={s.spark_master}",
-        *(f"--conf={k}={v}" for k, v in s.spark_conf.items()),
+        f"--format={v.sink}",
+        *(f"--conf={k}={x}" for k, x in conf.items()),
     ]
     tree = Tree(argv, run_dir / "ss.log", outside=s.cluster_workers)
     began = time.monotonic()
@@ -258,15 +329,14 @@ def run_ss(v: Variant, s: Settings, topic: str, run_dir: Path) -> dict[str, Any]
     stats = tree.stats()
     problems = [] if tree.returncode == 0 else [f"exit code {tree.returncode}"]
     problems += notes
-    batches, files = spark_metadata(out)
-    problems += check_table(
-        out,
-        files,
-        s.records,
-        partition_col="kafka_partition",
-        offset_col="kafka_offset",
-        typed=JSON_FIELDS if v.kind == "json" else None,
-    )
+    delta = DeltaLogReader(out) if v.sink == "delta" else None
+    if delta is not None:
+        delta.poll()
+        # One Delta commit per batch; the instant its rows became visible, and its files.
+        batches, files = [(c.mtime, c.files) for c in delta.log], delta.files
+    else:
+        batches, files = spark_metadata(out)
+    extra = _check(v, out, files, delta, s.records, problems)
     if problems:
         raise BenchFailed(f"{v.key}: " + "; ".join(problems) + f" (log: {tree.log_path})")
     with_rows = [t for t, n in batches if n > 0]
@@ -286,12 +356,23 @@ def run_ss(v: Variant, s: Settings, topic: str, run_dir: Path) -> dict[str, Any]
         "exit_s": exited - tree.started,
         # When the first batch began (its progress report's timestamp): session and source set up.
         "batch_start_s": datetime.fromisoformat(reports[0]["timestamp"]).timestamp() - tree.started,
+        # Per batch with rows: (rows, the batch's seconds, of which the sink's addBatch: the
+        # write and, for Delta, its commit), the counterpart of connectd's commit costs.
+        "commit_costs": [
+            (
+                p["numInputRows"],
+                p["durationMs"]["triggerExecution"] / 1000,
+                p["durationMs"].get("addBatch", 0) / 1000,
+            )
+            for p in reports
+        ],
         "cpu_s": stats.cpu_s,
         "cpu_sampled_s": stats.cpu_sampled_s,
         "cpu_rusage_s": stats.cpu_rusage_s,
         "cpu_cluster_s": stats.cpu_outside_s,
         "processes": stats.processes,
         "by_process": stats.by_process,
+        **extra,
     }
 
 
