@@ -3,8 +3,8 @@
 ``sink`` (the connector and its task: the table sinks' shared one), ``settings``, ``catalog``
 (the ``catalog.*`` settings as a Spark catalog), ``state`` (the committed offsets and epochs
 kept in the table's snapshot summaries), ``table`` (the compare-and-set publish), ``jobs`` (the
-executor jobs: open, commit, offsets, upkeep). Nothing is imported here: executor processes import ``jobs`` without the
-task side.
+executor jobs: open, commit, offsets, upkeep). Nothing is imported here: executor processes
+import ``jobs`` without the task side.
 """
 
 from __future__ import annotations

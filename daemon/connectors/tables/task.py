@@ -46,6 +46,9 @@ from daemon.errors import ConfigError, WriteFailed
 from daemon.storage.logstate import ZombieEpoch
 
 log = logging.getLogger("connectd.connectors.tables")
+#: Seconds ``open`` waits for its jobs inside the rebalance callback (below the consumer's
+#: ``session.timeout.ms``, 10 s by default); the rest goes on beside the task.
+OPEN_WAIT = 5.0
 
 
 class FormatSettings(Protocol):
@@ -90,6 +93,7 @@ class TableSinkTask(SinkTask):
         self._buffer = RecordBuffer()
         self._committed: dict[TopicPartition, int] = {}
         self._tables: dict[str, _Table] = {}
+        self._opening: dict[asyncio.Task[None], frozenset[TopicPartition]] = {}
         self.commits = 0
         self.rows_written = 0
         self.upkeeps = 0
@@ -99,18 +103,71 @@ class TableSinkTask(SinkTask):
     # ---- the lifecycle ----
 
     async def open(self, partitions: Collection[TopicPartition]) -> None:
-        for target, tps in self._by_table(partitions).values():
-            await self._open_table(target, tps, first=True)
-        committed = {tp: self._committed[tp] for tp in partitions if tp in self._committed}
-        if committed:
-            self.context.offset(committed)
+        """Fence the partitions and read their offsets (``open_table`` per table), waiting at
+        most ``OPEN_WAIT`` seconds: ``open`` runs inside the consumer's rebalance callback,
+        where no heartbeat is sent, and the first job of a cold start waits for an executor
+        (a JVM start, 10-40 s here), past ``session.timeout.ms``. What is not done by then
+        goes on beside the task; ``put`` waits for it, seeks its partitions to their
+        committed offsets and leaves out their records until the seek."""
+        tps = frozenset(partitions)
+        if not tps:
+            return
+        opening = self.context.start_background(self._open_all(tps), "open")
+        self._opening[opening] = tps
+        await asyncio.wait([opening], timeout=OPEN_WAIT)
+        if opening.done():
+            self._opened(opening)
+        else:
+            log.info(
+                "%s: opening %s goes on beside the rebalance (waiting for an executor)",
+                self.context.task_id,
+                ", ".join(map(str, sorted(tps))),
+            )
+
+    async def _open_all(self, tps: frozenset[TopicPartition]) -> None:
+        for target, group in self._by_table(tps).values():
+            await self._open_table(target, group, first=True)
+        committed = {tp: self._committed[tp] for tp in tps if tp in self._committed}
         log.info(
             "%s: opened %s at committed offsets %s (epoch %d)",
             self.context.task_id,
-            ", ".join(map(str, sorted(partitions))),
+            ", ".join(map(str, sorted(tps))),
             {str(k): v for k, v in sorted(committed.items())} or "none",
             self.context.epoch,
         )
+
+    def _opened(self, opening: asyncio.Task[None]) -> dict[TopicPartition, int]:
+        """The seeks of a finished opening (requested here); raises its failure."""
+        tps = self._opening.pop(opening)
+        opening.result()
+        seeks = {tp: self._committed[tp] for tp in tps if tp in self._committed}
+        seeks = {tp: o for tp, o in seeks.items() if tp in self.context.assignment()}
+        if seeks:
+            self.context.offset(seeks)
+        return seeks
+
+    async def _finish_opening(self, batch: RecordBatch) -> RecordBatch:
+        """Wait for openings still going on; ``batch`` without the records of the partitions
+        they seek (those come again from the committed offset)."""
+        sought: set[TopicPartition] = set()
+        for opening in list(self._opening):
+            await asyncio.wait([opening])
+            sought |= set(self._opened(opening))
+        if not sought:
+            return batch
+        keep = [r for r in batch.ranges if r.tp not in sought]
+        table = batch.table
+        if table.num_rows:
+            mine = pc.is_in(
+                pc.binary_join_element_wise(
+                    table.column("kafka_topic"),
+                    pc.cast(table.column("kafka_partition"), pa.string()),
+                    "/",
+                ),
+                value_set=pa.array([f"{tp.topic}/{tp.partition}" for tp in sought], pa.string()),
+            )
+            table = table.filter(pc.invert(mine))
+        return dataclasses.replace(batch, table=table, ranges=tuple(keep))
 
     async def reject(self, batch: RecordBatch) -> Mapping[int, BaseException]:
         table = batch.table
@@ -131,6 +188,8 @@ class TableSinkTask(SinkTask):
         """Buffer ``batch`` for the writer; waits only while the buffer is full. Raises the
         failure of a write that failed since the last call."""
         self._raise_failure()
+        if self._opening:
+            batch = await self._finish_opening(batch)
         if len(batch):
             self._check_partition_columns(batch)
             topics = pc.unique(batch.table.column("kafka_topic")).to_pylist()
@@ -148,12 +207,19 @@ class TableSinkTask(SinkTask):
         self, offsets: Mapping[TopicPartition, int]
     ) -> Mapping[TopicPartition, int]:
         """What is committed in the tables; when closing, everything buffered is first."""
+        for opening in [o for o in self._opening if o.done()]:
+            self._opened(opening)
         if self.context.is_closing:
             await self._writer.drain()
         self._raise_failure()
         return {tp: self._committed[tp] for tp in offsets if tp in self._committed}
 
     async def close(self, partitions: Collection[TopicPartition]) -> None:
+        for opening, tps in list(self._opening.items()):
+            if tps & set(partitions):
+                opening.cancel()  # its job's executor is killed and reaped first
+                await asyncio.wait([opening])
+                del self._opening[opening]
         await self._writer.settle()
         self._buffer.drop(partitions)
         for tp in partitions:
@@ -169,6 +235,11 @@ class TableSinkTask(SinkTask):
     def committed(self) -> dict[TopicPartition, int]:
         """Next offset per open partition, durable in the tables."""
         return dict(self._committed)
+
+    @property
+    def buffered(self) -> int:
+        """Rows buffered, not yet written."""
+        return self._buffer.rows
 
     async def quiet(self) -> None:
         """Until no write is in flight or due now; raises a failed write's error."""

@@ -1,0 +1,102 @@
+"""The table sinks' shared task on a fake format (``support.fake_table_jobs``, no Spark): an
+``open`` whose jobs outlast ``OPEN_WAIT`` returns (it runs inside the consumer's rebalance
+callback) and ``put`` finishes it: seeks to the committed offsets, leaves out the records
+until then."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from daemon.connectors import TaskId, TopicPartition
+from daemon.connectors.delta.settings import DeltaSettings
+from daemon.connectors.records import OffsetRange, RecordBatch
+from daemon.connectors.tables import task as task_module
+from daemon.connectors.tables.settings import Target
+from daemon.connectors.tables.task import TableSinkTask
+from daemon.connectors.testing import LocalRunner
+from daemon.runtime.context import TaskContext
+
+TP = TopicPartition("t", 0)
+
+
+class FakeSettings:
+    def __init__(self, config: Mapping[str, str]) -> None:
+        self.inner = DeltaSettings.from_config(config)
+        self.delay = float(config.get("fake.delay", "0"))
+
+    @property
+    def table(self) -> Any:
+        return self.inner.table
+
+    def target(self, topic: str) -> Target:
+        path = self.inner.target(topic).kwargs["path"]
+        return Target(path, {"path": path, "delay": self.delay})
+
+
+class FakeTask(TableSinkTask):
+    format = "delta"
+    jobs = "support.fake_table_jobs"
+
+    def load_settings(self, config: Mapping[str, str]) -> Any:
+        return FakeSettings(config)
+
+    async def _job(self, fn: str, target: Target, batch: Any = None, **kw: Any) -> Any:
+        if fn != "open_table":
+            kw.pop("delay", None)
+            target = Target(target.name, {"path": target.kwargs["path"]})
+        return await super()._job(fn, target, batch, **kw)
+
+
+def batch(start: int, n: int) -> RecordBatch:
+    table = pa.table(
+        {
+            "kafka_topic": ["t"] * n,
+            "kafka_partition": pa.array([0] * n, pa.int32()),
+            "kafka_offset": pa.array(range(start, start + n), pa.int64()),
+            "value": ["v"] * n,
+        }
+    )
+    return RecordBatch(table, (OffsetRange("t", 0, start, start + n),))
+
+
+async def test_a_slow_open_returns_and_put_finishes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(task_module, "OPEN_WAIT", 0.05)
+    table = tmp_path / "table.json"
+    table.write_text(json.dumps({"t/0": 5}))
+    config = {"path": str(table), "fake.delay": "0.5", "flush.linger.ms": "0"}
+    ctx = TaskContext(TaskId("c", 0), 1, config, LocalRunner())
+    task = FakeTask()
+    await task.start(config, ctx)
+    ctx.set_assignment([TP])
+    await task.open([TP])
+    assert ctx.take_seeks() == {}  # not known yet: open returned before its job ended
+    assert task.committed == {}
+    await task.put(batch(0, 10))  # fetched from the group's offset, before the seek
+    assert ctx.take_seeks() == {TP: 5}
+    assert task.buffered == 0  # left out: they come again from offset 5
+    await task.put(batch(5, 5))
+    await task.quiet()
+    assert json.loads(table.read_text()) == {"t/0": 10}
+    assert task.committed == {TP: 10}
+    await task.stop()
+
+
+async def test_a_quick_open_seeks_at_once(tmp_path: Path) -> None:
+    table = tmp_path / "table.json"
+    table.write_text(json.dumps({"t/0": 3}))
+    config = {"path": str(table)}
+    ctx = TaskContext(TaskId("c", 0), 1, config, LocalRunner())
+    task = FakeTask()
+    await task.start(config, ctx)
+    ctx.set_assignment([TP])
+    await task.open([TP])
+    assert ctx.take_seeks() == {TP: 3}
+    await task.stop()
