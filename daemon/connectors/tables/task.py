@@ -136,9 +136,12 @@ class TableSinkTask(SinkTask):
             self.context.epoch,
         )
 
-    def _opened(self, opening: asyncio.Task[None]) -> dict[TopicPartition, int]:
-        """The seeks of a finished opening (requested here); raises its failure."""
-        tps = self._opening.pop(opening)
+    def _opened(
+        self, opening: asyncio.Task[None], closing: Collection[TopicPartition] = ()
+    ) -> dict[TopicPartition, int]:
+        """The seeks of a finished opening (requested here, none for ``closing`` partitions);
+        raises its failure."""
+        tps = self._opening.pop(opening) - set(closing)
         opening.result()
         seeks = {tp: self._committed[tp] for tp in tps if tp in self._committed}
         seeks = {tp: o for tp, o in seeks.items() if tp in self.context.assignment()}
@@ -215,11 +218,15 @@ class TableSinkTask(SinkTask):
         return {tp: self._committed[tp] for tp in offsets if tp in self._committed}
 
     async def close(self, partitions: Collection[TopicPartition]) -> None:
+        closing = set(partitions)
         for opening, tps in list(self._opening.items()):
-            if tps & set(partitions):
+            if tps <= closing:
                 opening.cancel()  # its job's executor is killed and reaped first
                 await asyncio.wait([opening])
                 del self._opening[opening]
+            elif tps & closing:  # it opens partitions that stay too: let it finish
+                await asyncio.wait([opening])
+                self._opened(opening, closing)
         await self._writer.settle()
         self._buffer.drop(partitions)
         for tp in partitions:

@@ -100,3 +100,25 @@ async def test_a_quick_open_seeks_at_once(tmp_path: Path) -> None:
     await task.open([TP])
     assert ctx.take_seeks() == {TP: 3}
     await task.stop()
+
+
+async def test_close_cancels_an_opening_of_its_partitions_and_lets_a_wider_one_finish(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(task_module, "OPEN_WAIT", 0.01)
+    table = tmp_path / "table.json"
+    table.write_text(json.dumps({"t/0": 5, "t/1": 7}))
+    config = {"path": str(table), "fake.delay": "0.3"}
+    ctx = TaskContext(TaskId("c", 0), 1, config, LocalRunner())
+    task = FakeTask()
+    await task.start(config, ctx)
+    other = TopicPartition("t", 1)
+    ctx.set_assignment([TP, other])
+    await task.open([TP, other])
+    await task.close([TP])  # the opening also holds t-1, which stays: it finishes
+    assert task.committed == {other: 7}
+    assert ctx.take_seeks() == {other: 7}
+    await task.open([TP])
+    await task.close([TP])  # an opening of closed partitions only: cancelled
+    assert task.committed == {other: 7}
+    await task.stop()
