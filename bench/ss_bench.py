@@ -8,6 +8,8 @@
         --spark-master spark://127.0.0.1:7077        # both on a cluster (make spark-up)
     .venv/bin/python bench/ss_bench.py --runs 1 \\
         --only connectd-json-1,connectd-delta-1,ss-json,ss-delta   # Delta tables (make jars)
+    .venv/bin/python bench/ss_bench.py --runs 1 \\
+        --only connectd-json-1,connectd-delta-1,ss-delta,connectd-iceberg-1   # and Iceberg
 
 Two topics of ``--records`` records in 3 partitions are produced once: ~200-byte JSON objects
 of 6 flat fields, and 200 opaque bytes. Each run starts every variant as its own process tree,
@@ -21,7 +23,8 @@ for JSON) before any of its numbers is printed. bench/README.md says what each f
 machine, are sampled with each run. The Delta variants (issue 18) write the JSON records into a
 Delta table: the SS job with ``format("delta")``, connectd with DeltaSink; both load the same
 Delta jars and session settings (``daemon.executor.formats``), and the table is read back with
-delta-rs.
+delta-rs. ``connectd-iceberg-1`` writes them with IcebergSink into an Iceberg table of a Hadoop
+catalog (no SS counterpart), read back from its metadata, manifests and data files.
 """
 
 from __future__ import annotations
@@ -100,6 +103,10 @@ def run_line(i: int, key: str, r: dict[str, Any]) -> str:
         line += f"; CPU s on the cluster's executors {r['cpu_cluster_s']:.1f}"
     if "batch_start_s" in r:
         line += f"; first batch began at {r['batch_start_s']:.1f} s"
+    if "iceberg_versions" in r:
+        line += f"; Iceberg: {r['iceberg_versions']} metadata versions, main moved"
+        line += f" {r['iceberg_main_moves']} times, branches left {r['iceberg_branches']}"
+        line += f", {r['orphan_files']} orphan files"
     if "delta_versions" in r:
         line += f"; Delta: {r['delta_versions']} versions {r['delta_operations']}"
         line += f", {r['delta_checkpoints']} checkpoints, {r['orphan_files']} orphan files"
@@ -165,7 +172,7 @@ def main() -> int:
         "--only",
         help="comma-separated variants: "
         + ",".join(v.key for v in VARIANTS)
-        + " (default: all but the Delta ones)",
+        + " (default: all but the table formats' ones)",
     )
     p.add_argument(
         "--json-mode",
@@ -203,6 +210,11 @@ def main() -> int:
         except formats.JarsMissing as e:
             p.error(str(e))
         delta_jars = formats.jar_paths(["delta"])
+    if any(v.sink == "iceberg" for v in chosen):
+        try:
+            formats.require_jars(["iceberg"])  # connectd's executors load it
+        except formats.JarsMissing as e:
+            p.error(str(e))
     kinds = sorted({v.kind for v in chosen})
     if args.topics:
         given = dict(zip(("json", "bytes"), args.topics.split(","), strict=True))

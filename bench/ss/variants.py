@@ -5,7 +5,9 @@ and ends by itself (``Trigger.AvailableNow``). connectd runs ``connectd standalo
 worker.properties connector.properties`` and is ended by SIGTERM once its commit log holds
 every produced record. Variants with ``sink="delta"`` write a Delta table (the SS job with
 ``format("delta")``, connectd with DeltaSink), whose progress comes from its transaction log
-(delta.py) and whose rows are checked with delta-rs.
+(delta.py) and whose rows are checked with delta-rs. ``sink="iceberg"`` (connectd only) writes
+an Iceberg table of a Hadoop catalog in the run's directory with IcebergSink, whose progress
+and rows come from its metadata files (iceberg.py).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ss.delta import DeltaLogReader, check_delta_table
+from ss.iceberg import IcebergReader, check_iceberg_table, connector_name, sink_props
 from ss.tables import JSON_FIELDS, CommitLogReader, check_table, spark_metadata
 from ss.tree import Tree
 
@@ -45,7 +48,7 @@ class Variant:
     engine: str  # "ss" | "connectd"
     kind: str  # "json" | "bytes"
     tasks: int = 1
-    sink: str = "parquet"  # "parquet" | "delta"
+    sink: str = "parquet"  # "parquet" | "delta" | "iceberg"
     #: The variants this one's ratios are taken against, when not the SS one of its kind.
     peers: tuple[str, ...] = ()
     #: Run without ``--only``. The table formats' variants need their jars (``make jars``) and
@@ -76,8 +79,18 @@ VARIANTS = (
         peers=("ss-delta", "connectd-json-1"),
         by_default=False,
     ),
+    # After the Delta ones: its ratios are printed against variants already reported.
+    Variant(
+        "connectd-iceberg-1",
+        "connectd",
+        "json",
+        1,
+        sink="iceberg",
+        peers=("connectd-json-1", "connectd-delta-1", "ss-delta"),
+        by_default=False,
+    ),
 )
-CONNECTOR_CLASS = {"parquet": "ParquetSink", "delta": "DeltaSink"}
+CONNECTOR_CLASS = {"parquet": "ParquetSink", "delta": "DeltaSink", "iceberg": "IcebergSink"}
 
 
 @dataclass
@@ -171,8 +184,12 @@ def connectd_files(v: Variant, s: Settings, topic: str, run_dir: Path) -> tuple[
         "connector.class": CONNECTOR_CLASS[v.sink],
         "topics": topic,
         "tasks.max": str(v.tasks),
-        "path": str(table),
     }
+    if v.sink == "iceberg":
+        props, table = sink_props(run_dir / "warehouse")
+        conn.update(props)
+    else:
+        conn["path"] = str(table)
     if v.kind == "json":
         conn["value.converter"] = "org.apache.kafka.connect.json.JsonConverter"
         conn["value.converter.schemas.enable"] = "false"
@@ -226,7 +243,13 @@ def run_connectd(v: Variant, s: Settings, topic: str, run_dir: Path) -> dict[str
         run_dir / "connectd.log",
         outside=s.cluster_workers,
     )
-    reader = DeltaLogReader(table) if v.sink == "delta" else CommitLogReader(table)
+    reader: DeltaLogReader | IcebergReader | CommitLogReader
+    if v.sink == "delta":
+        reader = DeltaLogReader(table)
+    elif v.sink == "iceberg":
+        reader = IcebergReader(table, connector_name(connector))
+    else:
+        reader = CommitLogReader(table)
     began = time.monotonic()
     tree.launch()
     while reader.poll() < s.records:
@@ -244,8 +267,15 @@ def run_connectd(v: Variant, s: Settings, topic: str, run_dir: Path) -> dict[str
     stats = tree.stats()
     problems = [] if tree.returncode == 0 else [f"exit code {tree.returncode} after SIGTERM"]
     problems += notes
-    delta = reader if isinstance(reader, DeltaLogReader) else None
-    extra = _check(v, table, reader.files, delta, s.records, problems)
+    if isinstance(reader, IcebergReader):
+        found, orphans = check_iceberg_table(
+            reader, s.records, typed=JSON_FIELDS if v.kind == "json" else None
+        )
+        problems += found
+        extra = {**reader.summary(), "orphan_files": orphans}
+    else:
+        delta = reader if isinstance(reader, DeltaLogReader) else None
+        extra = _check(v, table, reader.files, delta, s.records, problems)
     if problems:
         raise BenchFailed(f"{v.key}: " + "; ".join(problems) + f" (log: {tree.log_path})")
     (t_first, rows_first), (t_last, _) = reader.commits[0], reader.commits[-1]
