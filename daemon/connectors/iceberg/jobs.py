@@ -28,18 +28,12 @@ from daemon import errors
 from daemon.connectors.iceberg import state as state_module
 from daemon.connectors.iceberg import table as table_module
 from daemon.connectors.iceberg.catalog import Catalog, declare
+from daemon.connectors.parquet.jobs import _job
 
 #: Upkeep's defaults: snapshots younger than this stay (readers in progress, time travel), and
 #: a branch of the sink older than this was left by a killed commit.
 RETAIN_MS = 24 * 3600 * 1000
 BRANCH_TTL_MS = 3600 * 1000
-
-
-def _job(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    try:
-        return fn()
-    except errors.ConnectdError as exc:
-        return {"error": [type(exc).__name__, str(exc)]}
 
 
 def _where(catalog: Catalog, connector: str, task: int) -> str:

@@ -335,6 +335,14 @@ def _cross_problems(values: dict[str, Any], config: Mapping[str, str]) -> list[P
                 ", ".join(COMPRESSION[fmt]),
             )
         )
+    return problems + stream_problems(values, config)
+
+
+def stream_problems(values: Mapping[str, Any], config: Mapping[str, str]) -> list[Problem]:
+    """Problems between the settings every sink that buffers and flushes like ParquetSink
+    shares (the table sinks too): ``value.fields`` against ``value.converter.fields``, and
+    the write deadline."""
+    problems = []
     own = config.get("value.converter.fields")
     if values["value.fields"] and own is not None and own.strip() != config["value.fields"].strip():
         problems.append(

@@ -14,12 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from daemon.config.definitions import ConfigDef, ConfigType, Importance, in_range
-from daemon.config.problems import Problem, error
-from daemon.config.worker import WRITE_TIMEOUT_KEY
+from daemon.config.problems import Problem
 from daemon.connectors.parquet.settings import CONFIG_DEF as PARQUET_DEF
-from daemon.connectors.parquet.settings import write_timeout
+from daemon.connectors.parquet.settings import stream_problems, write_timeout
 from daemon.connectors.parquet.writer import FlushPolicy
-from daemon.errors import ConfigError
 
 #: ParquetSink's keys the table sinks take as they are.
 SHARED_KEYS = (
@@ -41,26 +39,7 @@ class TableConfigDef(ConfigDef):
     deadline; ``value.fields`` against ``value.converter.fields``)."""
 
     def cross_check(self, values: dict[str, Any], config: Mapping[str, str]) -> list[Problem]:
-        problems = []
-        own = config.get("value.converter.fields")
-        fields = config.get("value.fields", "").strip()
-        if values["value.fields"] and own is not None and own.strip() != fields:
-            problems.append(
-                error(
-                    "value.fields",
-                    "value.converter.fields says otherwise",
-                    "only one of value.fields and value.converter.fields",
-                )
-            )
-        try:
-            write_timeout(config)
-        except ConfigError as e:
-            problems.append(
-                error(
-                    WRITE_TIMEOUT_KEY, str(e).partition(": ")[2], "milliseconds as an integer > 0"
-                )
-            )
-        return problems
+        return stream_problems(values, config)
 
 
 def table_config_def(defn: ConfigDef) -> ConfigDef:
