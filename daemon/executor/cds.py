@@ -6,10 +6,12 @@ Measured here (JDK 17, pyspark 4.1, 2 cores): 13-19 s to a first write without a
 (``-XX:+AutoCreateSharedArchive``). JDK 17 lacks that: the archive is dumped once, at the
 clean exit of a dedicated builder executor started with ``-XX:ArchiveClassesAtExit`` (it takes
 about 30 s of CPU, at low priority, in the background), and later executors start with
-``-XX:SharedArchiveFile``. The archive name carries a hash of the JDK, the Spark jars and the
-flags that matter, so an upgrade builds a new one. Nothing here may fail a start: without an
-archive, or with one the JVM rejects (``-Xshare:auto`` falls back silently), executors start
-the slow way.
+``-XX:SharedArchiveFile``. The archive name carries a hash of the JDK, the Spark jars (names,
+sizes and modification times: the JVM checks each class-path jar's size and time against the
+archive's) and the flags that matter, so an upgrade or a reinstall builds a new one. Nothing
+here may fail a start: without an archive, or with one the JVM rejects (``-Xshare:auto`` falls
+back silently), executors start the slow way. Each executor tells whether its JVM mapped the
+archive (``mapped``); the pool replaces an archive the JVM rejected (``Supervisor``).
 """
 
 from __future__ import annotations
@@ -22,11 +24,14 @@ import logging
 import os
 import re
 import shutil
+import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from daemon.executor.handoff import pid_alive
 
 if TYPE_CHECKING:
     from daemon.executor.handle import ExecutorProcess
@@ -41,6 +46,9 @@ _SHAPING = (
     "spark.jars.packages",
 )
 _QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+_ARCHIVE_OPTION = re.compile(r"-XX:SharedArchiveFile=(\S+)")
+#: Archives no pool has used for this long are removed (each upgrade leaves one of ~150 MB).
+UNUSED_DAYS = 30
 
 
 def default_cache_dir() -> Path:
@@ -82,11 +90,17 @@ def find_java() -> JavaRuntime | None:
 def _spark_fingerprint() -> str:
     import pyspark
 
-    jars = Path(pyspark.__file__).parent / "jars"
-    h = hashlib.sha256(f"{pyspark.__version__}|{jars}".encode())
+    return jars_fingerprint(pyspark.__version__, Path(pyspark.__file__).parent / "jars")
+
+
+def jars_fingerprint(version: str, jars: Path) -> str:
+    """A hash of Spark's version and class-path jars as the JVM checks them against an
+    archive: each jar's name, size and modification time (a reinstall changes the times)."""
+    h = hashlib.sha256(f"{version}|{jars}".encode())
     with contextlib.suppress(OSError):
         for jar in sorted(jars.iterdir()):
-            h.update(f"{jar.name}:{jar.stat().st_size}".encode())
+            st = jar.stat()
+            h.update(f"{jar.name}:{st.st_size}:{st.st_mtime_ns}".encode())
     return h.hexdigest()
 
 
@@ -134,6 +148,35 @@ class CdsPlan:
         finally:
             os.close(fd)
 
+    def discard(self) -> None:
+        """Remove an archive the JVM rejected (executors already running keep their mapping)."""
+        _unlink(self.archive)
+
+    def tidy(self) -> None:
+        """Blocking: mark this archive used now, and remove what is left in its directory by
+        builders that died mid-dump and archives unused for ``UNUSED_DAYS`` (with their locks).
+        """
+        directory = self.archive.parent
+        if self.ready():
+            with contextlib.suppress(OSError):
+                os.utime(self.archive)
+        cutoff = time.time() - UNUSED_DAYS * 86400
+        try:
+            entries = list(directory.iterdir())
+        except OSError:
+            return
+        for entry in entries:
+            name = entry.name
+            if name.startswith(".spark-jdk") and name.endswith(".tmp"):
+                owner = name.rsplit(".", 2)[-2]
+                if owner.isdigit() and not pid_alive(int(owner)):
+                    _unlink(entry)
+            elif name.startswith("spark-jdk") and name.endswith(".jsa") and entry != self.archive:
+                with contextlib.suppress(OSError):
+                    if entry.stat().st_mtime < cutoff:
+                        _unlink(entry)
+                        _unlink(entry.with_suffix(".lock"))
+
     def install(self, output: Path) -> bool:
         """Move a finished builder output into place; False (and nothing moved) if unusable."""
         try:
@@ -146,6 +189,38 @@ class CdsPlan:
             with contextlib.suppress(OSError):
                 output.unlink()
             return False
+
+
+class Rejections:
+    """What a pool does when an executor's JVM was given the archive and started without it
+    (the jars or the JDK changed under the same name, a corrupt file): it replaces the archive
+    once; when the replacement is rejected too, executors start without one from then on."""
+
+    REPLACE = "replace"
+    GIVE_UP = "give up"
+    NOTHING = "nothing"
+
+    def __init__(self) -> None:
+        #: A replacement was asked for and not built yet.
+        self.replacing = False
+        #: When the replacement was installed (monotonic); None: not (yet).
+        self.replaced_at: float | None = None
+
+    def rejected(self, spawned_at: float, can_build: bool) -> str:
+        """The action for a rejection by an executor spawned at ``spawned_at`` (monotonic)."""
+        if not can_build:
+            return self.GIVE_UP
+        if self.replaced_at is not None:
+            # One spawned before the replacement was given the old archive: nothing new.
+            return self.GIVE_UP if spawned_at > self.replaced_at else self.NOTHING
+        if self.replacing:
+            return self.NOTHING
+        self.replacing = True
+        return self.REPLACE
+
+    def built(self, at: float) -> None:
+        if self.replacing and self.replaced_at is None:
+            self.replaced_at = at
 
 
 def plan(cache_dir: Path | None, conf: Mapping[str, str]) -> CdsPlan | None:
@@ -196,6 +271,21 @@ async def build(
             return True
         await loop.run_in_executor(threads, _unlink, output)
         return False
+
+
+def archive_of(java_options: str) -> str | None:
+    """The archive ``-XX:SharedArchiveFile`` names in these JVM options, or None."""
+    found = _ARCHIVE_OPTION.findall(java_options)
+    return found[-1] if found else None
+
+
+def mapped(java_pid: int, archive: str) -> bool | None:
+    """Whether the JVM ``java_pid`` has ``archive`` mapped (None when that cannot be read)."""
+    try:
+        with open(f"/proc/{java_pid}/maps") as maps:
+            return any(line.rstrip("\n").endswith(archive) for line in maps)
+    except OSError:
+        return None
 
 
 def _unlink(path: Path) -> None:

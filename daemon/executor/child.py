@@ -33,7 +33,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from daemon.executor import process, protocol
+from daemon.executor import cds, process, protocol
 from daemon.executor.causes import leaves_state, root_cause
 from daemon.executor.handoff import Batch
 
@@ -192,9 +192,16 @@ def serve(sock: socket.socket, start: protocol.Start) -> None:
         os._exit(1)
     java = _jvm_process(spark)
     version = spark.version if spark is not None else None
+    archive = cds.archive_of(start.conf.get("spark.driver.extraJavaOptions", ""))
     protocol.send_blocking(
         sock,
-        protocol.Ready(os.getpid(), time.monotonic() - began, java.pid if java else None, version),
+        protocol.Ready(
+            os.getpid(),
+            time.monotonic() - began,
+            java.pid if java else None,
+            version,
+            cds.mapped(java.pid, archive) if java and archive else None,
+        ),
     )
     if start.archive_out is not None:
         _build_archive(spark)

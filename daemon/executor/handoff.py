@@ -44,7 +44,8 @@ def default_work_root() -> Path:
     return Path(tempfile.gettempdir())
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (one of another user counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -60,7 +61,7 @@ def sweep_stale(root: Path) -> list[Path]:
     with contextlib.suppress(FileNotFoundError):
         for entry in root.iterdir():
             pid = entry.name.removeprefix(_PREFIX)
-            if entry.name.startswith(_PREFIX) and pid.isdigit() and not _pid_alive(int(pid)):
+            if entry.name.startswith(_PREFIX) and pid.isdigit() and not pid_alive(int(pid)):
                 shutil.rmtree(entry, ignore_errors=True)
                 removed.append(entry)
     return removed

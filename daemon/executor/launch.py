@@ -33,7 +33,8 @@ class Launcher:
 
     def prepare(self) -> None:
         """Blocking: check the jars of the formats loaded from the start (``JarsMissing``),
-        sweep stale scratch directories, create ours, plan the archive."""
+        sweep stale scratch directories, create ours, plan the archive (and tidy its directory:
+        ``CdsPlan.tidy``)."""
         table_formats.require_jars(self.settings.formats, self.settings.jars_dir)
         for scratch in (self.handoff, self.work):
             handoff.sweep_stale(scratch.daemon_dir.parent)
@@ -44,6 +45,8 @@ class Launcher:
             # one archive serves executors with and without formats (and loading a format on
             # demand does not leave every later executor without an archive).
             self.cds = cds.plan(self.settings.cds_dir, self.settings.base_conf())
+            if self.cds is not None:
+                self.cds.tidy()
 
     def open(self) -> None:
         self._env = environment(self.settings)

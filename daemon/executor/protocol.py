@@ -46,6 +46,9 @@ class Ready:
     startup_seconds: float
     java_pid: int | None
     spark_version: str | None
+    #: Whether the JVM mapped the class-data-sharing archive it was given (None: none given,
+    #: or not known). The JVM falls back silently when it rejects one.
+    archive_mapped: bool | None = None
 
 
 @dataclass(frozen=True)

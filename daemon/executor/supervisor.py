@@ -86,6 +86,7 @@ class Supervisor:
         self.handoff = self._launcher.handoff
         self._builder: ExecutorProcess | None = None
         self._build_requested = False
+        self._rejections = cds.Rejections()
         #: Leases (recorded by the pool) and reaps, in order, with monotonic times.
         self.events = PoolEvents()
 
@@ -296,10 +297,15 @@ class Supervisor:
             failure_streak=self._backoff.streak,
             backoff_seconds=self._backoff.remaining(loop_time),
             problem=self._problem,
-            cds_archive=str(self._launcher.cds.archive)
-            if self._launcher.cds and self._launcher.cds.ready()
-            else None,
+            cds_archive=self._archive_in_use(),
         )
+
+    def _archive_in_use(self) -> str | None:
+        """The archive new executors are given, if any."""
+        plan = self._launcher.cds
+        if plan is None or self._launcher.cds_off or not plan.ready():
+            return None
+        return str(plan.archive)
 
     def pids(self) -> list[int]:
         """Every process owned now: executors (including those being killed) and the archive
@@ -330,6 +336,8 @@ class Supervisor:
             ex.state = ExecutorState.IDLE
             self._backoff.succeeded()
             self._problem = None
+            if ex.uses_cds and msg.archive_mapped is False:
+                self._on_archive_rejected(ex)
             if self._launcher.cds is not None and not ex.uses_cds:
                 self._maybe_build_archive()
             log.info("executor %d ready in %.1f s", ex.ident, ex.startup_seconds)
@@ -478,6 +486,31 @@ class Supervisor:
 
     # -- class-data-sharing archive ---------------------------------------------------------
 
+    def _on_archive_rejected(self, ex: ExecutorProcess) -> None:
+        """``ex``'s JVM was given the archive and started without it: ``cds.Rejections``."""
+        ex.uses_cds = False
+        plan = self._launcher.cds
+        if plan is None or self._launcher.cds_off or plan.auto:
+            return  # JDK 19+: the JVM writes a new archive itself at its exit
+        action = self._rejections.rejected(ex.started_mono, self.settings.cds_build)
+        if action == cds.Rejections.REPLACE:
+            log.warning(
+                "executor %d's JVM rejected the class-data-sharing archive %s (built for other"
+                " jars or another JDK?) and started without it; replacing the archive",
+                ex.ident,
+                plan.archive,
+            )
+            self._build_requested = False  # ``_maybe_build_archive`` builds the replacement
+        elif action == cds.Rejections.GIVE_UP:
+            self._launcher.cds_off = True
+            log.warning(
+                "executor %d's JVM rejected the %sclass-data-sharing archive %s; executors start"
+                " without an archive from now on",
+                ex.ident,
+                "rebuilt " if self._rejections.replaced_at is not None else "",
+                plan.archive,
+            )
+
     def _maybe_build_archive(self) -> None:
         plan = self._launcher.cds
         if plan is None or plan.auto or not self.settings.cds_build:
@@ -490,19 +523,24 @@ class Supervisor:
         self._spawn_task(self._build_archive(plan))
 
     async def _build_archive(self, plan: cds.CdsPlan) -> None:
+        if self._rejections.replacing and self._rejections.replaced_at is None:
+            await self.running_loop().run_in_executor(self._threads, plan.discard)
+
         def start_builder(output: Path, exited: asyncio.Event) -> ExecutorProcess:
             self._builder = self._launcher.spawn(
                 0, lambda ex, msg: None, lambda ex: exited.set(), output
             )
             return self._builder
 
-        await cds.build(
+        built = await cds.build(
             plan,
             start_builder,
             threads=self._threads,
             timeout=self.settings.cds_build_timeout,
             kill_timeout=self.settings.kill_timeout,
         )
+        if built:
+            self._rejections.built(time.monotonic())
 
     # -- shutdown ---------------------------------------------------------------------------
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import time
 from pathlib import Path
 
 from daemon.executor import cds
@@ -44,3 +47,65 @@ def test_only_one_builder_at_a_time(tmp_path: Path) -> None:
         assert first and not second
     with plan.build_lock() as again:
         assert again
+
+
+def test_the_archive_name_follows_the_jars_times_as_the_jvm_checks_them(tmp_path: Path) -> None:
+    jars = tmp_path / "jars"
+    jars.mkdir()
+    jar = jars / "spark-core.jar"
+    jar.write_bytes(b"jar")
+    before = cds.jars_fingerprint("4.1.4", jars)
+    assert cds.jars_fingerprint("4.1.4", jars) == before
+    os.utime(jar, ns=(jar.stat().st_atime_ns, jar.stat().st_mtime_ns + 1_000_000_000))
+    assert cds.jars_fingerprint("4.1.4", jars) != before  # a reinstall: same names and sizes
+
+
+def test_reads_whether_a_process_maps_a_file(tmp_path: Path) -> None:
+    maps = Path("/proc/self/maps").read_text().splitlines()
+    mapped_file = next(line.split()[-1] for line in maps if line.split()[-1].startswith("/"))
+    assert cds.mapped(os.getpid(), mapped_file) is True
+    assert cds.mapped(os.getpid(), str(tmp_path / "not-mapped.jsa")) is False
+    assert cds.mapped(_dead_pid(), mapped_file) is None
+    options = f"-Xmx1g -XX:SharedArchiveFile={tmp_path}/a.jsa -Xlog:cds=off"
+    assert cds.archive_of(options) == f"{tmp_path}/a.jsa"
+    assert cds.archive_of("-Xmx1g") is None
+
+
+def test_tidy_removes_dead_builders_output_and_long_unused_archives(tmp_path: Path) -> None:
+    plan = cds.CdsPlan(cds.JavaRuntime(tmp_path, "17", 17), tmp_path / "spark-jdk17-mine.jsa")
+    plan.archive.write_bytes(b"mine")
+    month_ago = time.time() - (cds.UNUSED_DAYS + 1) * 86400
+    os.utime(plan.archive, (month_ago, month_ago))
+    dead = tmp_path / f".spark-jdk17-mine.jsa.{_dead_pid()}.tmp"
+    live = tmp_path / f".spark-jdk17-mine.jsa.{os.getpid()}.tmp"
+    old = tmp_path / "spark-jdk17-old.jsa"
+    recent = tmp_path / "spark-jdk17-recent.jsa"
+    other = tmp_path / "notes.txt"
+    for path in (dead, live, old, old.with_suffix(".lock"), recent, other):
+        path.write_bytes(b"x")
+    os.utime(old, (month_ago, month_ago))
+    os.utime(other, (month_ago, month_ago))
+    plan.tidy()
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == sorted([plan.archive.name, live.name, recent.name, other.name])
+    assert plan.archive.stat().st_mtime > time.time() - 60  # marked used now
+
+
+def _dead_pid() -> int:
+    """The pid of a process that has ended and been reaped."""
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+def test_a_rejected_archive_is_replaced_once_then_given_up() -> None:
+    r = cds.Rejections()
+    assert r.rejected(1.0, can_build=True) == cds.Rejections.REPLACE
+    assert r.rejected(2.0, can_build=True) == cds.Rejections.NOTHING  # already being replaced
+    r.built(10.0)
+    assert r.rejected(5.0, can_build=True) == cds.Rejections.NOTHING  # given the old archive
+    assert r.rejected(11.0, can_build=True) == cds.Rejections.GIVE_UP  # the new one too
+    assert cds.Rejections().rejected(1.0, can_build=False) == cds.Rejections.GIVE_UP
+    unrelated = cds.Rejections()
+    unrelated.built(3.0)  # a build nobody asked to replace anything
+    assert unrelated.rejected(4.0, can_build=True) == cds.Rejections.REPLACE
