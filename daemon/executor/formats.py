@@ -11,8 +11,10 @@ Versions are pinned to builds for the pinned pyspark (4.1): docs/research/table-
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import zipfile
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,9 +121,22 @@ def jar_paths(names: Iterable[str], jars_dir: Path | None = None) -> list[Path]:
     return [directory / a.file_name for a in artifacts(names)]
 
 
+def jar_problem(path: Path) -> str | None:
+    """Why ``path`` cannot serve as a jar: ``"missing"``, or ``"incomplete"`` when it is not a
+    whole zip file (an interrupted copy lacks the zip's closing directory); None when fine.
+    Blocking: a ``stat`` and a read of the file's last bytes."""
+    if not path.is_file():
+        return "missing"
+    try:
+        whole = zipfile.is_zipfile(path)
+    except OSError:
+        whole = False
+    return None if whole else "incomplete"
+
+
 def missing_jars(names: Iterable[str], jars_dir: Path | None = None) -> list[Path]:
-    """The jars of ``names`` that are not in ``jars_dir`` (blocking: a few ``stat`` calls)."""
-    return [p for p in jar_paths(names, jars_dir) if not p.is_file()]
+    """The jars of ``names`` that ``jars_dir`` lacks or holds incomplete (``jar_problem``)."""
+    return [p for p in jar_paths(names, jars_dir) if jar_problem(p) is not None]
 
 
 def require_jars(names: Collection[str], jars_dir: Path | None = None) -> None:
@@ -135,10 +150,13 @@ def require_jars(names: Collection[str], jars_dir: Path | None = None) -> None:
     fix = f"connectd fetch-jars {' '.join(wanted)}"
     if jars_dir is not None:
         fix += f" --dir {directory}"
+    listed = ", ".join(
+        p.name if jar_problem(p) == "missing" else f"{p.name} (incomplete: an interrupted copy?)"
+        for p in missing
+    )
     raise JarsMissing(
-        f"the jars of table format {', '.join(wanted)} are missing from {directory}:"
-        f" {', '.join(p.name for p in missing)}; fetch them with `{fix}`"
-        " (`make jars` in a source checkout), then restart"
+        f"the jars of table format {', '.join(wanted)} are missing from {directory}: {listed};"
+        f" fetch them with `{fix}` (`make jars` in a source checkout), then restart"
     )
 
 
@@ -191,10 +209,10 @@ def fetch(
     timeout: float = 300.0,
     report: Callable[[str], None] = lambda line: None,
 ) -> list[Path]:
-    """Copy the jars of ``names`` that ``jars_dir`` lacks from Maven Central (Maven's default
-    repository; through the local ``~/.m2`` cache) with ``mvn dependency:copy``, one artifact at
-    a time, each within ``timeout`` seconds. Blocking. The jars fetched; ``report`` hears one
-    line per jar (fetched or already there)."""
+    """Copy the jars of ``names`` that ``jars_dir`` lacks or holds incomplete from Maven Central
+    (Maven's default repository; through the local ``~/.m2`` cache) with ``mvn
+    dependency:copy``, one artifact at a time, each within ``timeout`` seconds. Blocking. The
+    jars fetched; ``report`` hears one line per jar (fetched, already there, incomplete)."""
     chosen = artifacts(names)
     directory = jars_dir if jars_dir is not None else default_jars_dir()
     mvn = shutil.which("mvn")
@@ -207,31 +225,48 @@ def fetch(
     fetched = []
     for artifact in chosen:
         target = directory / artifact.file_name
-        if target.is_file():
+        problem = jar_problem(target)
+        if problem is None:
             report(f"present  {target}")
             continue
-        command = [
-            mvn,
-            "-q",
-            "-B",
-            "dependency:copy",
-            f"-Dartifact={artifact.coordinates}",
-            f"-DoutputDirectory={directory}",
-        ]
+        if problem != "missing":
+            report(f"{problem}  {target}: fetching it again")
+        _fetch_one(mvn, artifact, target, timeout)
+        report(f"fetched  {target}  ({artifact.coordinates})")
+        fetched.append(target)
+    return fetched
+
+
+def _fetch_one(mvn: str, artifact: Artifact, target: Path, timeout: float) -> None:
+    """Maven copies the jar into a staging directory beside ``target``; a whole jar then
+    replaces ``target`` at once, so an interrupted fetch leaves no partial jar under its name."""
+    staging = target.parent / f".fetch-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    command = [
+        mvn,
+        "-q",
+        "-B",
+        "dependency:copy",
+        f"-Dartifact={artifact.coordinates}",
+        f"-DoutputDirectory={staging}",
+    ]
+    try:
         try:
-            # In the jars directory: Maven would read a pom.xml in the working directory.
+            # In the staging directory: Maven would read a pom.xml in the working directory.
             done = subprocess.run(
-                command, cwd=directory, capture_output=True, text=True, timeout=timeout
+                command, cwd=staging, capture_output=True, text=True, timeout=timeout
             )
         except subprocess.TimeoutExpired:
             raise FetchFailed(
                 f"Maven did not fetch {artifact.coordinates} within {timeout:g} s"
             ) from None
-        if done.returncode != 0 or not target.is_file():
+        staged = staging / artifact.file_name
+        if done.returncode != 0 or jar_problem(staged) is not None:
             tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-10:])
             raise FetchFailed(
                 f"Maven could not fetch {artifact.coordinates} (exit {done.returncode}):\n{tail}"
             )
-        report(f"fetched  {target}  ({artifact.coordinates})")
-        fetched.append(target)
-    return fetched
+        os.replace(staged, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from support.cli import ROOT, connectd
+from support.jars import stand_in_jar
 
 from daemon.executor import formats
 
@@ -37,7 +38,8 @@ def test_fetches_the_missing_jars_and_skips_present_ones(tmp_path: Path) -> None
     jars = tmp_path / "jars"
     jars.mkdir()
     # Present (a stand-in): skipped, so Maven runs once, for the small delta-storage jar.
-    (jars / "delta-spark_4.1_2.13-4.4.0.jar").write_bytes(b"stand-in")
+    stand_in_jar(jars / "delta-spark_4.1_2.13-4.4.0.jar")
+    stand_in = (jars / "delta-spark_4.1_2.13-4.4.0.jar").read_bytes()
     result = connectd("fetch-jars", "delta", "--dir", jars)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.splitlines() == [
@@ -45,5 +47,25 @@ def test_fetches_the_missing_jars_and_skips_present_ones(tmp_path: Path) -> None
         f"fetched  {jars}/delta-storage-4.4.0.jar  (io.delta:delta-storage:4.4.0)",
     ]
     assert formats.missing_jars(["delta"], jars) == []
-    assert (jars / "delta-spark_4.1_2.13-4.4.0.jar").read_bytes() == b"stand-in"
+    assert (jars / "delta-spark_4.1_2.13-4.4.0.jar").read_bytes() == stand_in
     assert (jars / "delta-storage-4.4.0.jar").stat().st_size > 100_000
+    assert sorted(p.name for p in jars.iterdir()) == [
+        "delta-spark_4.1_2.13-4.4.0.jar",
+        "delta-storage-4.4.0.jar",
+    ]  # no staging directory left
+
+
+@pytest.mark.skipif(shutil.which("mvn") is None, reason="needs Maven (make check-java says so)")
+def test_an_interrupted_copy_is_fetched_again(tmp_path: Path) -> None:
+    jars = tmp_path / "jars"
+    jars.mkdir()
+    stand_in_jar(jars / "delta-spark_4.1_2.13-4.4.0.jar")
+    storage = jars / "delta-storage-4.4.0.jar"
+    storage.write_bytes(b"PK\x03\x04 the first bytes of a jar, and no more")
+    result = connectd("fetch-jars", "delta", "--dir", jars)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines()[1:] == [
+        f"incomplete  {storage}: fetching it again",
+        f"fetched  {storage}  (io.delta:delta-storage:4.4.0)",
+    ]
+    assert formats.jar_problem(storage) is None and storage.stat().st_size > 100_000

@@ -3,9 +3,12 @@ settings that name them."""
 
 from __future__ import annotations
 
+import re
+import zipfile
 from pathlib import Path
 
 import pytest
+from support.jars import stand_in_jar
 
 from daemon.config import parse_worker
 from daemon.config.worker import TABLE_FORMATS
@@ -80,7 +83,7 @@ def test_unknown_format_names_the_known_ones() -> None:
 
 
 def test_missing_jars_name_files_dir_and_fix(tmp_path: Path) -> None:
-    (tmp_path / "delta-storage-4.4.0.jar").write_bytes(b"")
+    stand_in_jar(tmp_path / "delta-storage-4.4.0.jar")
     assert formats.missing_jars(["delta"], tmp_path) == [
         tmp_path / "delta-spark_4.1_2.13-4.4.0.jar"
     ]
@@ -95,8 +98,23 @@ def test_missing_jars_name_files_dir_and_fix(tmp_path: Path) -> None:
     assert "make jars" in message
     assert not caught.value.retriable
     for jar in formats.jar_paths(["delta", "iceberg"], tmp_path):
-        jar.write_bytes(b"")
+        stand_in_jar(jar)
     formats.require_jars(["delta", "iceberg"], tmp_path)
+
+
+def test_an_interrupted_copy_counts_as_missing_and_is_named_so(tmp_path: Path) -> None:
+    for jar in formats.jar_paths(["delta"], tmp_path):
+        stand_in_jar(jar)
+    whole = tmp_path / "delta-storage-4.4.0.jar"
+    with zipfile.ZipFile(whole, "w") as jar:
+        jar.writestr("io/delta/storage/LogStore.class", b"\xca\xfe\xba\xbe" * 4096)
+    assert formats.jar_problem(whole) is None
+    whole.write_bytes(whole.read_bytes()[:-30])  # the copy stopped before the zip's end
+    assert formats.jar_problem(whole) == "incomplete"
+    assert formats.jar_problem(tmp_path / "nope.jar") == "missing"
+    assert formats.missing_jars(["delta"], tmp_path) == [whole]
+    with pytest.raises(JarsMissing, match=re.escape("delta-storage-4.4.0.jar (incomplete")):
+        formats.require_jars(["delta"], tmp_path)
 
 
 def test_pool_settings_load_formats(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from support.daemon import wait_until
+from support.jars import stand_in_jar
 
 from daemon.errors import ConfigError
 from daemon.executor import ExecutorPool, PoolSettings, formats
@@ -27,11 +28,11 @@ MakePool = Callable[..., Awaitable[ExecutorPool]]
 
 @pytest.fixture
 def jars(tmp_path: Path) -> Path:
-    """A jars directory holding (empty) Delta jars; Iceberg's is missing."""
+    """A jars directory holding (empty) stand-ins for Delta's jars; Iceberg's is missing."""
     directory = tmp_path / "jars"
     directory.mkdir()
     for jar in formats.jar_paths(["delta"], directory):
-        jar.write_bytes(b"")
+        stand_in_jar(jar)
     return directory
 
 
