@@ -261,7 +261,8 @@ def upkeep(
 ) -> dict[str, Any]:
     """Compact partitions with at least ``min_files`` data files (``rewrite_data_files``),
     drop branches left by killed commits, and expire snapshots older than ``retain_ms``
-    except the newest one carrying each connector's state (and everything after it).
+    except the newest one carrying each connector's state and everything after it (counted
+    and by commit time: ``state_carriers``).
     Killed at any instant: each step is one catalog commit, so the table is as before or
     after that step; the rows never change."""
     began = time.monotonic()
@@ -303,8 +304,14 @@ def upkeep(
             except Exception:  # raced with another commit: the next upkeep drops it
                 tbl.refresh()
         before = _snapshot_count(tbl)
-        keep = max(table_module.state_depths(tbl).values(), default=0) + 1
-        cutoff = int(time.time() * 1000) - int(retain_ms)
+        carriers = table_module.state_carriers(tbl).values()
+        keep = max((depth for depth, _ in carriers), default=0) + 1
+        # Never older than a state carrier: a commit or a compaction by another task landing
+        # after the depths were counted pushes a carrier deeper than ``keep``, not later in time.
+        cutoff = min(
+            int(time.time() * 1000) - int(retain_ms),
+            min((at for _, at in carriers), default=2**62),
+        )
         tbl.expireSnapshots().expireOlderThan(cutoff).retainLast(keep).commit()
         tbl.refresh()
         report["snapshots_expired"] = before - _snapshot_count(tbl)

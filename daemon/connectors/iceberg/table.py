@@ -107,14 +107,15 @@ def read_state(table: Any, connector: str) -> tuple[state_module.State, int]:
     return {}, depth
 
 
-def state_depths(table: Any) -> dict[str, int]:
-    """Per state key found on ``main``, how many snapshots back its newest carrier is."""
-    found: dict[str, int] = {}
+def state_carriers(table: Any) -> dict[str, tuple[int, int]]:
+    """Per state key found on ``main``: how many snapshots back its newest carrier is, and that
+    snapshot's commit time (epoch milliseconds)."""
+    found: dict[str, tuple[int, int]] = {}
     snap, depth = table.currentSnapshot(), 0
     while snap is not None:
         for name in list(snap.summary().keySet().toArray()):
             if str(name).startswith(state_module.KEY_PREFIX):
-                found.setdefault(str(name), depth)
+                found.setdefault(str(name), (depth, int(snap.timestampMillis())))
         parent = snap.parentId()
         snap = None if parent is None else table.snapshot(parent)
         depth += 1
