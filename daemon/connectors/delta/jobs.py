@@ -40,6 +40,7 @@ from daemon import errors
 from daemon.connectors.delta import log as dlog
 from daemon.connectors.delta.log import EPOCH_SHIFT, app_id, epoch_of, parse_app_id
 from daemon.connectors.parquet.jobs import _job
+from daemon.connectors.parquet.write import micros_timestamps
 from daemon.storage.logstate import OffsetsDiverged, ZombieEpoch
 
 #: Commits that lost a race against another task's schema change or table creation are
@@ -102,9 +103,11 @@ def commit(
             where = dlog.location(spark, path, table)
         if where is None:
             return {"state": dict(state), "rows": 0, "files": 0, "seconds": 0.0, "schema": None}
-        return _commit(
-            spark, batch, where, connector, task, epoch, ranges, state, partition_by, merge_schema
-        )
+        with micros_timestamps(spark):  # as ParquetSink writes them
+            return _commit(
+                spark, batch, where, connector, task, epoch, ranges, state, partition_by,
+                merge_schema,
+            )  # fmt: skip
 
     return _job(run)
 
@@ -196,12 +199,13 @@ def upkeep(
         else:
             targets = [{}] if small.count() > min_files else []
         delta = spark._jvm.io.delta.tables.DeltaTable.forPath(spark._jsparkSession, where)
-        for values in targets:
-            builder = delta.optimize()
-            predicate = _partition_predicate(values)
-            if predicate:
-                builder = builder.where(predicate)
-            builder.executeCompaction()
+        with micros_timestamps(spark):  # the rewritten files as the commits wrote them
+            for values in targets:
+                builder = delta.optimize()
+                predicate = _partition_predicate(values)
+                if predicate:
+                    builder = builder.where(predicate)
+                builder.executeCompaction()
         after = (
             log.update(False, dlog.none(spark), dlog.none(spark)).allFiles().count()
             if targets
@@ -280,7 +284,7 @@ def _commit(
     began = time.monotonic()
     apps = {app_id(connector, str(t), int(p)): (str(t), int(p), int(e)) for t, p, _, e in ranges}
     rows = 0 if batch is None else int(batch.num_rows)
-    df = _with_timestamps(spark, batch.df) if rows else None
+    df = batch.df if rows else None
     for attempt in range(RETRIES + 1):
         log = dlog.delta_log(spark, path)
         if df is not None:
@@ -466,9 +470,3 @@ def _partition_predicate(values: Mapping[str, Any]) -> str:
         f"`{k.replace('`', '``')}` {'IS' if v is None else '='} {literal(v)}"
         for k, v in sorted(values.items())
     )
-
-
-def _with_timestamps(spark: Any, df: Any) -> Any:
-    # Microsecond Parquet timestamps, as ParquetSink writes: INT96 reads back wrong elsewhere.
-    spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-    return df

@@ -15,11 +15,12 @@ in-process test runner) pyarrow writes the files itself.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -109,11 +110,6 @@ def _write_with_spark(
     source: str,
 ) -> None:
     scratch = tempfile.mkdtemp(prefix="parquetsink-") if source == "parquet" else None
-    # Spark's default INT96 timestamps read back in other tools as nanoseconds of another
-    # calendar; microseconds (Spark's own precision) keep every value as it was.
-    conf_key = "spark.sql.parquet.outputTimestampType"
-    previous = spark.conf.get(conf_key, None)
-    spark.conf.set(conf_key, "TIMESTAMP_MICROS")
     try:
         if scratch is not None:
             import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
@@ -134,16 +130,31 @@ def _write_with_spark(
             writer = writer.partitionBy(*partition_by)
         if codec:
             writer = writer.option("compression", codec)
-        writer.save(path)
+        with micros_timestamps(spark):
+            writer.save(path)
     finally:
-        if previous is None:
-            spark.conf.unset(conf_key)
-        else:
-            spark.conf.set(conf_key, previous)
         if scratch is not None:
             import shutil
 
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def micros_timestamps(spark: Any) -> Iterator[None]:
+    """Parquet files written meanwhile hold microsecond timestamps: Spark's default INT96 ones
+    read back in other tools as nanoseconds of another calendar; microseconds (Spark's own
+    precision) keep every value as it was. The session's setting is restored afterwards (the
+    executor's session serves other writes)."""
+    key = "spark.sql.parquet.outputTimestampType"
+    previous = spark.conf.get(key, None)
+    spark.conf.set(key, "TIMESTAMP_MICROS")
+    try:
+        yield
+    finally:
+        if previous is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, previous)
 
 
 def _flatten_for_csv(df: Any) -> Any:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from daemon.connectors.parquet.write import data_files, write_staged
+from daemon.connectors.parquet.write import data_files, micros_timestamps, write_staged
 from daemon.connectors.testing import sample_batch
 from daemon.executor.handoff import Batch, write_table
 
@@ -75,3 +75,33 @@ def test_the_module_imports_nothing_heavy() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+class _Conf:
+    def __init__(self, **values: str) -> None:
+        self.values = dict(values)
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return self.values.get(key, default)
+
+    def set(self, key: str, value: str) -> None:
+        self.values[key] = value
+
+    def unset(self, key: str) -> None:
+        self.values.pop(key, None)
+
+
+class _Spark:
+    def __init__(self, **values: str) -> None:
+        self.conf = _Conf(**values)
+
+
+def test_microsecond_timestamps_only_while_writing_and_restored_after_a_failure() -> None:
+    key = "spark.sql.parquet.outputTimestampType"
+    unset, custom = _Spark(), _Spark(**{key: "TIMESTAMP_MILLIS"})
+    for spark in (unset, custom):
+        before = dict(spark.conf.values)
+        with pytest.raises(RuntimeError), micros_timestamps(spark):
+            assert spark.conf.get(key) == "TIMESTAMP_MICROS"
+            raise RuntimeError("the write failed")
+        assert spark.conf.values == before

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from support.delta import committed_offsets, rows_with_deltalake
 from support.spark import ThreadedPool
@@ -33,6 +34,16 @@ def rows(partition: int, start: int, n: int, **extra: Any) -> pa.Table:
             **extra,
         }
     )
+
+
+def _physical_type(path: Path, column: str) -> str:
+    schema = pq.ParquetFile(path).schema
+    [kind] = [
+        schema.column(i).physical_type
+        for i in range(len(schema))
+        if schema.column(i).name == column
+    ]
+    return str(kind)
 
 
 class Table:
@@ -160,10 +171,16 @@ async def test_compaction_keeps_every_row_finished_or_killed(
 ) -> None:
     t = Table(delta_pool, tmp_path / "t")
     await t.open(1, [0, 1])
+    stamps = pa.array([1_700_000_000_123] * 10, pa.timestamp("ms", tz="UTC"))
     for i in range(6):
         await t.commit(
             1,
-            pa.concat_tables([rows(0, i * 10, 10), rows(1, i * 10, 10)]),
+            pa.concat_tables(
+                [
+                    rows(0, i * 10, 10, kafka_timestamp=stamps),
+                    rows(1, i * 10, 10, kafka_timestamp=stamps),
+                ]
+            ),
             [["t", 0, i * 10, i * 10 + 10], ["t", 1, i * 10, i * 10 + 10]],
         )
     before = await t.count()
@@ -178,6 +195,12 @@ async def test_compaction_keeps_every_row_finished_or_killed(
     assert await t.count() == before
     assert await t.open(1, [0, 1]) == {0: 60, 1: 60}
     assert (await t.job("upkeep", min_files=3, small_bytes=32 << 20))["compacted"] == 0
+    # Every data file, the commits' and the compaction's, holds microsecond timestamps (not
+    # Spark's INT96, which other readers take for nanoseconds of another calendar).
+    files = [f for f in (tmp_path / "t").rglob("*.parquet") if "_delta_log" not in f.parts]
+    assert {_physical_type(f, "kafka_timestamp") for f in files} == {"INT64"}
+    read = rows_with_deltalake(tmp_path / "t", ["kafka_timestamp"])["kafka_timestamp"]
+    assert {v.timestamp() for v in read.to_pylist()} == {1_700_000_000.123}
 
 
 async def test_schema_rules(delta_pool: ThreadedPool, tmp_path: Path) -> None:
