@@ -280,10 +280,12 @@ def archive_of(java_options: str) -> str | None:
 
 
 def mapped(java_pid: int, archive: str) -> bool | None:
-    """Whether the JVM ``java_pid`` has ``archive`` mapped (None when that cannot be read)."""
+    """Whether the JVM ``java_pid`` has ``archive`` mapped (None when that cannot be read). A
+    file replaced since the JVM mapped it shows as ``<path> (deleted)``: mapped all the same."""
+    names = (archive, f"{archive} (deleted)")
     try:
         with open(f"/proc/{java_pid}/maps") as maps:
-            return any(line.rstrip("\n").endswith(archive) for line in maps)
+            return any(line.rstrip("\n").endswith(names) for line in maps)
     except OSError:
         return None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 import os
 import subprocess
 import time
@@ -66,6 +67,12 @@ def test_reads_whether_a_process_maps_a_file(tmp_path: Path) -> None:
     assert cds.mapped(os.getpid(), mapped_file) is True
     assert cds.mapped(os.getpid(), str(tmp_path / "not-mapped.jsa")) is False
     assert cds.mapped(_dead_pid(), mapped_file) is None
+    # Mapped, then replaced on disk (a rebuilt archive installed meanwhile): still mapped.
+    replaced = tmp_path / "replaced.jsa"
+    replaced.write_bytes(b"\0" * 4096)
+    with replaced.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ):
+        os.replace(_new_file(tmp_path), replaced)
+        assert cds.mapped(os.getpid(), str(replaced)) is True
     options = f"-Xmx1g -XX:SharedArchiveFile={tmp_path}/a.jsa -Xlog:cds=off"
     assert cds.archive_of(options) == f"{tmp_path}/a.jsa"
     assert cds.archive_of("-Xmx1g") is None
@@ -89,6 +96,12 @@ def test_tidy_removes_dead_builders_output_and_long_unused_archives(tmp_path: Pa
     left = sorted(p.name for p in tmp_path.iterdir())
     assert left == sorted([plan.archive.name, live.name, recent.name, other.name])
     assert plan.archive.stat().st_mtime > time.time() - 60  # marked used now
+
+
+def _new_file(directory: Path) -> Path:
+    path = directory / "new.jsa"
+    path.write_bytes(b"new")
+    return path
 
 
 def _dead_pid() -> int:
