@@ -46,7 +46,6 @@ _SHAPING = (
     "spark.jars.packages",
 )
 _QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
-_ARCHIVE_OPTION = re.compile(r"-XX:SharedArchiveFile=(\S+)")
 #: Archives no pool has used for this long are removed (each upgrade leaves one of ~150 MB).
 UNUSED_DAYS = 30
 
@@ -201,7 +200,7 @@ class Rejections:
     NOTHING = "nothing"
 
     def __init__(self) -> None:
-        #: A replacement was asked for and not built yet.
+        #: A replacement was asked for (``pending`` until it is installed).
         self.replacing = False
         #: When the replacement was installed (monotonic); None: not (yet).
         self.replaced_at: float | None = None
@@ -218,8 +217,13 @@ class Rejections:
         self.replacing = True
         return self.REPLACE
 
+    @property
+    def pending(self) -> bool:
+        """A replacement was asked for and is not installed yet."""
+        return self.replacing and self.replaced_at is None
+
     def built(self, at: float) -> None:
-        if self.replacing and self.replaced_at is None:
+        if self.pending:
             self.replaced_at = at
 
 
@@ -271,12 +275,6 @@ async def build(
             return True
         await loop.run_in_executor(threads, _unlink, output)
         return False
-
-
-def archive_of(java_options: str) -> str | None:
-    """The archive ``-XX:SharedArchiveFile`` names in these JVM options, or None."""
-    found = _ARCHIVE_OPTION.findall(java_options)
-    return found[-1] if found else None
 
 
 def mapped(java_pid: int, archive: str) -> bool | None:

@@ -192,7 +192,6 @@ def serve(sock: socket.socket, start: protocol.Start) -> None:
         os._exit(1)
     java = _jvm_process(spark)
     version = spark.version if spark is not None else None
-    archive = cds.archive_of(start.conf.get("spark.driver.extraJavaOptions", ""))
     protocol.send_blocking(
         sock,
         protocol.Ready(
@@ -200,7 +199,7 @@ def serve(sock: socket.socket, start: protocol.Start) -> None:
             time.monotonic() - began,
             java.pid if java else None,
             version,
-            cds.mapped(java.pid, archive) if java and archive else None,
+            cds.mapped(java.pid, start.archive_in) if java and start.archive_in else None,
         ),
     )
     if start.archive_out is not None:

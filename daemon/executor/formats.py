@@ -136,12 +136,17 @@ def jar_problem(path: Path) -> str | None:
 
 def missing_jars(names: Iterable[str], jars_dir: Path | None = None) -> list[Path]:
     """The jars of ``names`` that ``jars_dir`` lacks or holds incomplete (``jar_problem``)."""
-    return [p for p in jar_paths(names, jars_dir) if jar_problem(p) is not None]
+    return list(_jar_problems(names, jars_dir))
+
+
+def _jar_problems(names: Iterable[str], jars_dir: Path | None) -> dict[Path, str]:
+    problems = {p: jar_problem(p) for p in jar_paths(names, jars_dir)}
+    return {p: why for p, why in problems.items() if why is not None}
 
 
 def require_jars(names: Collection[str], jars_dir: Path | None = None) -> None:
     """``JarsMissing`` naming the missing files, the directory and the fix, if any is missing."""
-    missing = missing_jars(names, jars_dir)
+    missing = _jar_problems(names, jars_dir)
     if not missing:
         return
     directory = jars_dir if jars_dir is not None else default_jars_dir()
@@ -151,8 +156,8 @@ def require_jars(names: Collection[str], jars_dir: Path | None = None) -> None:
     if jars_dir is not None:
         fix += f" --dir {directory}"
     listed = ", ".join(
-        p.name if jar_problem(p) == "missing" else f"{p.name} (incomplete: an interrupted copy?)"
-        for p in missing
+        p.name if why == "missing" else f"{p.name} (incomplete: an interrupted copy?)"
+        for p, why in missing.items()
     )
     raise JarsMissing(
         f"the jars of table format {', '.join(wanted)} are missing from {directory}: {listed};"

@@ -75,7 +75,14 @@ class Launcher:
         loaded = self.formats if archive_out is None else frozenset()
         return ExecutorProcess.spawn(
             ident,
-            start_message(self.settings, work_dir, java, archive_out, loaded),
+            start_message(
+                self.settings,
+                work_dir,
+                java,
+                archive_out,
+                loaded,
+                archive_in=self.cds.archive if uses_cds and self.cds is not None else None,
+            ),
             env=self._env,
             work_dir=work_dir,
             uses_cds=uses_cds,
@@ -129,10 +136,13 @@ def start_message(
     java_options: str,
     archive_out: Path | None = None,
     formats: Iterable[str] = (),
+    *,
+    archive_in: Path | None = None,
 ) -> protocol.Start:
     """What an executor is told to open, with the table formats ``formats`` loaded (besides
     ``settings.formats``); with ``archive_out``, the class-data-sharing archive builder
-    (``java_options`` then carry ``-XX:ArchiveClassesAtExit``)."""
+    (``java_options`` then carry ``-XX:ArchiveClassesAtExit``); ``archive_in``: the archive
+    ``java_options`` give the JVM (the executor reports whether the JVM mapped it)."""
     builder = archive_out is not None
     conf = settings.session_conf(formats)
     java = [
@@ -152,4 +162,5 @@ def start_message(
         warmup=settings.warmup,
         warmup_dir=str(work_dir),
         archive_out=str(archive_out) if archive_out is not None else None,
+        archive_in=str(archive_in) if archive_in is not None else None,
     )

@@ -38,6 +38,9 @@ class Start:
     warmup_dir: str
     #: When set, build a class-data-sharing archive at this path and exit instead of serving.
     archive_out: str | None = None
+    #: The class-data-sharing archive the JVM options name (``Ready.archive_mapped`` says
+    #: whether the JVM took it).
+    archive_in: str | None = None
 
 
 @dataclass(frozen=True)

@@ -523,7 +523,7 @@ class Supervisor:
         self._spawn_task(self._build_archive(plan))
 
     async def _build_archive(self, plan: cds.CdsPlan) -> None:
-        if self._rejections.replacing and self._rejections.replaced_at is None:
+        if self._rejections.pending:
             await self.running_loop().run_in_executor(self._threads, plan.discard)
 
         def start_builder(output: Path, exited: asyncio.Event) -> ExecutorProcess:

@@ -8,7 +8,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from daemon.executor import cds
+from daemon.executor import PoolSettings, cds
+from daemon.executor.launch import start_message
 
 
 def test_finds_the_jdk_spark_runs_on() -> None:
@@ -73,9 +74,6 @@ def test_reads_whether_a_process_maps_a_file(tmp_path: Path) -> None:
     with replaced.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ):
         os.replace(_new_file(tmp_path), replaced)
         assert cds.mapped(os.getpid(), str(replaced)) is True
-    options = f"-Xmx1g -XX:SharedArchiveFile={tmp_path}/a.jsa -Xlog:cds=off"
-    assert cds.archive_of(options) == f"{tmp_path}/a.jsa"
-    assert cds.archive_of("-Xmx1g") is None
 
 
 def test_tidy_removes_dead_builders_output_and_long_unused_archives(tmp_path: Path) -> None:
@@ -122,3 +120,14 @@ def test_a_rejected_archive_is_replaced_once_then_given_up() -> None:
     unrelated = cds.Rejections()
     unrelated.built(3.0)  # a build nobody asked to replace anything
     assert unrelated.rejected(4.0, can_build=True) == cds.Rejections.REPLACE
+
+
+def test_the_start_message_names_the_archive_the_jvm_options_give(tmp_path: Path) -> None:
+    plan = cds.CdsPlan(cds.JavaRuntime(tmp_path, "17", 17), tmp_path / "spark.jsa")
+    plan.archive.write_bytes(b"archive")
+    settings = PoolSettings()
+    given = start_message(settings, tmp_path, plan.executor_options(), archive_in=plan.archive)
+    assert (
+        f"-XX:SharedArchiveFile={given.archive_in}" in given.conf["spark.driver.extraJavaOptions"]
+    )
+    assert start_message(settings, tmp_path, "").archive_in is None
