@@ -19,9 +19,8 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from ss.tables import ARROW_TYPES, data_files_on_disk
+from ss.tables import data_files_on_disk, row_problems
 
 LOG = "_delta_log"
 
@@ -146,15 +145,5 @@ def check_delta_table(
         problems.append(f"files of the table not on disk: {missing[:5]}")
     columns = ["kafka_partition", "kafka_offset", *(typed or {})]
     data = dt.to_pyarrow_table(columns=columns)
-    part = pc.cast(data.column("kafka_partition"), pa.int64())
-    coords = pc.add(pc.multiply(part, 1 << 40), pc.cast(data.column("kafka_offset"), pa.int64()))
-    distinct = pc.count_distinct(coords).as_py()
-    if not data.num_rows == distinct == produced:
-        problems.append(
-            f"rows {data.num_rows}, distinct (partition, offset) {distinct}, produced {produced}"
-        )
-    for name, kind in (typed or {}).items():
-        got = data.schema.field(name).type
-        if not _same_type(got, ARROW_TYPES[kind]):
-            problems.append(f"column {name}: {got}, expected {ARROW_TYPES[kind]}")
+    problems += row_problems(data, produced, typed=typed, same=_same_type)
     return problems, len(on_disk - set(current))

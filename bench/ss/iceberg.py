@@ -27,10 +27,9 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ss.tables import ARROW_TYPES, data_files_on_disk
+from ss.tables import data_files_on_disk, row_problems
 
 KEY_PREFIX = "connectd.offsets."  # daemon/connectors/iceberg/state.py KEY_PREFIX
 TABLE = "bench.events"  # namespace.name
@@ -298,15 +297,5 @@ def check_iceberg_table(
         return [*problems, f"no data files in {table}"], len(on_disk)
     columns = ["kafka_partition", "kafka_offset", *(typed or {})]
     data = pa.concat_tables([pq.read_table(f, columns=columns) for f in readable])
-    part = pc.cast(data.column("kafka_partition"), pa.int64())
-    coords = pc.add(pc.multiply(part, 1 << 40), pc.cast(data.column("kafka_offset"), pa.int64()))
-    distinct = pc.count_distinct(coords).as_py()
-    if not data.num_rows == distinct == produced:
-        problems.append(
-            f"rows {data.num_rows}, distinct (partition, offset) {distinct}, produced {produced}"
-        )
-    for name, kind in (typed or {}).items():
-        got = data.schema.field(name).type
-        if got != ARROW_TYPES[kind]:
-            problems.append(f"column {name}: {got}, expected {ARROW_TYPES[kind]}")
+    problems += row_problems(data, produced, typed=typed)
     return problems, len(on_disk - set(reader.files))

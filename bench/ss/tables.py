@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import operator
 import os
 import random
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -191,18 +193,33 @@ def check_table(
         return [*problems, f"no data files in {table}"]
     parts = [pq.read_table(table / f) for f in readable]
     data = pa.concat_tables(parts, promote_options="default")
-    rows = data.num_rows
+    return problems + row_problems(
+        data, produced, typed=typed, partition_col=partition_col, offset_col=offset_col
+    )
+
+
+def row_problems(
+    data: pa.Table,
+    produced: int,
+    *,
+    typed: dict[str, str] | None,
+    partition_col: str = "kafka_partition",
+    offset_col: str = "kafka_offset",
+    same: Callable[[pa.DataType, pa.DataType], bool] = operator.eq,
+) -> list[str]:
+    """What differs between a table's rows and the topic: rows == distinct (partition, offset)
+    == produced, and with ``typed`` each field of its type (``same`` compares types)."""
+    problems = []
     part = pc.cast(data.column(partition_col), pa.int64())
     coords = pc.add(pc.multiply(part, 1 << 40), pc.cast(data.column(offset_col), pa.int64()))
     distinct = pc.count_distinct(coords).as_py()
-    if not rows == distinct == produced:
+    if not data.num_rows == distinct == produced:
         problems.append(
-            f"rows {rows}, distinct (partition, offset) {distinct}, produced {produced}"
+            f"rows {data.num_rows}, distinct (partition, offset) {distinct}, produced {produced}"
         )
-    if typed:
-        for name, kind in typed.items():
-            want = ARROW_TYPES[kind]
-            got = data.schema.field(name).type if name in data.schema.names else None
-            if got != want:
-                problems.append(f"column {name}: {got}, expected {want}")
+    for name, kind in (typed or {}).items():
+        want = ARROW_TYPES[kind]
+        got = data.schema.field(name).type if name in data.schema.names else None
+        if got is None or not same(got, want):
+            problems.append(f"column {name}: {got}, expected {want}")
     return problems
