@@ -118,10 +118,10 @@ async def connectd_run(
     plan = LaunchPlan(mode=Mode.STANDALONE, worker=worker)
     daemon = Daemon(plan, executors=pool, handle_signals=False, store=MemoryStore(), rest=False)
     async with daemon:
-        assert daemon.worker is not None
+        assert daemon.herder is not None
         daemon.lag.reset()
         began = time.perf_counter()
-        await daemon.worker.create_connector(
+        await daemon.herder.create_connector(
             f"bench-{uuid.uuid4().hex[:6]}",
             {
                 "connector.class": "ParquetSink",

@@ -430,7 +430,7 @@ class Bench:
         peer_process: asyncio.subprocess.Process | None = None
         front_pid = getattr(daemon.rest, "pid", None)
         try:
-            assert daemon.worker is not None and daemon.rest_url is not None
+            assert daemon.herder is not None and daemon.rest_url is not None
             config = {
                 "name": CONNECTOR,
                 "connector.class": "EchoSink",
@@ -439,8 +439,8 @@ class Bench:
                 "log.first.records": "0",
                 "log.every.records": "0",
             }
-            await daemon.worker.create_connector(CONNECTOR, config)
-            await wait_running(daemon.worker)
+            await daemon.herder.create_connector(CONNECTOR, config)
+            await wait_running(daemon.herder)
             url = f"{daemon.rest_url}/connectors/{CONNECTOR}/status"
             if not args.streaming_only:
                 await self.measure(serving, "idle", url, daemon, front_pid=front_pid)

@@ -13,7 +13,7 @@ from daemon.connectors.registry import ConnectorRegistry
 from daemon.executor.settings import PoolSettings
 from daemon.metrics import Metrics
 from daemon.runtime.executors import Executors
-from daemon.runtime.model import WorkerAPI
+from daemon.runtime.model import Herder
 
 if TYPE_CHECKING:
     from daemon.executor import ExecutorPool
@@ -75,20 +75,20 @@ def kill_timeout(executors: Executors | None) -> float:
 
 
 def rest_server(
-    worker: WorkerAPI, config: WorkerConfig, metrics: Metrics, registry: ConnectorRegistry
+    herder: Herder, config: WorkerConfig, metrics: Metrics, registry: ConnectorRegistry
 ) -> RestServer:
     from daemon.rest import FrontedRestServer, RestSettings, create_app
     from daemon.rest import RestServer as Server
 
     settings = RestSettings.from_worker_config(config)
     if not config.rest_front_process:
-        app = create_app(worker, settings=settings, metrics=metrics, registry=registry)
+        app = create_app(herder, settings=settings, metrics=metrics, registry=registry)
         return Server(app, settings)
     # Status answered from a child process with its own GIL (daemon.rest.front.child): requests do
     # not wait behind the consumers on this loop.
     token = FrontedRestServer.new_token()
     app = create_app(
-        worker, settings=settings, metrics=metrics, registry=registry, front_token=token
+        herder, settings=settings, metrics=metrics, registry=registry, front_token=token
     )
     return FrontedRestServer(
         app,

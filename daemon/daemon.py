@@ -37,7 +37,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import Any
 
@@ -53,12 +53,13 @@ from daemon.connectors.registry import (
 from daemon.errors import ConnectdError, InvalidConfig, ListenerUnavailable
 from daemon.executor.process import ORPHAN_GRACE, reap_exited_children
 from daemon.metrics import Metrics
-from daemon.runtime.connector import RuntimeEnv
+from daemon.runtime.distributed import DistributedHerder
+from daemon.runtime.env import RuntimeEnv
 from daemon.runtime.executors import Executors
-from daemon.runtime.herder import DistributedWorker
 from daemon.runtime.looplag import LoopLag
-from daemon.runtime.worker import Worker
-from daemon.storage.standalone import ConfigStore, Origin, StandaloneStore
+from daemon.runtime.standalone import StandaloneHerder
+from daemon.runtime.standalone.files import origins_of
+from daemon.storage.standalone import ConfigStore, StandaloneStore
 from daemon.storage.statelock import StateDirLock
 from daemon.systemd import Notifier, StatusLine
 
@@ -97,13 +98,12 @@ class Daemon:
         self.rest: RestServer | None = None
         self._store = store
         self._kill_timeout = kill_timeout
-        self.worker: Worker | DistributedWorker | None = None
+        self.herder: StandaloneHerder | DistributedHerder | None = None
         self.metrics = Metrics()
         self.lag = LoopLag(on_sample=self.metrics.observe_loop_lag)
         # Disabled unless run() (the CLI) reads $NOTIFY_SOCKET, or an embedder sets one.
         self.notifier = Notifier()
-        self.status = StatusLine(lambda: self.worker, self.metrics.totals)
-        self._file_connectors = {c.name for c in plan.connectors}  # a reload may remove these
+        self.status = StatusLine(lambda: self.herder, self.metrics.totals)
         self._state_lock = StateDirLock(self.config.state_dir)
         self._relay: Any = None  # executors' output relayed through logging (log.format=json)
         self._stop = asyncio.Event()
@@ -165,17 +165,17 @@ class Daemon:
         except BaseException:
             await self.shutdown()
             raise
-        assert self.worker is not None
+        assert self.herder is not None
         log.info(
             "connectd %s worker %s started with %d connector(s)",
             self.plan.mode.value,
-            self.worker.worker_id,
-            len(self.worker.connector_names()),
+            self.herder.worker_id,
+            len(self.herder.connector_names()),
         )
         self.notifier.ready(self.status())  # REST listens, connectors started
 
     def _env(self) -> RuntimeEnv:
-        return Worker.runtime_env(
+        return RuntimeEnv.of_worker(
             self.config,
             self._require_executors(),
             registry=self.registry,
@@ -185,22 +185,22 @@ class Daemon:
 
     async def _start_distributed(self) -> None:
         """Join the group named by ``group.id``: REST first (its URL goes to the group), then
-        the internal topics, the config log, the first assignment (``Herder.start``)."""
-        from daemon.runtime.herder import DistributedWorker, Herder
+        the internal topics, the config log, the first assignment (``HerderLoop.start``)."""
+        from daemon.runtime.distributed import HerderLoop
 
-        herder = Herder(self.config, self._env())
-        worker = DistributedWorker(herder, self.registry)
-        self.worker = worker
-        self.metrics.watch_worker(worker)
-        self.metrics.watch_cluster(worker)
+        loop = HerderLoop(self.config, self._env())
+        herder = DistributedHerder(loop, self.registry)
+        self.herder = herder
+        self.metrics.watch_worker(herder)
+        self.metrics.watch_cluster(herder)
         self.metrics.watch_pool(self._require_executors())
         if not self._want_rest:
             raise ConnectdError("distributed mode needs its REST API: other workers call it")
-        await self._start_rest(worker)
+        await self._start_rest(herder)
         url = self._advertised_url()
-        herder.set_address(url, url.split("://", 1)[1])
+        loop.set_address(url, url.split("://", 1)[1])
         timeout = max(30.0, self.config.startup_kafka_timeout.total_seconds())
-        await worker.start(timeout)
+        await herder.start(timeout)
 
     def _advertised_url(self) -> str:
         """``rest.advertised.*`` over the first bound listener, as Connect advertises."""
@@ -216,7 +216,7 @@ class Daemon:
     async def _start_standalone(self) -> None:
         store = self._store or StandaloneStore(self.config.state_dir)
         kill = self._kill_timeout or kill_timeout(self.executors)
-        self.worker = Worker(
+        herder = StandaloneHerder(
             self.config,
             self._require_executors(),
             store=store,
@@ -224,34 +224,24 @@ class Daemon:
             kill_timeout=kill,
             metrics=self.metrics,
         )
-        self.metrics.watch_worker(self.worker)
+        self.herder = herder
+        self.metrics.watch_worker(herder)
         self.metrics.watch_pool(self._require_executors())
         if self._want_rest:
-            await self._start_rest(self.worker)
-        await self.worker.start(
-            [c.properties for c in self.plan.connectors], self._origins(self.plan)
-        )
+            await self._start_rest(herder)
+        origins = [o for o in origins_of(self.plan) if o is not None]
+        await herder.start([c.properties for c in self.plan.connectors], origins)
 
-    async def _start_rest(self, worker: Worker | DistributedWorker) -> None:
+    async def _start_rest(self, herder: StandaloneHerder | DistributedHerder) -> None:
         from daemon.rest.server import BindError
 
-        self.rest = rest_server(worker, self.config, self.metrics, self.registry)
+        self.rest = rest_server(herder, self.config, self.metrics, self.registry)
         try:
             await self.rest.start()
         except BindError as exc:  # its message names the listener and says why
             raise ListenerUnavailable(str(exc.strerror or exc)) from exc
-        if self.rest.urls and isinstance(worker, Worker):
-            worker.set_worker_id(self.rest.urls[0].split("://", 1)[1])
-
-    @staticmethod
-    def _origins(plan: LaunchPlan) -> list[Origin]:
-        """The file each of the plan's connectors comes from (resolved: the state file outlives
-        the working directory), for the worker's bookkeeping of origins."""
-        if len(plan.connector_files) == len(plan.connectors):
-            return [Origin(str(p.absolute())) for p in plan.connector_files]
-        if plan.config_file is not None:
-            return [Origin(str(plan.config_file.absolute()))] * len(plan.connectors)
-        return []
+        if self.rest.urls and isinstance(herder, StandaloneHerder):
+            herder.set_worker_id(self.rest.urls[0].split("://", 1)[1])
 
     def _require_executors(self) -> Executors:
         assert self.executors is not None
@@ -262,7 +252,7 @@ class Daemon:
         if deadline <= 0:
             return
         from daemon.kafkacheck import wait_for_kafka
-        from daemon.runtime.consumer import security_settings
+        from daemon.runtime.incarnation.consumer import security_settings
 
         await wait_for_kafka(
             self.config.bootstrap_servers, deadline, security_settings(self.config)
@@ -309,7 +299,7 @@ class Daemon:
     async def reload(self) -> bool:
         """Read the configuration files again and apply them (RELOADING=1 ... READY=1 around
         it); False if a file was broken and nothing was changed."""
-        assert self.worker is not None
+        assert self.herder is not None
         self.notifier.reloading()
         try:
             return await self._reload_files()
@@ -317,8 +307,8 @@ class Daemon:
             self.notifier.ready(self.status())
 
     async def _reload_files(self) -> bool:
-        worker = self.worker
-        assert worker is not None
+        herder = self.herder
+        assert herder is not None
         try:
             new = await asyncio.to_thread(reread, self.plan, self.registry)
         except InvalidConfig as exc:
@@ -330,30 +320,9 @@ class Daemon:
             return False
         self._apply_worker(new.worker)
         self.plan = new
-        if not isinstance(worker, Worker):  # distributed: connectors live in the config log
-            return True
-        names = {c.name for c in new.connectors}
-        for name in sorted(self._file_connectors - names):  # its file now names another
-            await self._apply(f"Deleting connector {name}", worker.delete_connector(name))
-        self._file_connectors = names
-        for c, origin in zip(new.connectors, self._origins(new) or self._unknown(new), strict=True):
-            await self._apply(
-                f"Applying connector {c.name}",
-                worker.put_connector_config(c.name, c.properties, origin=origin),
-            )
-        log.info("Reloaded the configuration (%d connector(s) from files)", len(names))
+        if isinstance(herder, StandaloneHerder):  # distributed: connectors live in the config log
+            await herder.reload(new)
         return True
-
-    @staticmethod
-    def _unknown(plan: LaunchPlan) -> list[Origin | None]:
-        return [None] * len(plan.connectors)
-
-    @staticmethod
-    async def _apply(what: str, change: Awaitable[object]) -> None:
-        try:
-            await change
-        except ConnectdError as exc:  # e.g. a stop that failed: the next change still runs
-            log.error("%s failed: %s", what, exc)
 
     def _apply_worker(self, new: WorkerConfig) -> None:
         """Logging settings apply now; the others (pool, listeners, consumers) at a restart."""
@@ -386,8 +355,8 @@ class Daemon:
             # Executors that end from now on (a task killed by its stop) are not replaced: a
             # JVM start outlasts the shutdown and would only be killed.
             self._pool.begin_shutdown()
-        if self.worker is not None:
-            await self.worker.stop()
+        if self.herder is not None:
+            await self.herder.stop()
         if self.rest is not None:
             with contextlib.suppress(Exception):
                 await self.rest.close()

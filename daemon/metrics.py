@@ -47,7 +47,7 @@ from prometheus_client.registry import Collector
 from daemon.connectors.records import OffsetRange, TopicPartition
 from daemon.errors import ConnectdError
 from daemon.executor.info import ExecutorInfo, PoolStatus
-from daemon.runtime.model import PartitionFreshness, State, WorkerAPI
+from daemon.runtime.model import Herder, PartitionFreshness, State
 
 WRITE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -235,9 +235,9 @@ class Metrics:
 
     # -- state read on scrape ---------------------------------------------------------------
 
-    def watch_worker(self, worker: WorkerAPI) -> None:
+    def watch_worker(self, herder: Herder) -> None:
         """Export the worker's connector and task states on every scrape (idempotent)."""
-        self._watch(worker, _WorkerCollector(worker))
+        self._watch(herder, _WorkerCollector(herder))
 
     def watch_cluster(self, member: ClusterView) -> None:
         """Export distributed mode's group figures on every scrape (idempotent)."""
@@ -260,8 +260,8 @@ class Metrics:
 
 
 class _WorkerCollector(Collector):
-    def __init__(self, worker: WorkerAPI) -> None:
-        self._worker = worker
+    def __init__(self, herder: Herder) -> None:
+        self._herder = herder
 
     def describe(self) -> Iterable[Metric]:
         return []  # contents depend on the connectors; no fixed description
@@ -293,9 +293,9 @@ class _WorkerCollector(Collector):
             labels=["connector", "task"],
         )
         fresh = _FreshnessFamilies()
-        for name in self._worker.connector_names():
+        for name in self._herder.connector_names():
             try:
-                status = self._worker.connector_status(name)
+                status = self._herder.connector_status(name)
             except ConnectdError:  # deleted while we looked
                 continue
             for state in State:

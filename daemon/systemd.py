@@ -39,15 +39,15 @@ class WorkerView(Protocol):
     def connector_status(self, name: str) -> ConnectorStatus: ...
 
 
-def status_line(worker: WorkerView | None) -> str:
+def status_line(herder: WorkerView | None) -> str:
     """``<n> connectors, <running>/<tasks> tasks running, <failed> failed`` (``starting`` before
     the worker exists). Connectors deleted while counting are skipped."""
-    if worker is None:
+    if herder is None:
         return "starting"
     connectors = running = tasks = failed = 0
-    for name in worker.connector_names():
+    for name in herder.connector_names():
         try:
-            status = worker.connector_status(name)
+            status = herder.connector_status(name)
         except Exception:  # deleted between the listing and the lookup
             continue
         connectors += 1
@@ -56,7 +56,7 @@ def status_line(worker: WorkerView | None) -> str:
         failed += sum(t.state is State.FAILED for t in status.tasks)
         failed += status.state is State.FAILED
     line = f"{connectors} connectors, {running}/{tasks} tasks running, {failed} failed"
-    cluster = getattr(worker, "cluster", None)
+    cluster = getattr(herder, "cluster", None)
     if callable(cluster):  # distributed mode: this member's role and share first
         c = cluster()
         role = "leader" if c["leader"] else "member"
@@ -87,11 +87,11 @@ class StatusLine:
 
     def __init__(
         self,
-        worker: Callable[[], WorkerView | None],
+        herder: Callable[[], WorkerView | None],
         totals: Callable[[], tuple[int, int]],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._worker = worker
+        self._herder = herder
         self._totals = totals
         self._clock = clock
         self._last = (clock(), *totals())
@@ -100,7 +100,7 @@ class StatusLine:
         now, consumed, written = self._clock(), *self._totals()
         then, consumed_before, written_before = self._last
         self._last = (now, consumed, written)
-        base = status_line(self._worker())
+        base = status_line(self._herder())
         if base == "starting":
             return base
         rate = rate_text(consumed - consumed_before, written - written_before, now - then)

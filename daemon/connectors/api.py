@@ -31,7 +31,7 @@ This module gathers the public names; each part lives in a module of its own con
 ``protocols`` (``SinkTaskContext``, ``ExecutorRunner``), ``base`` (``SinkTask``,
 ``SinkConnector``), ``registry`` (``ConnectorRegistry``, ``validate_connector``), and the
 settings schema in ``daemon.config.definitions``. The runtime implements the context
-(``daemon.runtime.context.TaskContext``).
+(``daemon.runtime.incarnation.context.TaskContext``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """What a sink task may ask of the runtime: its context and the executor pool.
 
-Protocols only; the runtime implements them (``daemon.runtime.context.TaskContext``), and a
-test may pass its own (``daemon.connectors.testing.LocalRunner`` is an ``ExecutorRunner``).
+Protocols only; the runtime implements them (``daemon.runtime.incarnation.context``'s
+``TaskContext``), and a test may pass its own (``daemon.connectors.testing.LocalRunner`` is an
+``ExecutorRunner``).
 """
 
 from __future__ import annotations

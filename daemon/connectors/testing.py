@@ -30,7 +30,7 @@ import threading
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import pyarrow as pa
 
@@ -44,7 +44,7 @@ from daemon.connectors.api import (
     SinkTaskContext,
     in_range,
 )
-from daemon.connectors.converters import ConversionResult, convert_poll, make_converter
+from daemon.connectors.converters import convert_poll, make_converter
 from daemon.connectors.parquet.settings import write_timeout
 from daemon.connectors.records import RawBatch, RecordBatch
 from daemon.errors import ConnectdError, WriteFailed, WriteTimeout
@@ -384,12 +384,6 @@ class LocalRunner:
             raise WriteFailed(f"write function {fn} raised {type(e).__name__}: {e}") from e
 
 
-class PollConverter(Protocol):
-    """Converts a whole poll, as the runtime's ``BatchConverter`` does."""
-
-    def convert(self, raw: RawBatch) -> ConversionResult: ...
-
-
 def sample_batch(
     topic: str = "t",
     partition: int = 0,
@@ -397,7 +391,6 @@ def sample_batch(
     count: int = 10,
     *,
     values: Sequence[bytes | None] | None = None,
-    converter: PollConverter | None = None,
     value_size: int = 24,
 ) -> RecordBatch:
     """A batch of ``count`` records of one partition from offset ``start``, converted like the
@@ -416,8 +409,6 @@ def sample_batch(
         headers=[(("source", b"sample"),)] * count,
         timestamp_types=[0] * count,
     )
-    if converter is not None:
-        return converter.convert(raw).batch
     key, value = (
         make_converter("string", {}, is_key=True),
         make_converter("string", {}, is_key=False),

@@ -1,6 +1,6 @@
 """Kafka Connect's REST API on aiohttp: same paths, shapes, status codes and error bodies.
 
-``create_app(worker, settings=...)`` builds the application over any ``WorkerAPI``;
+``create_app(worker, settings=...)`` builds the application over any ``Herder``;
 ``RestServer(app, settings)`` serves it on the configured listeners (``FrontedRestServer``
 from a child process that answers status itself, as the daemon does by default);
 ``passwd_main`` is the

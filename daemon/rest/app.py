@@ -1,4 +1,4 @@
-"""``create_app``: Kafka Connect's REST API over a ``WorkerAPI``, as an aiohttp application.
+"""``create_app``: Kafka Connect's REST API over a ``Herder``, as an aiohttp application.
 
 Middlewares, outermost first: the access log, Connect's error mapping, 503 instead of 404 for a
 connector asked for before the connectors are loaded, basic authentication (when a credentials
@@ -22,7 +22,7 @@ from daemon.rest.errors import error_middleware
 from daemon.rest.front.protocol import SNAPSHOT_PATH, forwarded_scheme, snapshot_route
 from daemon.rest.openapi import build
 from daemon.rest.settings import RestSettings
-from daemon.runtime.model import WorkerAPI
+from daemon.runtime.model import Herder
 
 
 def operations() -> list[Operation]:
@@ -38,7 +38,7 @@ def operations() -> list[Operation]:
 
 
 def create_app(
-    worker: WorkerAPI,
+    herder: Herder,
     *,
     settings: RestSettings | None = None,
     metrics: Metrics | None = None,
@@ -57,7 +57,7 @@ def create_app(
     settings = settings or RestSettings()
     settings.check()
     metrics = metrics or Metrics()
-    metrics.watch_worker(worker)
+    metrics.watch_worker(herder)
     ops = operations()
     auth = BasicAuth(settings.credentials_file) if settings.credentials_file else None
     middlewares: list[Middleware] = [
@@ -76,8 +76,8 @@ def create_app(
     app = web.Application(middlewares=middlewares, client_max_size=settings.max_body_bytes)
     register(app.router, ops, settings.max_body_bytes)
     if front_token is not None:
-        app.router.add_routes([snapshot_route(worker, front_token)])
-    ctx = RestContext(worker, settings, registry or default_registry, metrics)
+        app.router.add_routes([snapshot_route(herder, front_token)])
+    ctx = RestContext(herder, settings, registry or default_registry, metrics)
     ctx.openapi = build(ops, basic_auth=auth is not None)
     app[CONTEXT] = ctx
     return app

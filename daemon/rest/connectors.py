@@ -79,9 +79,9 @@ async def list_connectors(request: web.Request) -> web.Response:
     ctx = context(request)
     if ctx.starting():  # an empty or partial list would be a wrong answer, not an early one
         raise RestError(503, STILL_STARTING)
-    worker = ctx.worker
+    herder = ctx.herder
     expand = cast(tuple[str, ...], query(request, "expand"))
-    names = worker.connector_names()
+    names = herder.connector_names()
     if not expand:
         return json_reply(names)
     out: dict[str, dict[str, object]] = {}
@@ -89,9 +89,9 @@ async def list_connectors(request: web.Request) -> web.Response:
         try:
             entry: dict[str, object] = {}
             if "status" in expand:
-                entry["status"] = worker.connector_status(name).to_json()
+                entry["status"] = herder.connector_status(name).to_json()
             if "info" in expand:
-                entry["info"] = worker.connector_info(name).to_json()
+                entry["info"] = herder.connector_info(name).to_json()
         except ConnectorNotFound:  # deleted while we looked: leave it out, as Connect does
             continue
         out[name] = entry
@@ -115,7 +115,7 @@ async def create_connector(request: web.Request) -> web.Response:
     config = dict(req.config)
     check_and_put_name(name, config)
     state = TargetState(req.initial_state) if req.initial_state else TargetState.RUNNING
-    info = await ctx.call(ctx.worker.create_connector(name, config, state))
+    info = await ctx.call(ctx.herder.create_connector(name, config, state))
     return json_reply(
         info.to_json(), status=201, headers={"Location": connector_url(request, name)}
     )
@@ -135,7 +135,7 @@ def connector_url(request: web.Request, name: str) -> str:
 )
 async def get_connector(request: web.Request) -> web.Response:
     name = request.match_info["connector"]
-    return json_reply(context(request).worker.connector_info(name).to_json())
+    return json_reply(context(request).herder.connector_info(name).to_json())
 
 
 @routes.op(
@@ -147,7 +147,7 @@ async def get_connector(request: web.Request) -> web.Response:
 )
 async def get_config(request: web.Request) -> web.Response:
     name = request.match_info["connector"]
-    return json_reply(context(request).worker.connector_config(name))
+    return json_reply(context(request).herder.connector_config(name))
 
 
 @routes.op(
@@ -167,7 +167,7 @@ async def put_config(request: web.Request) -> web.Response:
     check_and_put_name(name, config)
     check_name(name)
     async with ctx.config_lock(name):
-        created, info = await ctx.call(ctx.worker.put_connector_config(name, config))
+        created, info = await ctx.call(ctx.herder.put_connector_config(name, config))
     if created:
         headers = {"Location": connector_url(request, name)}
         return json_reply(info.to_json(), status=201, headers=headers)
@@ -188,14 +188,14 @@ async def patch_config(request: web.Request) -> web.Response:
     name = request.match_info["connector"]
     patch = body(request, m.ConfigPatchBody).root
     async with ctx.config_lock(name):  # read-modify-write: no concurrent PATCH may be lost
-        config = dict(ctx.worker.connector_config(name))
+        config = dict(ctx.herder.connector_config(name))
         for key, value in patch.items():
             if value is None:
                 config.pop(key, None)
             else:
                 config[key] = value
         check_and_put_name(name, config)
-        _, info = await ctx.call(ctx.worker.put_connector_config(name, config))
+        _, info = await ctx.call(ctx.herder.put_connector_config(name, config))
     return json_reply(info.to_json())
 
 
@@ -208,5 +208,5 @@ async def patch_config(request: web.Request) -> web.Response:
 )
 async def delete_connector(request: web.Request) -> web.Response:
     ctx = context(request)
-    await ctx.call(ctx.worker.delete_connector(request.match_info["connector"]))
+    await ctx.call(ctx.herder.delete_connector(request.match_info["connector"]))
     return web.Response(status=204)

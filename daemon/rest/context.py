@@ -24,8 +24,8 @@ from daemon.metrics import Metrics
 from daemon.rest.errors import RestError
 from daemon.rest.loggers import LoggerLevels
 from daemon.rest.settings import RestSettings
-from daemon.runtime.herder.forward import FORWARDED, HEADER, RETRIED, RETRY_HEADER
-from daemon.runtime.model import WorkerAPI
+from daemon.runtime.distributed.forward import FORWARDED, HEADER, RETRIED, RETRY_HEADER
+from daemon.runtime.model import Herder
 
 log = logging.getLogger("connectd.rest")
 T = TypeVar("T")
@@ -56,7 +56,7 @@ class HealthReporting(Protocol):
 
 @dataclass
 class RestContext:
-    worker: WorkerAPI
+    herder: Herder
     settings: RestSettings
     registry: ConnectorRegistry
     metrics: Metrics
@@ -74,11 +74,11 @@ class RestContext:
         it may just not be loaded. Once ready, it stays loaded (a shutdown is not a start)."""
         if self._loaded:
             return False
-        is_starting = getattr(self.worker, "is_starting", None)
+        is_starting = getattr(self.herder, "is_starting", None)
         if callable(is_starting):  # a worker that says so: a shutdown is not a start
             if is_starting():
                 return True
-        elif isinstance(self.worker, HealthReporting) and not self.worker.is_ready():
+        elif isinstance(self.herder, HealthReporting) and not self.herder.is_ready():
             return True
         self._loaded = True
         return False
@@ -109,9 +109,9 @@ class RestContext:
             raise
 
     async def cluster_id(self) -> str | None:
-        if not isinstance(self.worker, ClusterIdentified):
+        if not isinstance(self.herder, ClusterIdentified):
             return None
-        value = self.worker.kafka_cluster_id()
+        value = self.herder.kafka_cluster_id()
         if inspect.isawaitable(value):
             value = await self.call(value)
         return None if value is None else str(value)
@@ -157,7 +157,7 @@ async def not_loaded_yet(request: web.Request, handler: Handler) -> web.StreamRe
 @web.middleware
 async def forwarded_request(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Distributed mode: a request another worker forwarded here is never forwarded again
-    (``daemon.runtime.herder.forward``)."""
+    (``daemon.runtime.distributed.forward``)."""
     if request.headers.get(HEADER) != "1":
         return await handler(request)
     token = FORWARDED.set(True)

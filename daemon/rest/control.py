@@ -1,7 +1,7 @@
 """Running connectors: status, tasks, restart, pause / resume / stop, active topics.
 
 ``POST /connectors/{c}/tasks/{t}/restart`` answers only once the old incarnation is reaped and
-the new one started (``WorkerAPI.restart_task``); if the old one cannot be reaped the answer is
+the new one started (``Herder.restart_task``); if the old one cannot be reaped the answer is
 500 with the worker's ``StopFailed`` message and no second incarnation exists.
 """
 
@@ -36,7 +36,7 @@ def _task(request: web.Request) -> int:
 )
 async def connector_status(request: web.Request) -> web.Response:
     name = request.match_info["connector"]
-    return json_reply(context(request).worker.connector_status(name).to_json())
+    return json_reply(context(request).herder.connector_status(name).to_json())
 
 
 @routes.op(
@@ -47,7 +47,7 @@ async def connector_status(request: web.Request) -> web.Response:
     _E404,
 )
 async def task_configs(request: web.Request) -> web.Response:
-    infos = context(request).worker.task_infos(request.match_info["connector"])
+    infos = context(request).herder.task_infos(request.match_info["connector"])
     return json_reply([info.to_json() for info in infos])
 
 
@@ -59,8 +59,8 @@ async def task_configs(request: web.Request) -> web.Response:
     _E404_TASK,
 )
 async def task_status(request: web.Request) -> web.Response:
-    worker = context(request).worker
-    return json_reply(worker.task_status(request.match_info["connector"], _task(request)).to_json())
+    herder = context(request).herder
+    return json_reply(herder.task_status(request.match_info["connector"], _task(request)).to_json())
 
 
 @routes.op(
@@ -83,10 +83,10 @@ async def restart_connector(request: web.Request) -> web.Response:
     include_tasks: bool = query(request, "includeTasks")
     only_failed: bool = query(request, "onlyFailed")
     if not include_tasks and not only_failed:
-        await ctx.call(ctx.worker.restart_connector(name))
+        await ctx.call(ctx.herder.restart_connector(name))
         return web.Response(status=204)
     status = await ctx.call(
-        ctx.worker.restart_connector(name, include_tasks=include_tasks, only_failed=only_failed)
+        ctx.herder.restart_connector(name, include_tasks=include_tasks, only_failed=only_failed)
     )
     return json_reply(status.to_json(), status=202)
 
@@ -101,7 +101,7 @@ async def restart_connector(request: web.Request) -> web.Response:
 )
 async def restart_task(request: web.Request) -> web.Response:
     ctx = context(request)
-    await ctx.call(ctx.worker.restart_task(request.match_info["connector"], _task(request)))
+    await ctx.call(ctx.herder.restart_task(request.match_info["connector"], _task(request)))
     return web.Response(status=204)
 
 
@@ -114,7 +114,7 @@ async def restart_task(request: web.Request) -> web.Response:
 )
 async def pause(request: web.Request) -> web.Response:
     ctx = context(request)
-    await ctx.call(ctx.worker.pause_connector(request.match_info["connector"]))
+    await ctx.call(ctx.herder.pause_connector(request.match_info["connector"]))
     return web.Response(status=202)
 
 
@@ -127,7 +127,7 @@ async def pause(request: web.Request) -> web.Response:
 )
 async def resume(request: web.Request) -> web.Response:
     ctx = context(request)
-    await ctx.call(ctx.worker.resume_connector(request.match_info["connector"]))
+    await ctx.call(ctx.herder.resume_connector(request.match_info["connector"]))
     return web.Response(status=202)
 
 
@@ -141,7 +141,7 @@ async def resume(request: web.Request) -> web.Response:
 )
 async def stop(request: web.Request) -> web.Response:
     ctx = context(request)
-    await ctx.call(ctx.worker.stop_connector(request.match_info["connector"]))
+    await ctx.call(ctx.herder.stop_connector(request.match_info["connector"]))
     return web.Response(status=204)
 
 
@@ -158,7 +158,7 @@ async def topics(request: web.Request) -> web.Response:
     if not ctx.settings.topic_tracking:
         raise RestError(403, "Topic tracking is disabled.")
     name = request.match_info["connector"]
-    return json_reply({name: {"topics": ctx.worker.topics(name)}})
+    return json_reply({name: {"topics": ctx.herder.topics(name)}})
 
 
 @routes.op(
@@ -175,5 +175,5 @@ async def reset_topics(request: web.Request) -> web.Response:
         raise RestError(403, "Topic tracking is disabled.")
     if not ctx.settings.topic_tracking_reset:
         raise RestError(403, "Topic tracking reset is disabled.")
-    await ctx.call(ctx.worker.reset_topics(request.match_info["connector"]))
+    await ctx.call(ctx.herder.reset_topics(request.match_info["connector"]))
     return web.Response(status=202)

@@ -113,7 +113,7 @@ def parse_offsets(entries: list[m.OffsetEntry] | None) -> list[SinkOffset]:
 )
 async def get_offsets(request: web.Request) -> web.Response:
     ctx = context(request)
-    offsets = await ctx.call(ctx.worker.get_offsets(request.match_info["connector"]))
+    offsets = await ctx.call(ctx.herder.get_offsets(request.match_info["connector"]))
     return json_reply({"offsets": [o.to_json() for o in offsets]})
 
 
@@ -129,7 +129,7 @@ async def get_offsets(request: web.Request) -> web.Response:
 async def alter_offsets(request: web.Request) -> web.Response:
     ctx = context(request)
     offsets = parse_offsets(body(request, m.OffsetsBody).offsets)
-    await ctx.call(ctx.worker.alter_offsets(request.match_info["connector"], offsets))
+    await ctx.call(ctx.herder.alter_offsets(request.match_info["connector"], offsets))
     return json_reply({"message": ALTERED})
 
 
@@ -146,8 +146,8 @@ async def reset_offsets(request: web.Request) -> web.Response:
     ctx = context(request)
     name = request.match_info["connector"]
     # What the sink had committed: the records before those offsets are in it already.
-    before = await ctx.call(ctx.worker.get_offsets(name))
-    await ctx.call(ctx.worker.reset_offsets(name))
+    before = await ctx.call(ctx.herder.get_offsets(name))
+    await ctx.call(ctx.herder.reset_offsets(name))
     return json_reply({"message": reset_message(before)})
 
 

@@ -15,7 +15,7 @@ from daemon.rest import models as m
 from daemon.rest.api import Reply, Routes
 from daemon.rest.context import HealthReporting, context
 from daemon.rest.errors import json_reply
-from daemon.runtime.model import TaskStatus, WorkerAPI
+from daemon.runtime.model import Herder, TaskStatus
 
 routes = Routes("worker")
 
@@ -71,24 +71,24 @@ async def server_info(request: web.Request) -> web.Response:
 )
 async def health(request: web.Request) -> web.Response:
     ctx = context(request)
-    worker = ctx.worker
-    if not isinstance(worker, HealthReporting):
+    herder = ctx.herder
+    if not isinstance(herder, HealthReporting):
         return _health(200, "healthy", HEALTHY)
     try:
         async with asyncio.timeout(ctx.settings.health_timeout):
-            await asyncio.shield(worker.health_check())
+            await asyncio.shield(herder.health_check())
     except TimeoutError:
-        if not worker.is_ready():
+        if not herder.is_ready():
             return _health(503, "starting", STARTING)
         return _health(500, "unhealthy", UNHEALTHY)
     except Exception as exc:  # the hook reports a failure with a message
         state, status, text = (
-            ("unhealthy", 500, UNHEALTHY) if worker.is_ready() else ("starting", 503, STARTING)
+            ("unhealthy", 500, UNHEALTHY) if herder.is_ready() else ("starting", 503, STARTING)
         )
         return _health(status, state, f"{text} {exc}")
-    if not worker.is_ready():
+    if not herder.is_ready():
         return _health(503, "starting", STARTING)
-    stalled = _stalled(worker)
+    stalled = _stalled(herder)
     if not stalled:
         return _health(200, "healthy", HEALTHY)
     named = "; ".join(
@@ -108,12 +108,12 @@ async def health(request: web.Request) -> web.Response:
     return _health(200, "healthy", f"{HEALTHY} Tasks stalled: {named}", listed)
 
 
-def _stalled(worker: WorkerAPI) -> list[tuple[str, TaskStatus]]:
+def _stalled(herder: Herder) -> list[tuple[str, TaskStatus]]:
     """Tasks with lag and no commit for ``task.stall.warn.ms`` (their status says so)."""
     out: list[tuple[str, TaskStatus]] = []
-    for name in worker.connector_names():
+    for name in herder.connector_names():
         try:
-            status = worker.connector_status(name)
+            status = herder.connector_status(name)
         except ConnectdError:  # deleted while we looked
             continue
         out.extend((name, t) for t in status.tasks if t.stalled is not None)

@@ -6,7 +6,7 @@ instance stopped); a reconfiguration or restart stops every affected task throug
 sequence before a new incarnation (with a new epoch) starts. The connector's own callbacks
 (``start``, ``task_configs``, ``stop``) run under deadlines; their failure makes the connector
 FAILED with the trace kept, never the worker, and the connector's ``AutoRestarter`` restarts it
-on the same schedule and rules as a task (``daemon.runtime.restart``).
+on the same schedule and rules as a task (``daemon.runtime.slot.autorestart``).
 """
 
 from __future__ import annotations
@@ -15,41 +15,19 @@ import asyncio
 import logging
 import traceback
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from daemon.config import Providers, WorkerConfig, parse_connector, resolve
-from daemon.connectors.api import ConnectorRegistry, SinkConnector, TaskId
+from daemon.config import parse_connector, resolve
+from daemon.connectors.api import SinkConnector, TaskId
 from daemon.errors import InvalidConfig, StopFailed
-from daemon.runtime.executors import Executors
-from daemon.runtime.freshness import Freshness, SlotRecorder
+from daemon.runtime.env import RuntimeEnv
+from daemon.runtime.incarnation import Incarnation
 from daemon.runtime.model import ConnectorStatus, State, TargetState, TaskStatus
-from daemon.runtime.restart import REAL_CLOCK, AutoRestarter, Clock, RestartPolicy
-from daemon.runtime.slot import TaskSlot
-from daemon.runtime.steps import TaskMetrics, TaskSettings
-from daemon.runtime.task import Incarnation
-from daemon.storage.epochs import Epochs
+from daemon.runtime.slot import AutoRestarter, Freshness, RestartPolicy, SlotRecorder, TaskSlot
 
 log = logging.getLogger("connectd.worker")
 
 CONNECTOR_CALL_TIMEOUT = 60.0
-
-
-@dataclass(frozen=True)
-class RuntimeEnv:
-    """What every connector of a worker shares."""
-
-    worker: WorkerConfig
-    executors: Executors
-    epochs: Epochs
-    providers: Providers
-    registry: ConnectorRegistry
-    settings: TaskSettings
-    graceful_timeout: float
-    kill_timeout: float
-    metrics: TaskMetrics | None = None
-    #: Time for the restart policy (tests run its schedule faster).
-    clock: Clock = REAL_CLOCK
 
 
 def unresolve(
@@ -254,6 +232,15 @@ class ConnectorRuntime:
         self.auto.reset()
         self.auto.policy = self._policy()
         await self.start()
+
+    async def set_target(self, target: TargetState) -> None:
+        """Pause, resume or stop, as ``target`` says."""
+        if target is TargetState.PAUSED:
+            await self.pause()
+        elif target is TargetState.STOPPED:
+            await self.stop()
+        else:
+            await self.resume()
 
     async def pause(self) -> None:
         self.target = TargetState.PAUSED

@@ -159,7 +159,7 @@ class SinkOffset:
         }
 
 
-class WorkerAPI(Protocol):
+class Herder(Protocol):
     """What the REST API (and tests, and the systemd status line) may ask of a worker.
 
     Errors are ``daemon.errors`` types: ``ConnectorNotFound``/``TaskNotFound`` (404),

@@ -30,8 +30,8 @@ from aiokafka.structs import OffsetAndMetadata
 from daemon.config import WorkerConfig
 from daemon.connectors.api import ExecutorCall, SinkConnector
 from daemon.connectors.records import TopicPartition
-from daemon.runtime.consumer import client_settings, group_id, to_kafka
 from daemon.runtime.executors import ExecutorBinding, Executors
+from daemon.runtime.incarnation.consumer import client_settings, group_id, to_kafka
 from daemon.runtime.model import SinkOffset
 
 log = logging.getLogger("connectd.offsets")

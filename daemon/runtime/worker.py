@@ -1,434 +1,237 @@
-"""The worker: connectors and their tasks on this process, behind ``WorkerAPI``.
+"""What Connect calls the Worker: the connectors and tasks running on this process.
 
-Every method that changes state returns once the change is done (``restart_task`` returns after
-the old incarnation is reaped and the new one started). Changes to a connector are serialised by
-the connector's lock; different connectors change in parallel. Configurations, target states and
-origins are persisted in the ``ConfigStore`` (standalone: a state file) before they are applied,
-so a crash never loses an acknowledged change.
+Both herders drive one ``Worker``: the standalone herder with what its files and the REST API
+say (``daemon.runtime.standalone``), the distributed herder with what the group assigned this
+process and the config log holds (``daemon.runtime.distributed``). The worker holds the
+``RuntimeEnv`` its connectors share and a ``ConnectorSet``:
 
-At start (``Worker.start``) the command line is the truth for connectors defined by files, as in
-Kafka Connect's standalone mode: a stored connector whose origin is a file and that the command
-line does not name again is neither started nor kept. Connectors created through the REST API
-are restored (a 201 is never lost), and so are target states (a paused or stopped connector
-stays so). Each restored connector is logged with its origin, and each one not running with
-how to resume it.
+- one ``ConnectorRuntime`` per connector name; a name is added or removed under the set's
+  lock, and every change to one connector holds that connector's own lock
+  (``ConnectorRuntime.lock``), so a REST restart, a reload and a rebalance never interleave on
+  it while different connectors change in parallel;
+- a connector is removed from the set only once the stop sequence confirmed every task of it
+  reaped: a ``StopFailed`` leaves it in (its tasks are suspected zombies) and propagates.
+
+``reconcile`` (distributed mode) brings the work here to exactly what the config log says for
+exactly what the group assigned: connectors and tasks that moved away or were deleted go
+through the stop sequence, new ones start, a changed configuration restarts the tasks it
+concerns, a changed target state pauses, resumes or stops. It is idempotent.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 
-from daemon.config import Providers, WorkerConfig, resolve
-from daemon.connectors.api import ConnectorRegistry, SinkConnector, default_registry
-from daemon.connectors.registry import off_loop, validate_connector, validate_connector_async
-from daemon.errors import (
-    Conflict,
-    ConnectorExists,
-    ConnectorNotFound,
-    StopFailed,
-    TaskNotFound,
-)
-from daemon.runtime import offsets as offsets_api
-from daemon.runtime.connector import ConnectorRuntime, RuntimeEnv
-from daemon.runtime.executors import Executors
-from daemon.runtime.model import (
-    ConnectorInfo,
-    ConnectorStatus,
-    SinkOffset,
-    State,
-    TargetState,
-    TaskInfo,
-    TaskStatus,
-)
-from daemon.runtime.steps import TaskMetrics, TaskSettings
-from daemon.storage.epochs import Epochs, EpochStore
-from daemon.storage.standalone import REST, ConfigStore, MemoryStore, Origin, StoredConnector
+from daemon.cluster import Allocation
+from daemon.errors import ConnectdError, ConnectorExists, ConnectorNotFound
+from daemon.runtime.connector import ConnectorRuntime
+from daemon.runtime.env import RuntimeEnv
+from daemon.runtime.model import State, TargetState
+from daemon.storage.kafka import ConfigSnapshot
+from daemon.structs import TaskId
 
 log = logging.getLogger("connectd.worker")
 
-#: Bound on the kill + reap + /proc confirmation of one incarnation in the stop sequence.
-DEFAULT_KILL_TIMEOUT = 15.0
-
-#: The origin of a connector given to ``Worker.start`` without one.
-GIVEN = Origin("(the launch plan)")
+#: A reported state and its trace.
+Reported = tuple[State, str | None]
 
 
-class Worker:
-    """Runs connectors and tasks; implements ``daemon.runtime.model.WorkerAPI``."""
+@dataclass(frozen=True)
+class Placement:
+    """Distributed mode: whether the connector instance runs here, which of its tasks do, and
+    the task configurations the config log holds (standalone runs the instance and every task,
+    with the configurations the instance generates)."""
 
-    def __init__(
-        self,
-        config: WorkerConfig,
-        executors: Executors,
-        *,
-        store: ConfigStore | None = None,
-        epochs: Epochs | None = None,
-        registry: ConnectorRegistry = default_registry,
-        worker_id: str | None = None,
-        kill_timeout: float = DEFAULT_KILL_TIMEOUT,
-        metrics: TaskMetrics | None = None,
-    ) -> None:
-        self.config = config
-        self.executors = executors
-        self.store: ConfigStore = store if store is not None else MemoryStore()
-        self.registry = registry
-        self.env = self.runtime_env(
-            config,
-            executors,
-            epochs=epochs,
-            registry=registry,
-            kill_timeout=kill_timeout,
-            metrics=metrics,
-        )
-        first = config.listeners[0]
-        self._worker_id = worker_id or f"{first.host or '127.0.0.1'}:{first.port}"
-        self._connectors: dict[str, ConnectorRuntime] = {}
-        self._origins: dict[str, Origin | None] = {}  # None: not recorded (an older state file)
-        self._lock = asyncio.Lock()  # guards the set of connector names
-        self._started = False
-        self._stopped = False
+    runs_instance: bool
+    tasks: frozenset[int] = frozenset()
+    task_configs: list[dict[str, str]] = field(default_factory=list)
 
-    @staticmethod
-    def runtime_env(
-        config: WorkerConfig,
-        executors: Executors,
-        *,
-        epochs: Epochs | None = None,
-        registry: ConnectorRegistry = default_registry,
-        kill_timeout: float = DEFAULT_KILL_TIMEOUT,
-        metrics: TaskMetrics | None = None,
-    ) -> RuntimeEnv:
-        """What every connector of a worker shares (epochs default to ``state.dir``'s)."""
-        return RuntimeEnv(
-            worker=config,
-            executors=executors,
-            epochs=epochs if epochs is not None else EpochStore(config.state_dir),
-            providers=Providers.from_worker(config),
-            registry=registry,
-            settings=TaskSettings.from_worker(config),
-            graceful_timeout=config.task_shutdown_graceful_timeout.total_seconds(),
-            kill_timeout=kill_timeout,
-            metrics=metrics,
-        )
 
-    # ---- lifecycle ----
+class ConnectorSet:
+    """The connectors of one worker by name (see the module docstring for the locks)."""
 
-    @property
-    def worker_id(self) -> str:
-        return self._worker_id
+    def __init__(self) -> None:
+        self._runtimes: dict[str, ConnectorRuntime] = {}
+        self.lock = asyncio.Lock()  # guards the set of names
 
-    def set_worker_id(self, worker_id: str) -> None:
-        """The REST listener's real address, once bound (port 0 picks one)."""
-        self._worker_id = worker_id
+    def get(self, name: str) -> ConnectorRuntime | None:
+        return self._runtimes.get(name)
 
-    async def start(
-        self,
-        connectors: Sequence[Mapping[str, str]] = (),
-        origins: Sequence[Origin] = (),
-    ) -> None:
-        """Load the stored connectors, (re)apply ``connectors`` (the command line's; ``origins``
-        says which file each came from), start all (see the module docstring).
-
-        A stored connector's target state is kept, also for one given again on the command line:
-        a connector an operator paused stays paused across a restart. A stored connector that
-        came from a file and is not among ``connectors`` is removed from the store, not started.
-        """
-        stored = await self.store.load()
-        given: dict[str, tuple[dict[str, str], Origin]] = {}
-        for i, config in enumerate(connectors):
-            name = config["name"]
-            origin = origins[i] if i < len(origins) else GIVEN
-            if name in given:  # the launch plan refuses it first; this guards embedders
-                raise ConnectorExists(
-                    f"Connector {name} already exists: {given[name][1]} and {origin} both name it"
-                )
-            check = functools.partial(self._validate, name, config)  # it may stat a path
-            given[name] = (await off_loop(check, f"connector {name}"), origin)
-        where = self.store.where
-        for name, entry in sorted(stored.items()):
-            if name in given:
-                continue
-            if entry.origin is not None and entry.origin.from_file:
-                log.warning(
-                    "Connector %s (from %s) is not on the command line: not started, and removed"
-                    " from %s (as in Kafka Connect's standalone mode, only the connector files"
-                    " given run); give its file again to run it",
-                    name,
-                    entry.origin,
-                    where,
-                )
-                await self.store.delete(name)
-                del stored[name]
-                continue
-            how = (
-                "created through the REST API"
-                if entry.origin is not None
-                else "origin not recorded (stored by an older connectd); DELETE"
-                f" /connectors/{name} if it should not run"
-            )
-            log.info("Connector %s restored from %s: %s", name, where, how)
-        for name, (checked, origin) in given.items():
-            before = stored.get(name)
-            target = before.target if before is not None else TargetState.RUNNING
-            entry = StoredConnector(checked, target, origin)
-            if before is None:
-                log.info("Connector %s from %s", name, origin)
-            else:
-                was = (
-                    ""
-                    if before.origin in (origin, None)
-                    else f", which had it from {before.origin}"
-                )
-                changed = (
-                    ""
-                    if dict(before.config) == checked
-                    else "; the file's configuration is applied"
-                )
-                log.info("Connector %s from %s, known to %s%s%s", name, origin, where, was, changed)
-            if before != entry:
-                await self.store.save(name, entry)
-            stored[name] = entry
-        for name, entry in stored.items():
-            self._origins[name] = entry.origin
-            self._connectors[name] = ConnectorRuntime(name, entry.config, entry.target, self.env)
-            if entry.target is not TargetState.RUNNING:
-                log.warning(
-                    "Connector %s is %s, as it was before the restart (target states are kept"
-                    " in %s); PUT /connectors/%s/resume to run it",
-                    name,
-                    entry.target.value,
-                    where,
-                    name,
-                )
-        await asyncio.gather(*(self._start(c) for c in self._connectors.values()))
-        self._started = True
-
-    async def _start(self, connector: ConnectorRuntime) -> None:
-        async with connector.lock:
-            await connector.start()
-
-    async def stop(self) -> None:
-        """Every task of every connector through the stop sequence, in parallel; then the
-        connector instances. Logs (does not raise) tasks whose reap could not be confirmed."""
-        self._stopped = True
-        results = await asyncio.gather(
-            *(self._shutdown(c) for c in self._connectors.values()), return_exceptions=True
-        )
-        for result in results:
-            if isinstance(result, BaseException):
-                log.error("Worker shutdown: %s", result)
-
-    def is_ready(self) -> bool:
-        """Start-up is complete (``GET /health``)."""
-        return self._started and not self._stopped
-
-    def is_starting(self) -> bool:
-        """Still loading its connectors (neither started nor stopped): the REST API answers
-        changes to connectors with 503 meanwhile."""
-        return not self._started and not self._stopped
-
-    async def health_check(self) -> None:
-        """Returns once the worker's event loop has done a round trip (``GET /health``)."""
-        await asyncio.sleep(0)
-
-    async def _shutdown(self, connector: ConnectorRuntime) -> None:
-        async with connector.lock:
-            await connector.shutdown("the worker is shutting down")
-
-    # ---- reading ----
-
-    def _get(self, name: str) -> ConnectorRuntime:
+    def __getitem__(self, name: str) -> ConnectorRuntime:
         try:
-            return self._connectors[name]
+            return self._runtimes[name]
         except KeyError:
             raise ConnectorNotFound(f"Connector {name} not found") from None
 
-    def connector_names(self) -> list[str]:
-        return sorted(self._connectors)
+    def __contains__(self, name: object) -> bool:
+        return name in self._runtimes
 
-    def connector_info(self, name: str) -> ConnectorInfo:
-        c = self._get(name)
-        return ConnectorInfo(name=name, config=dict(c.config), tasks=c.task_ids())
+    def __iter__(self) -> Iterator[ConnectorRuntime]:
+        return iter(list(self._runtimes.values()))
 
-    def connector_config(self, name: str) -> dict[str, str]:
-        return dict(self._get(name).config)
+    def __len__(self) -> int:
+        return len(self._runtimes)
 
-    def connector_status(self, name: str) -> ConnectorStatus:
-        return self._get(name).status(self.worker_id)
+    def names(self) -> list[str]:
+        return sorted(self._runtimes)
 
-    def task_status(self, name: str, task: int) -> TaskStatus:
-        c = self._get(name)
-        if task not in c.slots:
-            raise TaskNotFound(f"Task {name}-{task} not found")
-        return c.slots[task].status(self.worker_id)
+    def add(self, runtime: ConnectorRuntime) -> None:
+        """Callers hold ``lock``; ``ConnectorExists`` if the name is taken."""
+        if runtime.name in self._runtimes:
+            raise ConnectorExists(f"Connector {runtime.name} already exists")
+        self._runtimes[runtime.name] = runtime
 
-    def task_infos(self, name: str) -> list[TaskInfo]:
-        c = self._get(name)
-        return [TaskInfo(name, i, dict(cfg)) for i, cfg in enumerate(c.task_configs)]
+    def discard(self, runtime: ConnectorRuntime) -> None:
+        """Forget ``runtime`` if it is still the one under its name."""
+        if self._runtimes.get(runtime.name) is runtime:
+            del self._runtimes[runtime.name]
 
-    def topics(self, name: str) -> list[str]:
-        return sorted(self._get(name).all_topics())
+
+class Worker:
+    """The connectors and tasks on this process (see the module docstring)."""
+
+    def __init__(self, env: RuntimeEnv) -> None:
+        self.env = env
+        self.connectors = ConnectorSet()
+
+    # ---- reading ----
+
+    def get(self, name: str) -> ConnectorRuntime | None:
+        return self.connectors.get(name)
+
+    def runs_task(self, task: TaskId) -> bool:
+        rt = self.connectors.get(task.connector)
+        return rt is not None and task.task in rt.slots
 
     # ---- changing ----
 
-    def _validate(self, name: str, config: Mapping[str, str]) -> dict[str, str]:
-        return validate_connector(name, config, self.registry)
-
-    async def _validate_new(self, name: str, config: Mapping[str, str]) -> dict[str, str]:
-        """``_validate``, and the class's check against what exists (a table whose commit log
-        shows another connector writing these partitions …), off the event loop: what a
-        create or a change through REST must pass."""
-        return await validate_connector_async(name, config, self.registry)
-
-    async def create_connector(
+    async def add(
         self,
         name: str,
         config: Mapping[str, str],
-        initial_state: TargetState = TargetState.RUNNING,
+        target: TargetState,
+        placement: Placement | None = None,
         *,
-        origin: Origin = REST,
-    ) -> ConnectorInfo:
-        """``origin``: the file that defines it (a reload), else the REST API."""
-        checked = await self._validate_new(name, config)
-        async with self._lock:
-            if name in self._connectors:
-                raise ConnectorExists(f"Connector {name} already exists")
-            await self.store.save(name, StoredConnector(checked, initial_state, origin))
-            connector = ConnectorRuntime(name, checked, initial_state, self.env)
-            self._connectors[name] = connector
-            self._origins[name] = origin
-        log.info(
-            "Connector %s created from %s (target state %s)", name, origin, initial_state.value
+        start: bool = True,
+    ) -> ConnectorRuntime:
+        """A new connector, brought to ``target`` unless ``start`` is false (then ``start``
+        it later, under its lock). ``ConnectorExists`` if the name is taken."""
+        runtime = ConnectorRuntime(name, config, target, self.env)
+        if placement is not None:
+            runtime.runs_instance = placement.runs_instance
+            runtime.only_tasks = placement.tasks
+            runtime.given_task_configs = [dict(c) for c in placement.task_configs]
+        async with self.connectors.lock:
+            self.connectors.add(runtime)
+        if start:
+            await self.start(runtime)
+        return runtime
+
+    @staticmethod
+    async def start(runtime: ConnectorRuntime) -> None:
+        async with runtime.lock:
+            await runtime.start()
+
+    async def remove(
+        self,
+        name: str,
+        reason: str,
+        *,
+        forget: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        """The connector's tasks through the stop sequence, then the instance; then ``forget``
+        (the standalone herder deletes its stored config) and the name is free. ``StopFailed``
+        (a task not confirmed reaped) keeps it."""
+        runtime = self.connectors.get(name)
+        if runtime is None:  # removed meanwhile
+            return
+        async with runtime.lock:
+            await runtime.shutdown(reason)
+            if forget is not None:
+                await forget()
+            async with self.connectors.lock:
+                self.connectors.discard(runtime)
+
+    async def stop_all(self, reason: str) -> None:
+        """Every connector and task here through the stop sequence, in parallel (membership
+        lost, the daemon's exit). A connector whose stop failed stays and is logged."""
+        names = [rt.name for rt in self.connectors]
+        results = await asyncio.gather(
+            *(self.remove(name, reason) for name in names), return_exceptions=True
         )
-        await self._start(connector)
-        return self.connector_info(name)
+        for name, result in zip(names, results, strict=True):
+            if isinstance(result, BaseException):
+                log.error("Connector %s: stopping its work here failed: %s", name, result)
 
-    async def put_connector_config(
-        self, name: str, config: Mapping[str, str], *, origin: Origin | None = None
-    ) -> tuple[bool, ConnectorInfo]:
-        """Create or reconfigure. ``origin``: the file the config comes from (a reload); a
-        REST call leaves an existing connector's origin as it was (a file-defined connector
-        changed through REST gets its file's config back at the next start or reload)."""
-        if name not in self._connectors:
+    # ---- distributed mode ----
+
+    async def reconcile(self, snapshot: ConfigSnapshot, running: Allocation) -> None:
+        """This worker's work made exactly ``running`` as ``snapshot`` configures it."""
+        wanted: dict[str, tuple[bool, frozenset[int]]] = {}
+        for name in running.connectors:
+            wanted[name] = (True, frozenset())
+        for task in running.tasks:
+            here, tasks = wanted.get(task.connector, (False, frozenset()))
+            wanted[task.connector] = (here, tasks | {task.task})
+        gone = [
+            rt.name
+            for rt in self.connectors
+            if rt.name not in wanted or rt.name not in snapshot.connectors
+        ]
+        await asyncio.gather(*(self._unassign(n) for n in gone))
+        changes = [
+            self._place(name, snapshot, Placement(here, tasks, snapshot_tasks(snapshot, name)))
+            for name, (here, tasks) in sorted(wanted.items())
+            if name in snapshot.connectors
+        ]
+        await asyncio.gather(*changes)
+
+    async def _unassign(self, name: str) -> None:
+        try:
+            await self.remove(name, "it is no longer assigned to this worker")
+        except ConnectdError as exc:  # kept: retried at the next reconcile
+            log.error("Connector %s: stopping its work here failed: %s", name, exc)
+
+    async def _place(self, name: str, snapshot: ConfigSnapshot, placement: Placement) -> None:
+        config = dict(snapshot.connectors[name])
+        target = snapshot.target_state(name)
+        rt = self.connectors.get(name)
+        if rt is None:
+            await self.add(name, config, target, placement)
+            return
+        async with rt.lock:
             try:
-                return True, await self.create_connector(name, config, origin=origin or REST)
-            except ConnectorExists:
-                pass  # created meanwhile: reconfigure it
-        checked = await self._validate_new(name, config)
-        c = self._get(name)
-        async with c.lock:
-            kept = self._origins.get(name)
-            new_origin = origin if origin is not None else kept
-            if checked == c.config:
-                if new_origin != kept:
-                    await self.store.save(name, StoredConnector(checked, c.target, new_origin))
-                    self._origins[name] = new_origin
-                return False, self.connector_info(name)
-            await self.store.save(name, StoredConnector(checked, c.target, new_origin))
-            self._origins[name] = new_origin
-            log.info("Connector %s reconfigured; restarting its tasks", name)
-            await c.reconfigure(checked)
-        return False, self.connector_info(name)
+                if rt.config != config:
+                    rt.runs_instance, rt.only_tasks = placement.runs_instance, placement.tasks
+                    rt.given_task_configs = [dict(c) for c in placement.task_configs]
+                    rt.target = target
+                    await rt.reconfigure(config)
+                    return
+                if rt.target is not target:
+                    await rt.set_target(target)
+                await rt.place(placement.runs_instance, placement.tasks, placement.task_configs)
+            except ConnectdError as exc:
+                log.error("Connector %s: applying the assignment failed: %s", name, exc)
 
-    async def delete_connector(self, name: str) -> None:
-        c = self._get(name)
-        async with c.lock:
-            await c.shutdown("the connector was deleted")  # StopFailed: the connector stays
-            await self.store.delete(name)
-            async with self._lock:
-                self._connectors.pop(name, None)
-                self._origins.pop(name, None)
-        log.info("Connector %s deleted", name)
-
-    def origin(self, name: str) -> Origin | None:
-        """Where the connector came from (``None``: not recorded, an older state file)."""
-        self._get(name)
-        return self._origins.get(name)
-
-    async def _set_target(self, c: ConnectorRuntime, target: TargetState) -> None:
-        origin = self._origins.get(c.name)
-        await self.store.save(c.name, StoredConnector(c.config, target, origin))
-
-    async def pause_connector(self, name: str) -> None:
-        c = self._get(name)
-        async with c.lock:
-            await self._set_target(c, TargetState.PAUSED)
-            await c.pause()
-
-    async def resume_connector(self, name: str) -> None:
-        c = self._get(name)
-        async with c.lock:
-            await self._set_target(c, TargetState.RUNNING)
-            await c.resume()
-
-    async def stop_connector(self, name: str) -> None:
-        c = self._get(name)
-        async with c.lock:
-            await self._set_target(c, TargetState.STOPPED)
-            await c.stop()
-
-    async def restart_connector(
-        self, name: str, *, include_tasks: bool = False, only_failed: bool = False
-    ) -> ConnectorStatus:
-        c = self._get(name)
-        async with c.lock:
-            await c.restart(include_tasks=include_tasks, only_failed=only_failed)
-        return self.connector_status(name)
-
-    async def restart_task(self, name: str, task: int) -> None:
-        c = self._get(name)
-        async with c.lock:
-            if task not in c.slots:
-                raise TaskNotFound(f"Task {name}-{task} not found")
-            await c.restart_task(task)
-
-    async def reset_topics(self, name: str) -> None:
-        c = self._get(name)
-        c.topics.clear()
-        for slot in c.slots.values():
-            if slot.inc is not None:
-                slot.inc.topics.clear()
-
-    # ---- offsets ----
-
-    async def _offsets_target(self, name: str) -> tuple[SinkConnector, dict[str, str]]:
-        c = self._get(name)
-        async with asyncio.timeout(self.env.settings.resolve_timeout):
-            resolved = await asyncio.to_thread(resolve, c.config, self.env.providers)
-        return self.registry.resolve(c.config["connector.class"])(), resolved
-
-    def _require_stopped(self, name: str) -> ConnectorRuntime:
-        c = self._get(name)
-        if c.state is not State.STOPPED or c.slots:
-            raise Conflict(
-                f"Connectors must be in the STOPPED state before their offsets can be modified;"
-                f" stop {name} first (PUT /connectors/{name}/stop)",
-                status=400,
-            )
-        return c
-
-    async def get_offsets(self, name: str) -> list[SinkOffset]:
-        connector, config = await self._offsets_target(name)
-        return await offsets_api.read_offsets(self.config, name, connector, config, self.executors)
-
-    async def alter_offsets(self, name: str, offsets: Sequence[SinkOffset]) -> None:
-        c = self._require_stopped(name)
-        async with c.lock:
-            self._require_stopped(name)
-            connector, config = await self._offsets_target(name)
-            await offsets_api.alter_offsets(
-                self.config, name, connector, config, offsets, self.executors
-            )
-
-    async def reset_offsets(self, name: str) -> None:
-        c = self._require_stopped(name)
-        async with c.lock:
-            self._require_stopped(name)
-            connector, config = await self._offsets_target(name)
-            await offsets_api.reset_offsets(self.config, name, connector, config, self.executors)
+    def reported(self) -> tuple[dict[str, Reported], dict[TaskId, Reported]]:
+        """The states to publish: each connector whose instance runs here, each task here."""
+        connectors: dict[str, Reported] = {}
+        tasks: dict[TaskId, Reported] = {}
+        for rt in self.connectors:
+            if rt.runs_instance:
+                status = rt.status("")
+                connectors[rt.name] = (status.state, status.trace)
+            for index, slot in rt.slots.items():
+                st = slot.status("")
+                tasks[TaskId(rt.name, index)] = (st.state, st.trace)
+        return connectors, tasks
 
 
-__all__ = ["StopFailed", "Worker"]
+def snapshot_tasks(snapshot: ConfigSnapshot, name: str) -> list[dict[str, str]]:
+    return [dict(c) for c in snapshot.tasks(name)]
+
+
+__all__ = ["ConnectorSet", "Placement", "Worker"]

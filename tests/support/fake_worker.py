@@ -1,4 +1,4 @@
-"""An in-memory ``WorkerAPI`` that behaves like a standalone Connect worker, for REST tests.
+"""An in-memory ``Herder`` that behaves like a standalone Connect worker, for REST tests.
 
 It validates configurations as the real worker does (``parse_connector`` with the registry's
 resolver), keeps Connect's states and messages, and models the stop sequence's invariant: a task
@@ -47,12 +47,12 @@ from daemon.rest import FrontedRestServer, RestServer, RestSettings, create_app
 from daemon.runtime.model import (
     ConnectorInfo,
     ConnectorStatus,
+    Herder,
     SinkOffset,
     State,
     TargetState,
     TaskInfo,
     TaskStatus,
-    WorkerAPI,
 )
 
 __version__ = "1.0.0-test"
@@ -185,7 +185,7 @@ class FakeWorker:
     def hang_task(self, name: str, task: int) -> None:
         self.hung.add((name, task))
 
-    # -- WorkerAPI: reads -----------------------------------------------------------------
+    # -- Herder: reads -----------------------------------------------------------------
 
     @property
     def worker_id(self) -> str:
@@ -222,7 +222,7 @@ class FakeWorker:
     def topics(self, name: str) -> list[str]:
         return sorted(self._get(name).topics)
 
-    # -- WorkerAPI: changes ---------------------------------------------------------------
+    # -- Herder: changes ---------------------------------------------------------------
 
     async def create_connector(
         self, name: str, config: Mapping[str, str], initial_state: TargetState = TargetState.RUNNING
@@ -418,7 +418,7 @@ def local_settings(**changes: Any) -> RestSettings:
 
 @contextlib.asynccontextmanager
 async def serve(
-    worker: WorkerAPI,
+    worker: Herder,
     settings: RestSettings | None = None,
     *,
     registry: ConnectorRegistry | None = None,
@@ -486,7 +486,7 @@ class Client:
 
 @contextlib.asynccontextmanager
 async def serving_client(
-    worker: WorkerAPI, settings: RestSettings | None = None, **app_kwargs: Any
+    worker: Herder, settings: RestSettings | None = None, **app_kwargs: Any
 ) -> AsyncIterator[Client]:
     """``serve`` plus a ``Client`` bound to the server's first URL."""
     async with (

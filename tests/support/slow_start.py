@@ -1,5 +1,5 @@
 """``python -m support.slow_start SECONDS ARGS...``: ``connectd ARGS...`` whose worker waits
-``SECONDS`` before it loads its connectors (``Worker.start``), with everything else real.
+``SECONDS`` before it loads its connectors (``StandaloneHerder.start``), with everything else real.
 
 The gap between the REST listener opening and the connectors being loaded lasts a few
 milliseconds in a real start; stretched, a test can show what every request in it is answered
@@ -13,17 +13,17 @@ import sys
 from typing import Any
 
 from daemon.cli import main
-from daemon.runtime.worker import Worker
+from daemon.runtime.standalone import StandaloneHerder
 
 
 def delay_worker_start(seconds: float) -> None:
-    original = Worker.start
+    original = StandaloneHerder.start
 
-    async def start(self: Worker, *args: Any, **kwargs: Any) -> None:
+    async def start(self: StandaloneHerder, *args: Any, **kwargs: Any) -> None:
         await asyncio.sleep(seconds)
         await original(self, *args, **kwargs)
 
-    Worker.start = start  # type: ignore[method-assign]
+    StandaloneHerder.start = start  # type: ignore[method-assign]
 
 
 if __name__ == "__main__":

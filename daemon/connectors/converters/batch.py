@@ -1,7 +1,7 @@
 """One poll's converted columns assembled into a ``RecordBatch``, bad records set aside.
 
-``convert_poll`` is the whole conversion of a poll, given its key and value converters; the
-runtime's ``daemon.runtime.convert.BatchConverter`` holds a task's pair and calls it, and
+``convert_poll`` is the whole conversion of a poll, given its key and value converters; a task's
+pipeline (``daemon.runtime.incarnation.pipeline``) holds the pair and calls it, and
 ``daemon.connectors.testing.sample_batch`` builds batches with it as the runtime does.
 """
 

@@ -28,7 +28,7 @@ from aiohttp.typedefs import Handler
 from daemon.errors import ConnectorNotFound
 from daemon.rest.errors import compact_json, error_response
 from daemon.rest.settings import TlsSettings
-from daemon.runtime.model import WorkerAPI
+from daemon.runtime.model import Herder
 
 SNAPSHOT_PATH = "/_connectd/snapshot"
 TOKEN_HEADER = "X-Connectd-Front-Token"
@@ -46,7 +46,7 @@ async def forwarded_scheme(request: web.Request, handler: Handler) -> web.Stream
     return await handler(request)
 
 
-def snapshot_route(worker: WorkerAPI, token: str) -> web.RouteDef:
+def snapshot_route(herder: Herder, token: str) -> web.RouteDef:
     """The back's ``GET SNAPSHOT_PATH``: ``{"seq", "access_log", "connectors": {name: status}}``
     (``access_log``: whether request lines are logged at the worker's current levels).
 
@@ -59,9 +59,9 @@ def snapshot_route(worker: WorkerAPI, token: str) -> web.RouteDef:
         if not hmac.compare_digest(given.encode(), token.encode()):
             return error_response(404, "HTTP 404 Not Found")
         statuses: dict[str, Any] = {}
-        for name in worker.connector_names():
+        for name in herder.connector_names():
             try:
-                statuses[name] = worker.connector_status(name).to_json()
+                statuses[name] = herder.connector_status(name).to_json()
             except ConnectorNotFound:  # deleted between the two calls: not in this snapshot
                 continue
         access = logging.getLogger(ACCESS_LOGGER).isEnabledFor(logging.INFO)

@@ -25,10 +25,9 @@ import pyarrow as pa
 
 from daemon.config import ConnectorConfig, ErrorTolerance, WorkerConfig
 from daemon.connectors.api import TaskId
+from daemon.connectors.converters import Converter
 from daemon.connectors.records import BadRecord, OffsetRange, RecordBatch, TopicPartition
 from daemon.errors import ConversionError, RecordRejected
-from daemon.runtime.consumer import client_settings
-from daemon.runtime.convert import BatchConverter
 from daemon.runtime.deadletter.index import (
     DeadLetterIndex,
     Failure,
@@ -38,7 +37,8 @@ from daemon.runtime.deadletter.index import (
     qualified_name,
 )
 from daemon.runtime.deadletter.topic import DeadLetterTopic
-from daemon.runtime.steps import TaskSettings
+from daemon.runtime.incarnation.consumer import client_settings
+from daemon.runtime.settings import TaskSettings
 
 log = logging.getLogger("connectd.task")
 #: Longest key, value or headers text an errors.log.include.messages line shows, in bytes.
@@ -48,13 +48,14 @@ LOG_CONTENT_MAX = 4096
 def conversion_failures(
     polled: Mapping[TopicPartition, Sequence[Any]],
     bad: Sequence[BadRecord],
-    converter: BatchConverter,
+    converters: tuple[Converter, Converter],
 ) -> list[Failure]:
-    """``Failure``s of the records the converters rejected (timestamp from the polled record)."""
+    """``Failure``s of the records the converters (key, value) rejected (timestamp from the
+    polled record)."""
     out = []
     for b in bad:
         record = _find(polled, b.tp, b.offset)
-        side = converter.key if b.stage == "key" else converter.value
+        side = converters[0] if b.stage == "key" else converters[1]
         out.append(
             Failure(
                 b.topic,
@@ -192,13 +193,13 @@ class ErrantRecords:
         config: ConnectorConfig,
         worker: WorkerConfig,
         group: str,
-        converter: BatchConverter,
+        converters: tuple[Converter, Converter],
         *,
         close_timeout: float = TaskSettings.client_close_timeout,
     ) -> None:
         """``close_timeout``: how long ``close`` waits for each dead-letter topic client."""
         self.task_id = task_id
-        self.converter = converter
+        self.converters = converters  # key, value
         self.config = config
         self.group = group
         self.dlq: DeadLetterTopic | None = None
@@ -233,7 +234,7 @@ class ErrantRecords:
     ) -> tuple[RecordBatch, list[Failure]]:
         """The batch without the rows the sink rejected, and every failure of the poll (the
         converters' and the sink's) in (partition, offset) order."""
-        failures = conversion_failures(polled, bad, self.converter)
+        failures = conversion_failures(polled, bad, self.converters)
         if rejected:
             failures += rejection_failures(polled, batch, rejected, task_class)
             batch = without_rows(batch, sorted(rejected))

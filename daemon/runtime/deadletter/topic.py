@@ -33,7 +33,7 @@ from aiokafka.errors import KafkaError, for_code
 from daemon.connectors.records import TopicPartition
 from daemon.errors import ConfigError, DeadLetterQueueError
 from daemon.runtime.deadletter.index import Headers, decode_bound, lowest, origin
-from daemon.runtime.steps import TaskSettings
+from daemon.runtime.settings import TaskSettings
 
 log = logging.getLogger("connectd.task")
 RF_KEY = "errors.deadletterqueue.topic.replication.factor"

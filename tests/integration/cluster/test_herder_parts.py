@@ -18,7 +18,7 @@ from daemon.config import Mode, parse_worker
 from daemon.connectors.api import default_registry
 from daemon.connectors.registry import validate_connector
 from daemon.executor import ExecutorPool
-from daemon.runtime.herder.local import LocalWork
+from daemon.runtime.env import RuntimeEnv
 from daemon.runtime.model import State, TargetState
 from daemon.runtime.worker import Worker
 from daemon.storage.kafka import ConfigSnapshot
@@ -71,7 +71,7 @@ async def local_work(
     kafka_topic: TopicFactory,
     make_pool: Callable[..., Awaitable[ExecutorPool]],
     tmp_path: Path,
-) -> AsyncIterator[tuple[LocalWork, dict[str, str]]]:
+) -> AsyncIterator[tuple[Worker, dict[str, str]]]:
     pool = await make_pool(with_spark=False, cds=False, start_timeout=30.0)
     worker = parse_worker(
         worker_properties(kafka_bootstrap, tmp_path / "state"), mode=Mode.STANDALONE
@@ -79,12 +79,12 @@ async def local_work(
     epochs_topic = await kafka_topic(partitions=1)
     epochs = KafkaEpochs(epochs_topic, kafka_bootstrap, "w0")
     await epochs.start()
-    env = Worker.runtime_env(worker, pool, epochs=epochs, registry=default_registry)
+    env = RuntimeEnv.of_worker(worker, pool, epochs=epochs, registry=default_registry)
     topic = await kafka_topic(partitions=3)
     config = validate_connector(
         NAME, {"connector.class": "EchoSink", "tasks.max": "3", "topics": topic}
     )
-    work = LocalWork(env)
+    work = Worker(env)
     try:
         yield work, config
     finally:
@@ -92,18 +92,18 @@ async def local_work(
         await epochs.stop()
 
 
-def _states(work: LocalWork) -> dict[int, State]:
+def _states(work: Worker) -> dict[int, State]:
     rt = work.get(NAME)
     return {} if rt is None else {i: s.status("").state for i, s in rt.slots.items()}
 
 
-def _epochs(work: LocalWork) -> dict[int, int | None]:
+def _epochs(work: Worker) -> dict[int, int | None]:
     rt = work.get(NAME)
     return {} if rt is None else {i: s.status("").incarnation for i, s in rt.slots.items()}
 
 
 async def test_assigned_work_follows_assignments_and_the_log(
-    local_work: tuple[LocalWork, dict[str, str]],
+    local_work: tuple[Worker, dict[str, str]],
 ) -> None:
     work, config = local_work
     tasks = lambda *ns: Allocation.of((), (TaskId(NAME, n) for n in ns))  # noqa: E731

@@ -30,7 +30,7 @@ from daemon.connectors.parquet.sink import ParquetSinkTask
 from daemon.connectors.records import TopicPartition
 from daemon.connectors.testing import sample_batch
 from daemon.executor import ExecutorPool
-from daemon.runtime.context import TaskContext
+from daemon.runtime.incarnation.context import TaskContext
 
 
 class Runner:

@@ -16,7 +16,7 @@ from support.spark import ThreadedPool
 
 from daemon.connectors.api import SinkTask, TaskId
 from daemon.connectors.records import TopicPartition
-from daemon.runtime.context import TaskContext
+from daemon.runtime.incarnation.context import TaskContext
 
 
 class PoolRunner:

@@ -13,7 +13,7 @@ from support.spark import ThreadedPool, alive, walk_tree
 from daemon.connectors.records import TopicPartition
 from daemon.connectors.testing import HangSinkTask, sample_batch
 from daemon.errors import WriteTimeout
-from daemon.runtime.context import TaskContext
+from daemon.runtime.incarnation.context import TaskContext
 
 pytestmark = pytest.mark.integration
 

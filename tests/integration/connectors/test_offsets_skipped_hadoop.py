@@ -18,7 +18,7 @@ from daemon.connectors.parquet.jobs import raise_for
 from daemon.connectors.parquet.settings import ParquetSettings
 from daemon.connectors.parquet.table import HadoopTable
 from daemon.connectors.records import TopicPartition
-from daemon.runtime.context import TaskContext
+from daemon.runtime.incarnation.context import TaskContext
 from daemon.storage.commitlog import CommitLog, ZombieEpoch
 
 pytestmark = pytest.mark.integration

@@ -91,7 +91,7 @@ async def test_viewfs_table_exactly_once_through_executor_kills(
         f"file://{mounted}"
     )
     daemon = await run_daemon(props)
-    worker = daemon.worker
+    worker = daemon.herder
     assert worker is not None
     table = mounted / "orders"
     CrashingTask.crashes[:] = ["publish", "write"]

@@ -22,7 +22,7 @@ from daemon.connectors.records import RecordBatch, TopicPartition
 from daemon.connectors.testing import sample_batch
 from daemon.errors import CommitRejected, WriteTimeout
 from daemon.executor.testing import table_checksum
-from daemon.runtime.context import TaskContext
+from daemon.runtime.incarnation.context import TaskContext
 
 pytestmark = pytest.mark.integration
 

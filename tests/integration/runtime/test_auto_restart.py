@@ -37,8 +37,8 @@ from daemon.daemon import Daemon
 from daemon.errors import ConfigError
 from daemon.executor.process import read_stat
 from daemon.runtime.model import State
-from daemon.runtime.restart import ScaledClock
-from daemon.runtime.worker import Worker
+from daemon.runtime.slot.autorestart import ScaledClock
+from daemon.runtime.standalone import StandaloneHerder
 from daemon.storage.standalone import MemoryStore, StoredConnector
 
 pytestmark = pytest.mark.integration
@@ -166,13 +166,13 @@ async def _daemon(
     store: MemoryStore | None = None,
     speed: float = SPEED,
     **props: str,
-) -> tuple[Daemon, Worker]:
+) -> tuple[Daemon, StandaloneHerder]:
     properties = worker_properties(kafka_bootstrap, tmp_path / "state", **props)
     d = await run_daemon(properties, executors=pool, store=store)
-    assert d.worker is not None
+    assert d.herder is not None
     # Connectors created from now on (and their tasks) take the fast clock.
-    d.worker.env = replace(d.worker.env, clock=ScaledClock(speed))
-    return d, d.worker
+    d.herder.worker.env = replace(d.herder.worker.env, clock=ScaledClock(speed))
+    return d, d.herder
 
 
 def _seconds(iso: str) -> float:

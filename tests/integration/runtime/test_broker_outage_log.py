@@ -74,8 +74,8 @@ async def test_a_broker_outage_logs_a_line_a_summary_and_its_end(
     props = worker_properties(bootstrap, tmp_path / "state")
     echo = {"name": "echo", "connector.class": "EchoSink", "tasks.max": "1", "topics": "outage"}
     d = await run_daemon(props, connectors=[echo], executors=plain_pool)
-    assert d.worker is not None
-    worker = d.worker
+    assert d.herder is not None
+    worker = d.herder
     await wait_until(
         lambda: (
             worker.task_status("echo", 0).state is State.RUNNING

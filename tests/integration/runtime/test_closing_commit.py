@@ -64,7 +64,7 @@ async def test_a_rebalance_commits_the_buffered_records_before_closing(
         kafka_bootstrap, tmp_path / "state", **{"task.shutdown.graceful.timeout.ms": "60000"}
     )
     d = await run_daemon(props, executors=runtime_pool)
-    worker = d.worker
+    worker = d.herder
     assert worker is not None
     name = "closing"
     await worker.create_connector(

@@ -182,7 +182,7 @@ async def _bad_record_daemon(
         **{"value.converter": "json", "value.converter.schemas.enable": "false"},
     )
     d = await run_daemon(props, executors=pool)
-    assert d.worker is not None
+    assert d.herder is not None
     name = f"bad-{uuid.uuid4().hex[:6]}"
     config = {
         "connector.class": "support.daemon:RecordingSink",
@@ -191,8 +191,8 @@ async def _bad_record_daemon(
         "errors.restart.enabled": "false",
         **errors,
     }
-    await d.worker.create_connector(name, config)
-    return d.worker, name
+    await d.herder.create_connector(name, config)
+    return d.herder, name
 
 
 async def test_tolerance_none_fails_the_task_naming_the_record(

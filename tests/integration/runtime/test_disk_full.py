@@ -92,8 +92,8 @@ async def test_disk_full_names_the_cause_recycles_the_executor_and_recovers(
     d = await run_daemon(
         worker_properties(kafka_bootstrap, tmp_path / "state"), executors=warm_spark
     )
-    assert d.worker is not None
-    worker = d.worker
+    assert d.herder is not None
+    worker = d.herder
     name = f"full-{uuid.uuid4().hex[:6]}"
     task_id = f"{name}-0"
     await worker.create_connector(

@@ -133,7 +133,7 @@ async def _restarts(
         **{"task.shutdown.graceful.timeout.ms": "1000", "task.write.timeout.ms": "600000"},
     )
     daemon = await run_daemon(props, executors=runtime_pool)
-    worker = daemon.worker
+    worker = daemon.herder
     assert worker is not None
     name = "sink-hang-connector"
     since = time.monotonic()  # the session pool's event log holds earlier tests' events too

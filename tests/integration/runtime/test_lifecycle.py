@@ -35,9 +35,9 @@ from daemon.config import load_connector
 from daemon.connectors.records import TopicPartition
 from daemon.daemon import Daemon
 from daemon.errors import ConnectorNotFound
-from daemon.runtime.consumer import TaskConsumer
+from daemon.runtime.incarnation.consumer import TaskConsumer
 from daemon.runtime.model import SinkOffset, State
-from daemon.runtime.worker import Worker
+from daemon.runtime.standalone import StandaloneHerder
 
 pytestmark = pytest.mark.integration
 
@@ -54,7 +54,7 @@ def _config(topic: str, key: str, **extra: str) -> dict[str, str]:
     }
 
 
-def _epochs(worker: Worker, name: str) -> list[int]:
+def _epochs(worker: StandaloneHerder, name: str) -> list[int]:
     return [t.incarnation or 0 for t in worker.connector_status(name).tasks]
 
 
@@ -74,9 +74,9 @@ def _delivered_once(key: str, topic: str, n: int) -> bool:
     return len(counts) == n and max(counts.values()) == 1
 
 
-def _consumers(worker: Worker, name: str) -> list[TaskConsumer]:
+def _consumers(worker: StandaloneHerder, name: str) -> list[TaskConsumer]:
     """The Kafka consumers of the connector's live incarnations, by task number."""
-    slots = worker._connectors[name].slots
+    slots = worker.connectors[name].slots
     consumers = []
     for number in sorted(slots):
         inc = slots[number].inc
@@ -118,11 +118,11 @@ class PollCounter:
 
 async def _daemon(
     run_daemon: DaemonFactory, kafka_bootstrap: str, tmp_path: Path, pool: ThreadedPool
-) -> Worker:
+) -> StandaloneHerder:
     props = worker_properties(kafka_bootstrap, tmp_path / "state")
     d = await run_daemon(props, executors=pool)
-    assert d.worker is not None
-    return d.worker
+    assert d.herder is not None
+    return d.herder
 
 
 async def test_pause_resume_stop_restart_delete(
@@ -323,7 +323,7 @@ async def test_reload_applies_changed_connector_files(
         replace(plan, connector_files=(path,)), executors=plain_pool, handle_signals=False
     )
     async with daemon:
-        worker = daemon.worker
+        worker = daemon.herder
         assert worker is not None
         before = _epochs(worker, "reload")
         assert len(before) == 2

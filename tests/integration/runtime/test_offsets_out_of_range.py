@@ -96,8 +96,8 @@ async def test_out_of_range_fails_or_skips_explicitly(
 
     # 1. Commit offsets 0..49 of both partitions, then stop.
     first = await run_daemon(props, executors=runtime_pool)
-    assert first.worker is not None
-    await first.worker.create_connector(NAME, config)
+    assert first.herder is not None
+    await first.herder.create_connector(NAME, config)
     for p in (0, 1):
         await produce_to(kafka_bootstrap, topic, p, 0, 50)
     await wait_until(lambda: committed(table) == 100, 120, "100 offsets committed")
@@ -110,7 +110,7 @@ async def test_out_of_range_fails_or_skips_explicitly(
 
     # 3. fail (the default): FAILED, not restarted, naming partition, offset and log start.
     second = await run_daemon(props, executors=runtime_pool)
-    worker = second.worker
+    worker = second.herder
     assert worker is not None
     await worker.put_connector_config(NAME, config)
 
@@ -165,9 +165,9 @@ async def test_auto_offset_reset_still_applies_without_a_committed_offset(
     daemon = await run_daemon(
         worker_properties(kafka_bootstrap, tmp_path / "state"), executors=plain_pool, rest=False
     )
-    assert daemon.worker is not None
+    assert daemon.herder is not None
     key = f"latest-{topic}"
-    await daemon.worker.create_connector(
+    await daemon.herder.create_connector(
         "latest",
         {
             "connector.class": "support.daemon:RecordingSink",
@@ -180,7 +180,7 @@ async def test_auto_offset_reset_still_applies_without_a_committed_offset(
 
     async def delivered() -> list[tuple[str, int, int]]:
         nonlocal sent
-        status = daemon.worker.task_status("latest", 0) if daemon.worker else None
+        status = daemon.herder.task_status("latest", 0) if daemon.herder else None
         assert status is None or status.state is not State.FAILED, status.trace
         got = put_offsets(key)
         if not got:  # the task resets to the end once it has the partition: keep producing

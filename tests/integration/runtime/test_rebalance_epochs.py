@@ -36,7 +36,7 @@ async def test_partitions_moving_to_an_older_task_are_not_refused_as_zombies(
     table = tmp_path / "ledger"
     props = worker_properties(kafka_bootstrap, tmp_path / "state")
     daemon = await run_daemon(props, executors=plain_pool)
-    worker = daemon.worker
+    worker = daemon.herder
     assert worker is not None
     config = {
         "connector.class": "support.daemon:LedgerSink",

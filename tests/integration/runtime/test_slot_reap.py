@@ -31,10 +31,11 @@ from daemon.errors import StopFailed
 from daemon.executor import ExecutorPool
 from daemon.executor.info import PoolEvent, PoolEventKind
 from daemon.executor.process import kill_tree, read_stat, set_kill_hook
-from daemon.runtime.connector import ConnectorRuntime, RuntimeEnv
+from daemon.runtime.connector import ConnectorRuntime
+from daemon.runtime.env import RuntimeEnv
 from daemon.runtime.model import State, TargetState
-from daemon.runtime.slot import TaskSlot
-from daemon.runtime.steps import TaskSettings
+from daemon.runtime.settings import TaskSettings
+from daemon.runtime.slot.slot import TaskSlot
 from daemon.storage.epochs import EpochStore
 
 pytestmark = pytest.mark.integration

@@ -34,7 +34,7 @@ from daemon.connectors.testing import sample_batch
 from daemon.errors import CommitRejected, PoolClosed
 from daemon.executor.process import ProcStat, read_stat
 from daemon.runtime.model import State
-from daemon.runtime.worker import Worker
+from daemon.runtime.standalone import StandaloneHerder
 from daemon.storage.commitlog import META, CommitLog, CommitRecord
 from tests.integration.runtime.test_auto_restart import _daemon as _scaled_daemon
 from tests.integration.runtime.test_auto_restart import _restart_metric
@@ -122,10 +122,10 @@ def _sink(topic: str, table: Path, **extra: str) -> dict[str, str]:
 
 async def _worker(
     run_daemon: DaemonFactory, bootstrap: str, tmp_path: Path, pool: ThreadedPool, **props: str
-) -> Worker:
+) -> StandaloneHerder:
     d = await run_daemon(worker_properties(bootstrap, tmp_path / "state", **props), executors=pool)
-    assert d.worker is not None
-    return d.worker
+    assert d.herder is not None
+    return d.herder
 
 
 def _log(table: Path) -> list[CommitRecord]:
@@ -164,7 +164,7 @@ def _present(stats: Iterable[ProcStat]) -> list[int]:
     ]
 
 
-async def _quiet(table: Path, seconds: float, worker: Worker, name: str) -> None:
+async def _quiet(table: Path, seconds: float, worker: StandaloneHerder, name: str) -> None:
     """Watch for ``seconds``: nothing may be delivered. No write is committed to the table, and
     if the connector has a task, its ParquetSink buffer stays empty and no write of its runs in
     an executor.
@@ -177,7 +177,7 @@ async def _quiet(table: Path, seconds: float, worker: Worker, name: str) -> None
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         assert len(_log(table)) == before, "a write was committed while nothing may deliver"
-        for slot in list(worker._connectors[name].slots.values()):
+        for slot in list(worker.connectors[name].slots.values()):
             inc = slot.inc
             if inc is None:  # stopped: no incarnation, nothing that could deliver
                 continue
@@ -357,7 +357,7 @@ async def test_spark_zombie_write_is_refused_by_the_commit_log_and_never_lands(
     await worker.create_connector(name, _sink(topic, table))
     await produce(kafka_bootstrap, topic, 100)
     await wait_until(lambda: committed(table) == 100, 120, "100 offsets committed")
-    old = worker._connectors[name].slots[0].inc
+    old = worker.connectors[name].slots[0].inc
     assert old is not None and isinstance(old.task, ParquetSinkTask)
     old_task, old_epoch = old.task, old.epoch
 

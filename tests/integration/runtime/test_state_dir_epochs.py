@@ -62,14 +62,14 @@ async def test_a_fresh_state_dir_takes_its_epoch_above_the_tables(
     first = await run_daemon(
         worker_properties(kafka_bootstrap, tmp_path / "s1"), executors=runtime_pool
     )
-    assert first.worker is not None
-    await first.worker.create_connector(NAME, config)
+    assert first.herder is not None
+    await first.herder.create_connector(NAME, config)
     sent = await produce(kafka_bootstrap, topic, 100)
     await wait_until(lambda: committed(table) == sent, 120, f"{sent} offsets committed")
-    await first.worker.restart_task(NAME, 0)
+    await first.herder.restart_task(NAME, 0)
     sent += await produce(kafka_bootstrap, topic, 100)
     await wait_until(lambda: committed(table) == sent, 120, f"{sent} offsets committed")
-    old_epoch = first.worker.task_status(NAME, 0).epoch
+    old_epoch = first.herder.task_status(NAME, 0).epoch
     assert old_epoch is not None and old_epoch > 2
     await first.shutdown()
 
@@ -77,7 +77,7 @@ async def test_a_fresh_state_dir_takes_its_epoch_above_the_tables(
     second = await run_daemon(
         worker_properties(kafka_bootstrap, tmp_path / "s2"), executors=runtime_pool
     )
-    worker = second.worker
+    worker = second.herder
     assert worker is not None
     await worker.create_connector(NAME, config)
     sent += await produce(kafka_bootstrap, topic, 100)

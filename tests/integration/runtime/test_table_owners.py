@@ -59,7 +59,7 @@ async def test_a_second_connector_on_the_same_partitions_is_refused_by_name(
     table = tmp_path / "table"
     props = worker_properties(kafka_bootstrap, tmp_path / "state")
     daemon = await run_daemon(props, executors=runtime_pool)
-    worker = daemon.worker
+    worker = daemon.herder
     assert worker is not None
     # Both created before either claimed anything (STOPPED: no task yet), then both started.
     for name in ("first", "second"):

@@ -35,7 +35,7 @@ async def test_old_epoch_commit_is_refused_after_a_newer_incarnation_committed(
     table = tmp_path / "ledger"
     props = worker_properties(kafka_bootstrap, tmp_path / "state")
     daemon = await run_daemon(props, executors=plain_pool)
-    worker = daemon.worker
+    worker = daemon.herder
     assert worker is not None
     config = {"connector.class": "support.daemon:LedgerSink", "topics": topic, "path": str(table)}
     await worker.create_connector("ledger", config)
@@ -47,7 +47,7 @@ async def test_old_epoch_commit_is_refused_after_a_newer_incarnation_committed(
 
     await produce(kafka_bootstrap, topic, 100)
     await wait_until(lambda: committed() == 100, 60, "100 offsets committed")
-    old = worker._connectors["ledger"].slots[0].inc
+    old = worker.connectors["ledger"].slots[0].inc
     assert old is not None and isinstance(old.task, LedgerTask)
     old_task, old_epoch = old.task, old.epoch
 

@@ -170,7 +170,7 @@ async def test_parquet_write_hung_in_a_cluster_udf_is_killed_and_unpublished(
         **{"task.write.timeout.ms": "30000", "executor.spark.local.paths.shared": "true"},
     )
     daemon = await run_daemon(props)
-    worker = daemon.worker
+    worker = daemon.herder
     assert worker is not None
     name = "udf-hang"
     config = {**_sink(topic, table, **{"errors.restart.max": "1"}), "flush.max.records": "100"}

@@ -81,7 +81,7 @@ async def test_a_master_that_dies_under_a_stream_loses_nothing(
         },
     )
     daemon = await run_daemon(props)
-    worker = daemon.worker
+    worker = daemon.herder
     assert worker is not None
     name = "through-master-loss"
     config = _sink(topic, table, **{"errors.restart.backoff.max.ms": "2000"})

@@ -29,7 +29,7 @@ from daemon.connectors import (
     one_of,
 )
 from daemon.errors import ConnectorNotFound, InvalidConfig
-from daemon.runtime.context import TaskContext
+from daemon.runtime.incarnation.context import TaskContext
 
 TP0, TP1, TP2 = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("t", 2)
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from support.converters import PollConverter
 
 from daemon.connectors import (
     ByteArrayConverter,
@@ -20,7 +21,6 @@ from daemon.connectors import (
     make_converter,
 )
 from daemon.errors import ConfigError
-from daemon.runtime.convert import BatchConverter
 
 
 def raw(
@@ -39,8 +39,8 @@ def raw(
     )
 
 
-def batch_converter(value: str = "string", key: str = "string", **options: str) -> BatchConverter:
-    return BatchConverter(
+def batch_converter(value: str = "string", key: str = "string", **options: str) -> PollConverter:
+    return PollConverter(
         make_converter(key, {}, is_key=True), make_converter(value, options, is_key=False)
     )
 
@@ -169,7 +169,7 @@ def test_json_bad_utf8_stays_a_bad_record() -> None:
 
 
 def test_string_other_encoding() -> None:
-    conv = BatchConverter(
+    conv = PollConverter(
         make_converter("string", {}, is_key=True),
         make_converter("StringConverter", {"encoding": "ISO-8859-1"}, is_key=False),
     )
@@ -399,7 +399,7 @@ def test_unknown_converter_lists_the_known_ones() -> None:
 
 
 def test_batch_converter_from_connect_config() -> None:
-    conv = BatchConverter.from_config(
+    conv = PollConverter.from_config(
         {
             "key.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
             "value.converter": "org.apache.kafka.connect.json.JsonConverter",

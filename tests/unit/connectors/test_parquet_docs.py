@@ -17,7 +17,7 @@ from daemon.connectors.delta.settings import CONFIG_DEF as DELTA_DEF
 from daemon.connectors.iceberg.settings import CONFIG_DEF as ICEBERG_DEF
 from daemon.connectors.parquet.sink import CONFIG_DEF
 from daemon.connectors.testing import EchoSinkConnector, HangSinkConnector, sample_batch
-from daemon.runtime.context import TaskContext
+from daemon.runtime.incarnation.context import TaskContext
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "connectors.md"
 

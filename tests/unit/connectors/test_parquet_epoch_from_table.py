@@ -13,7 +13,7 @@ import pytest
 from daemon.connectors.parquet import ParquetSinkTask
 from daemon.connectors.records import TopicPartition
 from daemon.connectors.testing import LocalRunner
-from daemon.runtime.context import TaskContext
+from daemon.runtime.incarnation.context import TaskContext
 from daemon.storage.commitlog import CommitLog, ZombieEpoch
 from daemon.storage.epochs import EpochStore
 from daemon.structs import TaskId

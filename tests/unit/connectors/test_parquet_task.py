@@ -19,7 +19,7 @@ from daemon.connectors.parquet.sink import ParquetSinkConnector, ParquetSinkTask
 from daemon.connectors.records import TopicPartition
 from daemon.connectors.testing import LocalRunner, sample_batch
 from daemon.errors import CommitRejected, ConfigError, WriteTimeout
-from daemon.runtime.context import TaskContext
+from daemon.runtime.incarnation.context import TaskContext
 from daemon.storage.commitlog import CommitLog
 
 TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)

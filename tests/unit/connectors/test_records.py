@@ -6,6 +6,7 @@ import dataclasses
 
 import pyarrow as pa
 import pytest
+from support.converters import PollConverter
 
 from daemon.connectors import (
     OffsetRange,
@@ -17,7 +18,6 @@ from daemon.connectors import (
     make_converter,
 )
 from daemon.connectors.records import record_spans
-from daemon.runtime.convert import BatchConverter
 
 
 def test_topic_partition_is_hashable_ordered_and_frozen() -> None:
@@ -41,7 +41,7 @@ def test_offset_range() -> None:
 
 def _batch(values: list[bytes | None], **options: str) -> RecordBatch:
     n = len(values)
-    conv = BatchConverter(
+    conv = PollConverter(
         make_converter("string", {}, is_key=True),
         make_converter("json", {"schemas.enable": "false", **options}, is_key=False),
     )

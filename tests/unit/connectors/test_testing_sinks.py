@@ -27,7 +27,7 @@ from daemon.connectors.testing import (
     sample_indices,
 )
 from daemon.errors import WriteFailed, WriteTimeout
-from daemon.runtime.context import TaskContext
+from daemon.runtime.incarnation.context import TaskContext
 
 FAKE_PID = 424242
 

@@ -47,7 +47,7 @@ def test_a_package_that_keeps_the_layers_passes(tmp_path: Path) -> None:
             "connectors/api.py": "from daemon.config.worker import W\n",
             "runtime/task.py": "from daemon.connectors import api\nfrom . import model\n",
             "runtime/model.py": "",
-            "cli.py": "def main():\n    from daemon.runtime.task import run\n",
+            "cli.py": "def main():\n    from daemon.runtime.incarnation.incarnation import run\n",
         },
     )
     assert check_layers.check(root) == []

@@ -18,8 +18,8 @@ from daemon.errors import ConfigError
 from daemon.executor import ExecutorPool, PoolSettings, formats
 from daemon.executor.formats import JarsMissing
 from daemon.executor.info import PoolEventKind
-from daemon.runtime.context import TaskContext
 from daemon.runtime.executors import ExecutorBinding, submit
+from daemon.runtime.incarnation.context import TaskContext
 from daemon.structs import TaskId
 
 T = "daemon.executor.testing"

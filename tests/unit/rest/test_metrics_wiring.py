@@ -18,8 +18,8 @@ from daemon.connectors.api import TaskId
 from daemon.connectors.records import TopicPartition
 from daemon.errors import WriteTimeout
 from daemon.metrics import Metrics
-from daemon.runtime.consumer import TaskConsumer, _lags
 from daemon.runtime.executors import ExecutorBinding, task_labels
+from daemon.runtime.incarnation.consumer import TaskConsumer, _lags
 
 
 class FakePool:

@@ -6,7 +6,7 @@ import pytest
 
 from daemon.config import parse_connector, parse_worker
 from daemon.errors import InvalidConfig
-from daemon.runtime.consumer import consumer_settings, group_id, poll_bound_ms
+from daemon.runtime.incarnation.consumer import consumer_settings, group_id, poll_bound_ms
 
 
 def _worker(**extra: str):  # type: ignore[no-untyped-def]

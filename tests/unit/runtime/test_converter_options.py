@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 
-from daemon.connectors.converters import make_converter
+from daemon.connectors.converters import convert_poll, make_converter
 from daemon.connectors.records import RawBatch
-from daemon.runtime.convert import BatchConverter
-from daemon.runtime.steps import task_converter_options
+from daemon.runtime.incarnation.pipeline import task_converter_options
 
 
 def test_task_keys_override_the_connectors_and_other_keys_are_ignored() -> None:
@@ -33,8 +32,9 @@ def test_value_fields_from_the_task_config_become_columns() -> None:
         {"value.converter.mode": "fields", "value.converter.fields": "a,b"},
         "value",
     )
-    converter = BatchConverter(
-        make_converter("string", {}, is_key=True), make_converter("json", options, is_key=False)
+    key, value = (
+        make_converter("string", {}, is_key=True),
+        make_converter("json", options, is_key=False),
     )
     raw = RawBatch(
         topics=["t", "t"],
@@ -44,7 +44,7 @@ def test_value_fields_from_the_task_config_become_columns() -> None:
         keys=[None, None],
         values=[json.dumps({"a": 1, "b": "x", "c": 2}).encode(), json.dumps({"a": 2}).encode()],
     )
-    result = converter.convert(raw)
+    result = convert_poll(raw, key, value)
     assert result.bad == []
     names = result.batch.table.column_names
     assert "a" in names and "b" in names and "c" not in names

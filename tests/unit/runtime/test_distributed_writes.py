@@ -13,17 +13,17 @@ from aiohttp.test_utils import TestClient, TestServer
 from daemon.config import Mode, parse_worker
 from daemon.connectors.api import default_registry
 from daemon.rest import create_app
-from daemon.runtime.herder.forward import NO_LEADER
-from daemon.runtime.herder.herder import Role
-from daemon.runtime.herder.worker import DistributedWorker
-from daemon.runtime.worker import Worker
+from daemon.runtime.distributed.forward import NO_LEADER
+from daemon.runtime.distributed.herder import DistributedHerder
+from daemon.runtime.distributed.loop import Role
+from daemon.runtime.env import RuntimeEnv
 from daemon.storage.kafka import ConfigSnapshot, StatusSnapshot
 
 CONFIG = {"connector.class": "EchoSink", "topics": "t", "tasks.max": "1", "name": "a"}
 
 
-class _Herder(SimpleNamespace):
-    """What ``DistributedWorker`` reads of its herder, during a rebalance (no leader known)."""
+class _Loop(SimpleNamespace):
+    """What ``DistributedHerder`` reads of its loop, during a rebalance (no leader known)."""
 
     def __init__(self, tmp: Path) -> None:
         props = {
@@ -35,7 +35,7 @@ class _Herder(SimpleNamespace):
             "state.dir": str(tmp),
         }
         worker = parse_worker(props, mode=Mode.DISTRIBUTED).config
-        env = Worker.runtime_env(worker, executors=SimpleNamespace())  # type: ignore[arg-type]
+        env = RuntimeEnv.of_worker(worker, executors=SimpleNamespace())  # type: ignore[arg-type]
         task = MappingProxyType(dict(CONFIG))
         super().__init__(
             worker_id="127.0.0.1:8083",
@@ -48,7 +48,7 @@ class _Herder(SimpleNamespace):
                 task_configs=MappingProxyType({"a": (task,)}),
             ),
             statuses=StatusSnapshot({}, {}, {}),
-            local=SimpleNamespace(env=env, get=lambda name: None),
+            worker=SimpleNamespace(env=env, get=lambda name: None),
             running=SimpleNamespace(tasks=(), connectors=()),
         )
 
@@ -56,7 +56,7 @@ class _Herder(SimpleNamespace):
 async def test_writes_without_a_leader_are_409_at_once_and_reads_are_served(
     tmp_path: Path,
 ) -> None:
-    worker = DistributedWorker(_Herder(tmp_path), default_registry)  # type: ignore[arg-type]
+    worker = DistributedHerder(_Loop(tmp_path), default_registry)  # type: ignore[arg-type]
     app = create_app(worker)  # type: ignore[arg-type]
     async with TestClient(TestServer(app)) as client:
         calls: list[tuple[str, str, Any]] = [

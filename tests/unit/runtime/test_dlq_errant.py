@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pytest
+from support.converters import PollConverter
 
 from daemon.config import parse_connector, parse_worker
 from daemon.config.connector import ConnectorConfig
@@ -15,7 +16,6 @@ from daemon.connectors.api import TaskId
 from daemon.connectors.converters import make_converter
 from daemon.connectors.records import OffsetRange, RawBatch, TopicPartition
 from daemon.errors import ConversionError, RecordRejected
-from daemon.runtime.convert import BatchConverter
 from daemon.runtime.deadletter.index import Failure, Headers, decode_bound, origin
 from daemon.runtime.deadletter.policy import ErrantRecords, apply_tolerance, without_rows
 
@@ -81,8 +81,8 @@ class Rec:
     headers: Sequence[tuple[str, bytes | None]] = ()
 
 
-def json_converter() -> BatchConverter:
-    return BatchConverter(
+def json_converter() -> PollConverter:
+    return PollConverter(
         make_converter("string", {}, is_key=True),
         make_converter("json", {"schemas.enable": "false"}, is_key=False),
     )

@@ -13,7 +13,7 @@ from aiohttp import web
 from daemon.errors import RemoteError
 from daemon.rest.context import forwarded_request
 from daemon.rest.errors import status_of
-from daemon.runtime.herder.forward import FORWARDED, HEADER, Forwarder
+from daemon.runtime.distributed.forward import FORWARDED, HEADER, Forwarder
 
 
 async def _handler(request: web.Request) -> web.Response:

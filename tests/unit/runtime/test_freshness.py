@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from daemon.connectors.records import OffsetRange, TopicPartition
-from daemon.runtime import freshness as fr
-from daemon.runtime.freshness import Freshness
+from daemon.runtime.slot import freshness as fr
+from daemon.runtime.slot.freshness import Freshness
 
 TP = TopicPartition("orders", 0)
 

@@ -15,8 +15,8 @@ from daemon.config import parse_connector
 from daemon.connectors.api import TaskId
 from daemon.connectors.records import TopicPartition
 from daemon.errors import ConnectdError, InvalidConfig
-from daemon.runtime import gaps as gaps_module
-from daemon.runtime.gaps import OffsetGaps, OffsetOutOfRange
+from daemon.runtime.incarnation import gaps as gaps_module
+from daemon.runtime.incarnation.gaps import OffsetGaps, OffsetOutOfRange
 
 TP = TopicPartition("t", 0)
 

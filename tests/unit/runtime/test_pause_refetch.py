@@ -21,10 +21,10 @@ from support.daemon import wait_until
 from daemon.config import Providers, parse_worker
 from daemon.connectors.api import SinkTask, SinkTaskContext, TaskId
 from daemon.connectors.records import RecordBatch, TopicPartition
-from daemon.runtime import task as task_module
-from daemon.runtime.consumer import Partitions
-from daemon.runtime.steps import TaskSettings
-from daemon.runtime.task import Incarnation
+from daemon.runtime.incarnation import incarnation as task_module
+from daemon.runtime.incarnation.consumer import Partitions
+from daemon.runtime.incarnation.incarnation import Incarnation
+from daemon.runtime.settings import TaskSettings
 
 TPS = (TopicPartition("t", 0), TopicPartition("t", 1))
 RECORDS = 100  # per partition

@@ -22,7 +22,7 @@ from daemon.errors import (
     TaskTimeout,
     WriteTimeout,
 )
-from daemon.runtime.restart import (
+from daemon.runtime.slot.autorestart import (
     MINUTE,
     AutoRestarter,
     Clock,

@@ -15,7 +15,7 @@ import pytest
 from daemon.config import parse_worker
 from daemon.errors import ConfigError
 from daemon.runtime.model import TargetState
-from daemon.runtime.worker import Worker
+from daemon.runtime.standalone import StandaloneHerder
 from daemon.storage.standalone import REST, Origin, StandaloneStore, StoredConnector
 from daemon.storage.statelock import StateDirLock, StateDirLocked
 
@@ -33,11 +33,11 @@ class NoExecutors:
         return None
 
 
-def _worker(tmp_path: Path) -> Worker:
+def _worker(tmp_path: Path) -> StandaloneHerder:
     config = parse_worker(
         {"bootstrap.servers": "127.0.0.1:1", "state.dir": str(tmp_path), "listeners": "http://h:9"}
     ).config
-    return Worker(config, NoExecutors(), store=StandaloneStore(tmp_path))  # type: ignore[arg-type]
+    return StandaloneHerder(config, NoExecutors(), store=StandaloneStore(tmp_path))  # type: ignore[arg-type]
 
 
 def _config(name: str) -> dict[str, str]:

@@ -12,10 +12,11 @@ from daemon.config import parse_connector
 from daemon.connectors.api import TaskId
 from daemon.connectors.records import OffsetRange, TopicPartition
 from daemon.errors import ConversionError, TaskTimeout, WriteTimeout
-from daemon.runtime.context import TaskContext
-from daemon.runtime.progress import PartitionProgress, offset_ranges
-from daemon.runtime.retrying import Retrier, RetryPolicy
-from daemon.runtime.steps import TaskSettings, with_deadline
+from daemon.runtime.incarnation.context import TaskContext
+from daemon.runtime.incarnation.deadlines import with_deadline
+from daemon.runtime.incarnation.progress import PartitionProgress, offset_ranges
+from daemon.runtime.incarnation.retry import Retrier, RetryPolicy
+from daemon.runtime.settings import TaskSettings
 
 TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)
 

@@ -18,7 +18,7 @@ import pytest
 from daemon.connectors.api import TaskId
 from daemon.errors import StopFailed
 from daemon.executor.process import read_stat
-from daemon.runtime.stop import StopReport, stop_incarnation
+from daemon.runtime.slot.stop import StopReport, stop_incarnation
 
 
 class StandIn:

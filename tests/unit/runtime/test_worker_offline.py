@@ -11,7 +11,7 @@ import pytest
 from daemon.config import parse_worker
 from daemon.errors import Conflict, ConnectorExists, ConnectorNotFound, InvalidConfig, TaskNotFound
 from daemon.runtime.model import SinkOffset, State, TargetState
-from daemon.runtime.worker import Worker
+from daemon.runtime.standalone import StandaloneHerder
 from daemon.storage.standalone import StandaloneStore
 
 SINK = "support.daemon:RecordingSink"
@@ -31,11 +31,11 @@ class NoExecutors:
         return None
 
 
-def _worker(tmp_path: Path) -> Worker:
+def _worker(tmp_path: Path) -> StandaloneHerder:
     config = parse_worker(
         {"bootstrap.servers": "127.0.0.1:1", "state.dir": str(tmp_path), "listeners": "http://h:9"}
     ).config
-    return Worker(config, NoExecutors(), store=StandaloneStore(tmp_path))
+    return StandaloneHerder(config, NoExecutors(), store=StandaloneStore(tmp_path))
 
 
 def _config(**extra: str) -> dict[str, str]:

@@ -13,7 +13,7 @@ import pytest
 import daemon.storage.fs as fs
 from daemon.connectors.records import OffsetRange, TopicPartition
 from daemon.errors import CommitRejected, StorageCorrupt
-from daemon.runtime.restart import retriable
+from daemon.runtime.slot.autorestart import retriable
 from daemon.storage import CommitLog, DataFile
 from daemon.storage.commitlog import META, OffsetsDiverged, PartitionsOwned, ZombieEpoch
 

@@ -85,7 +85,7 @@ async def test_a_hung_delta_write_is_killed_and_nothing_of_it_lands(
         kafka_bootstrap, tmp_path / "state", **{"task.write.timeout.ms": "20000"}
     )
     daemon = await run_daemon(props)
-    worker = daemon.worker
+    worker = daemon.herder
     assert worker is not None
     await worker.create_connector(
         "hang-delta",
@@ -149,8 +149,8 @@ async def test_one_table_per_topic_and_the_offsets_api(
         "path": str(tmp_path / "tables" / "${topic}"),
         "flush.max.records": "30",
     }
-    assert daemon.worker is not None and daemon.rest_url is not None
-    await daemon.worker.create_connector(name, config)
+    assert daemon.herder is not None and daemon.rest_url is not None
+    await daemon.herder.create_connector(name, config)
     tables = [tmp_path / "tables" / t for t in topics]
     await wait_until(lambda: [committed(t) for t in tables] == [40, 80], 180, "both topics in")
     for topic, table in zip(topics, tables, strict=True):
@@ -200,7 +200,7 @@ async def test_a_field_that_changes_type_is_errant(
         **{"value.converter": "json", "value.converter.schemas.enable": "false"},
     )
     daemon = await run_daemon(props, executors=delta_pool)
-    worker = daemon.worker
+    worker = daemon.herder
     assert worker is not None
     dlq = f"dlq-{uuid.uuid4().hex[:8]}"
     base = {

@@ -82,10 +82,10 @@ async def test_iceberg_tables_per_topic_and_the_offsets_api(
         await produce(kafka_bootstrap, topic, 30 * (i + 1))
     props = worker_properties(kafka_bootstrap, tmp_path / "state")
     daemon = await run_daemon(props, executors=iceberg_pool)
-    assert daemon.worker is not None and daemon.rest_url is not None
+    assert daemon.herder is not None and daemon.rest_url is not None
     name = "ice-topics"
     warehouse = tmp_path / "wh"
-    await daemon.worker.create_connector(
+    await daemon.herder.create_connector(
         name,
         {
             "connector.class": "IcebergSink",

@@ -20,7 +20,7 @@ from daemon.connectors.tables import task as task_module
 from daemon.connectors.tables.settings import Target
 from daemon.connectors.tables.task import TableSinkTask
 from daemon.connectors.testing import LocalRunner
-from daemon.runtime.context import TaskContext
+from daemon.runtime.incarnation.context import TaskContext
 
 TP = TopicPartition("t", 0)
 

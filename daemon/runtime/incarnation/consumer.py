@@ -24,7 +24,7 @@ position on its own. A partition with no committed offset (no seek, nothing in t
 the user's ``auto.offset.reset`` applied here (``earliest``, ``latest``; ``none`` fails the
 task, as before). A fetch whose offset is no longer in the log (retention deleted it) is raised
 as ``OutOfRange`` with the offsets: ``errors.offset.out.of.range`` decides what happens
-(``daemon.runtime.gaps``), never a silent reset.
+(``daemon.runtime.incarnation.gaps``), never a silent reset.
 
 Consumer lag: with ``metrics``, every poll refreshes, for each assigned partition whose end is
 known, ``highwater - position`` (records in the log that the task has not been handed yet; the

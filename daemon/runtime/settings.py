@@ -1,28 +1,18 @@
-"""The pieces of a task's step that need no task state: its settings (pacing and every named
-deadline, ``TaskSettings``), what it records (``TaskMetrics``), helpers that bound an await, and
-how its converters are built.
+"""What every part of the runtime knows about a task without holding its state: its settings
+(pacing and every named deadline, ``TaskSettings``) and what it records (``TaskMetrics``).
 
-Kept apart from ``task.py`` so the incarnation's control flow reads on one screen and these
-rules can be tested on their own. Partition positions are in ``progress.py``, retries in
-``retrying.py``.
+Both outlive incarnations: a slot, its connector and the worker hold them; an incarnation is
+given them when it is made.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
-from daemon.config import ConnectorConfig, WorkerConfig, effective_converter
-from daemon.connectors.converters import make_converter
+from daemon.config import WorkerConfig
 from daemon.connectors.records import OffsetRange, TopicPartition
-from daemon.errors import ConnectdError, TaskTimeout
-from daemon.runtime.convert import BatchConverter
-
-log = logging.getLogger("connectd.task")
-T = TypeVar("T")
 
 
 class TaskMetrics(Protocol):
@@ -120,87 +110,3 @@ class TaskSettings:
     def callback_timeout(self) -> float:
         """Deadline of one sink callback: room for two writes and a commit."""
         return 2 * self.write_timeout + 30.0
-
-
-async def with_deadline(what: str, coro: Awaitable[T], timeout: float) -> T:
-    """Await ``coro`` for at most ``timeout`` seconds; ``TaskTimeout`` naming ``what`` past it
-    (a ``TimeoutError`` raised by ``coro`` itself passes through unchanged)."""
-    deadline = asyncio.timeout(timeout)
-    try:
-        async with deadline:
-            return await coro
-    except TimeoutError:
-        if not deadline.expired():
-            raise
-        raise TaskTimeout(
-            f"{what} did not return within {timeout:g} s; it was cancelled (an executor write"
-            " it waited for was killed). Raise task.write.timeout.ms if writes really take that"
-            " long"
-        ) from None
-
-
-async def unless_set(
-    coro: Awaitable[T], event: asyncio.Event, timeout: float, late: Exception
-) -> T | None:
-    """``coro``'s result, or ``None`` as soon as ``event`` is set (``coro`` is then cancelled);
-    ``late`` is raised if neither happened within ``timeout`` seconds."""
-    work = asyncio.ensure_future(coro)
-    stop = asyncio.ensure_future(event.wait())
-    try:
-        done, _ = await asyncio.wait(
-            {work, stop}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-        )
-    finally:
-        for fut in (work, stop):
-            if not fut.done():
-                fut.cancel()
-    if work in done:
-        return work.result()
-    if stop in done:
-        return None
-    raise late
-
-
-async def log_failure(what: str, coro: Awaitable[Any]) -> None:
-    """Await ``coro``; an exception (not a cancel) is logged as ``<what> failed``, not raised
-    (for the steps of a close, which go on after one failed)."""
-    try:
-        await coro
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:
-        log.error("%s failed: %s", what, exc, exc_info=not isinstance(exc, ConnectdError))
-
-
-def names(tps: Iterable[TopicPartition]) -> str:
-    return ", ".join(str(tp) for tp in sorted(tps))
-
-
-def task_converter_options(
-    base: Mapping[str, str], task_config: Mapping[str, str], side: str
-) -> dict[str, str]:
-    """The converter options for one side, with the task configuration's ``<side>.converter.*``
-    keys over the connector's: a connector may set them per task (ParquetSink maps its
-    ``value.fields`` to ``value.converter.fields`` in ``task_configs``)."""
-    prefix = f"{side}.converter."
-    return {
-        **base,
-        **{k.removeprefix(prefix): v for k, v in task_config.items() if k.startswith(prefix)},
-    }
-
-
-def batch_converter(
-    worker: WorkerConfig, config: ConnectorConfig, task_config: Mapping[str, str]
-) -> BatchConverter:
-    """The key and value converters of a task: the connector's (or the worker's) converter
-    classes, with the options of ``task_converter_options``."""
-    key, key_opts = effective_converter(worker, config, "key")
-    value, value_opts = effective_converter(worker, config, "value")
-    return BatchConverter(
-        make_converter(
-            key.value, task_converter_options(key_opts, task_config, "key"), is_key=True
-        ),
-        make_converter(
-            value.value, task_converter_options(value_opts, task_config, "value"), is_key=False
-        ),
-    )

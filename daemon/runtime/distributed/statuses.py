@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 
-from daemon.runtime.herder.local import LocalWork
+from daemon.runtime.worker import Worker
 from daemon.storage.kafka import Status, StatusWriter
 from daemon.structs import State, TaskId
 
@@ -19,9 +19,9 @@ Reported = tuple[State, str | None, int]
 
 
 class StatusPublisher:
-    def __init__(self, writer: StatusWriter, local: LocalWork, worker_id: str) -> None:
+    def __init__(self, writer: StatusWriter, worker: Worker, worker_id: str) -> None:
         self.writer = writer
-        self.local = local
+        self.worker = worker
         self.worker_id = worker_id
         self.generation = -1  # none drawn yet: nothing is written
         self._published: dict[Key, Reported] = {}
@@ -32,7 +32,7 @@ class StatusPublisher:
         async with self._lock:
             if self.generation < 0:
                 return
-            connectors, tasks = self.local.reported()
+            connectors, tasks = self.worker.reported()
             wanted: dict[Key, Reported] = {}
             for name, (state, trace) in connectors.items():
                 wanted[name] = (state, trace, self.generation)

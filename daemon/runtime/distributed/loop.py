@@ -1,6 +1,7 @@
-"""Distributed mode's worker loop: group membership, the config log and the work it runs.
+"""Distributed mode's herder loop: group membership, the config log and the work it runs.
 
-One ``Herder`` per daemon (Connect's ``DistributedHerder``, seed 001). ``start`` creates the
+One ``HerderLoop`` per daemon, held by its ``DistributedHerder`` (together, Connect's
+``DistributedHerder``, seed 001). ``start`` creates the
 internal topics if missing (refusing unusable ones: ``InternalTopicInvalid``, exit 78), reads the
 config log and the status topic to their ends, joins the group and returns once the first
 assignment is applied: READY means joined and read. Then one coroutine (``_main``) acts on
@@ -42,10 +43,10 @@ from daemon.cluster import (
 )
 from daemon.config import WorkerConfig
 from daemon.errors import ConnectdError
-from daemon.runtime.connector import RuntimeEnv
-from daemon.runtime.herder.local import LocalWork
-from daemon.runtime.herder.settings import member_settings, topic_specs
-from daemon.runtime.herder.statuses import StatusPublisher
+from daemon.runtime.distributed.settings import member_settings, topic_specs
+from daemon.runtime.distributed.statuses import StatusPublisher
+from daemon.runtime.env import RuntimeEnv
+from daemon.runtime.worker import Worker
 from daemon.storage.kafka import (
     ConfigLogReader,
     ConfigLogWriter,
@@ -86,13 +87,13 @@ class Role:
     leader_url: str | None = None
 
 
-class Herder:
+class HerderLoop:
     """``set_address`` (the REST URL other workers reach this one at) before ``start``."""
 
     def __init__(self, config: WorkerConfig, env: RuntimeEnv) -> None:
         assert config.group_id and config.config_storage_topic
         assert config.offset_storage_topic and config.status_storage_topic
-        from daemon.runtime.consumer import security_settings
+        from daemon.runtime.incarnation.consumer import security_settings
 
         self.config = config
         self.url = ""
@@ -103,7 +104,7 @@ class Herder:
         self._client = client
         self._specs = topic_specs(config)
         self.epochs = KafkaEpochs(config.offset_storage_topic, boot, "", client_settings=client)
-        self.local = LocalWork(dataclasses.replace(env, epochs=self.epochs))
+        self.worker = Worker(dataclasses.replace(env, epochs=self.epochs))
         self.reader = ConfigLogReader(config.config_storage_topic, boot, client_settings=client)
         self.status_reader = StatusReader(config.status_storage_topic, boot, client_settings=client)
         self.status_writer = StatusWriter(config.status_storage_topic, boot, client_settings=client)
@@ -121,7 +122,7 @@ class Herder:
         self._applied_offset = -1  # the config offset the work here reflects
         self._applied_snapshot = ConfigSnapshot()
         self._restarts_from = 0  # restart requests at or after this offset are new
-        self.publisher = StatusPublisher(self.status_writer, self.local, "")
+        self.publisher = StatusPublisher(self.status_writer, self.worker, "")
         self._rejoin_timer: asyncio.TimerHandle | None = None
         self._rejoin_first = 0.0
         self._tasks: list[asyncio.Task[None]] = []
@@ -187,7 +188,7 @@ class Herder:
         if self.role.member_id:  # first: the leader must have read it before the LeaveGroup
             with contextlib.suppress(Exception):
                 await self.status_writer.put_left(self.role.member_id, self.worker_id)
-        await self.local.stop_all("the worker is shutting down")
+        await self.worker.stop_all("the worker is shutting down")
         with contextlib.suppress(Exception):
             await self.publisher.unassign_all()
         # The leader reads the status topic every POLL_INTERVAL; the round our LeaveGroup
@@ -290,10 +291,10 @@ class Herder:
             self.role = Role()
             self.running = Allocation()
             await self._drop_writer()
-            await self.local.stop_all("this worker lost its group membership")
+            await self.worker.stop_all("this worker lost its group membership")
             # The stop sequences killed the executors that were writing; the idle ones go
             # too: nothing that lived through this worker's time as a zombie is kept.
-            recycle = getattr(self.local.env.executors, "recycle_idle", None)
+            recycle = getattr(self.worker.env.executors, "recycle_idle", None)
             if recycle is not None:
                 await recycle("this worker lost its group membership")
             return
@@ -364,7 +365,7 @@ class Herder:
                 backoff,
             )
             self.running = Allocation()
-            await self.local.stop_all("this worker could not read the config log")
+            await self.worker.stop_all("this worker could not read the config log")
             loop = asyncio.get_running_loop()
             loop.call_later(backoff, self.rejoin)
             return False
@@ -401,9 +402,9 @@ class Herder:
 
     async def _apply(self) -> None:
         snapshot = self.snapshot
-        await self.local.reconcile(snapshot, self.running)
+        await self.worker.reconcile(snapshot, self.running)
         for request in snapshot.restarts_since(self._restarts_from):
-            rt = self.local.get(request.connector)
+            rt = self.worker.get(request.connector)
             if rt is not None:
                 async with rt.lock:
                     if rt.runs_instance or request.include_tasks:

@@ -1,22 +1,22 @@
 """A task id across its incarnations: at most one live at any instant, each with a new epoch.
 
 ``TaskSlot`` serialises everything that starts or ends an incarnation of its task id (a lock),
-sends every end through the stop sequence, and starts a new incarnation only after the old one is
-reaped. If the stop sequence cannot confirm the reap (``StopFailed``), the old incarnation stays
-in the slot as a suspected zombie: no new one starts until a later attempt confirms it is gone.
-That holds for every way in: ``restart`` (and the automatic restart) run the stop sequence again
-first, and ``start`` (what a connector calls for slots without a live incarnation) refuses while
-the failure stands, also when the old coroutine has ended but its executor was not confirmed
-reaped.
+sends every end through the stop sequence, and starts a new incarnation only after the old one
+is reaped. If the stop sequence cannot confirm the reap (``StopFailed``), the old incarnation
+stays in the slot as a suspected zombie: no new one starts until a later attempt confirms it is
+gone. That holds for every way in: ``restart`` (and the automatic restart) run the stop sequence
+again first, and ``start`` (what a connector calls for slots without a live incarnation) refuses
+while the failure stands, also when the old coroutine has ended but its executor was not
+confirmed reaped.
 
 An incarnation that fails on its own (or cannot be created) is restarted by the slot's
-``AutoRestarter`` (``daemon.runtime.restart``) through exactly the path of a restart by hand:
-the lock, the stop sequence, a new incarnation. The count and times are in the task's status
+``AutoRestarter`` (``autorestart.py``) through exactly the path of a restart by hand: the lock,
+the stop sequence, a new incarnation. The count and times are in the task's status
 (``auto_restart``); a failure that stays says why in its trace.
 
-The slot keeps the task's ``Freshness`` (``daemon.runtime.freshness``) across incarnations; the
-status shows it (``freshness``, for ``/metrics``) and, while the task is RUNNING with lag and
-no commit for ``task.stall.warn.ms``, ``stalled``.
+The slot keeps the task's ``Freshness`` (``daemon.runtime.slot.freshness``) across incarnations;
+the status shows it (``freshness``, for ``/metrics``) and, while the task is RUNNING with lag
+and no commit for ``task.stall.warn.ms``, ``stalled``.
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ from collections.abc import Callable
 from daemon.connectors.api import TaskId
 from daemon.errors import StopFailed
 from daemon.runtime.executors import Executors
-from daemon.runtime.freshness import Freshness
+from daemon.runtime.incarnation.incarnation import Incarnation
 from daemon.runtime.model import State, TaskStatus
-from daemon.runtime.restart import REAL_CLOCK, AutoRestarter, Clock, RestartPolicy
-from daemon.runtime.steps import TaskMetrics, TaskSettings
-from daemon.runtime.stop import StopReport, stop_incarnation, suspect_of
-from daemon.runtime.task import Incarnation
+from daemon.runtime.settings import TaskMetrics, TaskSettings
+from daemon.runtime.slot.autorestart import REAL_CLOCK, AutoRestarter, Clock, RestartPolicy
+from daemon.runtime.slot.freshness import Freshness
+from daemon.runtime.slot.stop import StopReport, stop_incarnation, suspect_of
 from daemon.storage.epochs import Epochs
 
 log = logging.getLogger("connectd.worker")
@@ -160,8 +160,7 @@ class TaskSlot:
         inc.start().add_done_callback(lambda _: self._ended(inc))
         try:
             async with asyncio.timeout(STARTUP_WAIT):
-                while not inc.running and not inc.done:
-                    await asyncio.sleep(0.01)
+                await inc.settled.wait()
         except TimeoutError:
             log.info("Task %s still starting after %g s", self.id, STARTUP_WAIT)
         if not inc.done:

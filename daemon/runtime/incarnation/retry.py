@@ -30,7 +30,7 @@ from daemon.config import ConnectorConfig
 from daemon.connectors.api import TaskId
 from daemon.connectors.records import TopicPartition
 from daemon.errors import ConnectdError
-from daemon.runtime.progress import PartitionProgress
+from daemon.runtime.incarnation.progress import PartitionProgress
 
 log = logging.getLogger("connectd.task")
 

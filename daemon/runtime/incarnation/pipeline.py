@@ -1,10 +1,14 @@
 """What happens to a poll's records before ``put``: conversion, then the errant-record policy.
 
-``RecordPipeline`` is the part of an incarnation that owns its converters and its
-``ErrantRecords`` (``errors.*``, the dead-letter topic: ``deadletter/policy.py``). It guarantees:
+``RecordPipeline`` is the part of an incarnation that owns its key and value converters (the
+connector's or the worker's converter classes, with the task configuration's
+``<side>.converter.*`` options over the connector's: ``task_converters``) and its
+``ErrantRecords`` (``errors.*``, the dead-letter topic: ``daemon.runtime.deadletter``). It
+guarantees:
 
 - conversion loops over every record, so it never runs on the event loop (DESIGN.md): a poll
-  with records is converted in a thread, under the callback deadline;
+  with records is converted (``convert_poll``, one call) in a thread, under the callback
+  deadline;
 - every failure of a poll (the converters' and the sink's ``reject``) is sifted out and handled
   (tolerance, log, dead-letter topic) before ``put`` sees the batch; the batch's offset ranges
   still cover the records left out, so the sink's commit moves past them;
@@ -18,13 +22,43 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from daemon.config import ConnectorConfig, WorkerConfig
+from daemon.config import ConnectorConfig, WorkerConfig, effective_converter
 from daemon.connectors.api import TaskId
-from daemon.connectors.converters import ConversionResult
+from daemon.connectors.converters import ConversionResult, Converter, convert_poll, make_converter
 from daemon.connectors.records import OffsetRange, RawBatch, RecordBatch, TopicPartition
-from daemon.runtime.consumer import group_id
 from daemon.runtime.deadletter.policy import ErrantRecords
-from daemon.runtime.steps import TaskSettings, batch_converter
+from daemon.runtime.incarnation.consumer import group_id
+from daemon.runtime.settings import TaskSettings
+
+
+def task_converter_options(
+    base: Mapping[str, str], task_config: Mapping[str, str], side: str
+) -> dict[str, str]:
+    """The converter options for one side, with the task configuration's ``<side>.converter.*``
+    keys over the connector's: a connector may set them per task (ParquetSink maps its
+    ``value.fields`` to ``value.converter.fields`` in ``task_configs``)."""
+    prefix = f"{side}.converter."
+    return {
+        **base,
+        **{k.removeprefix(prefix): v for k, v in task_config.items() if k.startswith(prefix)},
+    }
+
+
+def task_converters(
+    worker: WorkerConfig, config: ConnectorConfig, task_config: Mapping[str, str]
+) -> tuple[Converter, Converter]:
+    """The key and value converters of a task: the connector's (or the worker's) converter
+    classes, with the options of ``task_converter_options``."""
+    key, key_opts = effective_converter(worker, config, "key")
+    value, value_opts = effective_converter(worker, config, "value")
+    return (
+        make_converter(
+            key.value, task_converter_options(key_opts, task_config, "key"), is_key=True
+        ),
+        make_converter(
+            value.value, task_converter_options(value_opts, task_config, "value"), is_key=False
+        ),
+    )
 
 
 class RecordPipeline:
@@ -38,13 +72,13 @@ class RecordPipeline:
         task_config: Mapping[str, str],
         settings: TaskSettings,
     ) -> None:
-        self.converter = batch_converter(worker, config, task_config)
+        self.key, self.value = task_converters(worker, config, task_config)
         self.errant = ErrantRecords(
             task_id,
             config,
             worker,
             group_id(config.name),
-            self.converter,
+            (self.key, self.value),
             close_timeout=settings.client_close_timeout,
         )
         self._timeout = settings.callback_timeout
@@ -60,11 +94,11 @@ class RecordPipeline:
         self, polled: Mapping[TopicPartition, Sequence[Any]], ranges: Sequence[OffsetRange]
     ) -> tuple[int, ConversionResult]:
         """The poll's records converted (those that could not be are in ``bad``); how many."""
-        converter = self.converter
+        key, value = self.key, self.value
 
         def convert() -> tuple[int, ConversionResult]:
             records = [r for tp in sorted(polled) for r in polled[tp]]
-            return len(records), converter.convert(RawBatch.from_records(records), ranges)
+            return len(records), convert_poll(RawBatch.from_records(records), key, value, ranges)
 
         if not any(polled.values()):
             return convert()

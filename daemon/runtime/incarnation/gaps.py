@@ -39,8 +39,8 @@ from daemon.config.connector import ConnectorConfig, OutOfRangePolicy
 from daemon.connectors.api import SinkTask, TaskId
 from daemon.connectors.records import TopicPartition
 from daemon.errors import ConnectdError
-from daemon.runtime.consumer import TaskConsumer
-from daemon.runtime.steps import TaskMetrics
+from daemon.runtime.incarnation.consumer import TaskConsumer
+from daemon.runtime.settings import TaskMetrics
 
 log = logging.getLogger("connectd.task")
 

@@ -12,7 +12,8 @@ from daemon.config import Providers, resolve
 from daemon.connectors.api import ConnectorRegistry
 from daemon.errors import Conflict
 from daemon.runtime import offsets as offsets_api
-from daemon.runtime.connector import CONNECTOR_CALL_TIMEOUT, RuntimeEnv, unresolve
+from daemon.runtime.connector import CONNECTOR_CALL_TIMEOUT, unresolve
+from daemon.runtime.env import RuntimeEnv
 from daemon.runtime.model import SinkOffset, TargetState
 from daemon.storage.kafka import ConfigSnapshot
 from daemon.storage.kafka import configrecords as rec

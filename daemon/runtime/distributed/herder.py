@@ -1,4 +1,4 @@
-"""``WorkerAPI`` in distributed mode: every worker answers every REST call.
+"""Distributed mode's herder: the REST API's ``Herder``, where every worker answers every call.
 
 Reads come from what this worker has read: connectors, configurations and task configurations
 from the config log's snapshot; statuses from the status topic, with the work running here
@@ -27,9 +27,9 @@ from daemon.errors import (
     RemoteError,
     TaskNotFound,
 )
-from daemon.runtime.herder.forward import FORWARDED, NO_LEADER, RETRIED, Forwarder
-from daemon.runtime.herder.herder import Herder
-from daemon.runtime.herder.leader import SinkOffsets, config_records
+from daemon.runtime.distributed.forward import FORWARDED, NO_LEADER, RETRIED, Forwarder
+from daemon.runtime.distributed.leader import SinkOffsets, config_records
+from daemon.runtime.distributed.loop import HerderLoop
 from daemon.runtime.model import (
     ConnectorInfo,
     ConnectorStatus,
@@ -49,13 +49,13 @@ log = logging.getLogger("connectd.herder")
 FORWARD_TIMEOUT = 90.0
 
 
-class DistributedWorker:
-    """Implements ``daemon.runtime.model.WorkerAPI`` on a ``Herder``."""
+class DistributedHerder:
+    """Implements ``daemon.runtime.model.Herder`` on a ``HerderLoop``."""
 
-    def __init__(self, herder: Herder, registry: ConnectorRegistry) -> None:
-        self.herder = herder
+    def __init__(self, loop: HerderLoop, registry: ConnectorRegistry) -> None:
+        self.loop = loop
         self.registry = registry
-        self.env = herder.local.env
+        self.env = loop.worker.env
         self.executors = self.env.executors
         self.forwarder = Forwarder(FORWARD_TIMEOUT)
         self._offsets = SinkOffsets(self.env, registry)
@@ -67,15 +67,15 @@ class DistributedWorker:
 
     @property
     def worker_id(self) -> str:
-        return self.herder.worker_id
+        return self.loop.worker_id
 
     async def start(self, timeout: float) -> None:
-        await self.herder.start(timeout)
+        await self.loop.start(timeout)
         self._ready = True
 
     async def stop(self) -> None:
         self._stopped = True
-        await self.herder.stop()
+        await self.loop.stop()
         await self.forwarder.close()
 
     def is_ready(self) -> bool:
@@ -84,7 +84,7 @@ class DistributedWorker:
     def is_starting(self) -> bool:
         """Until the config log is read; then a write before the first assignment gets
         Connect's 409 (no leader known yet) instead of 503."""
-        return not self.herder.loaded and not self._stopped
+        return not self.loop.loaded and not self._stopped
 
     async def health_check(self) -> None:
         await asyncio.sleep(0)
@@ -93,16 +93,16 @@ class DistributedWorker:
 
     def _config(self, name: str) -> Mapping[str, str]:
         try:
-            return self.herder.snapshot.connectors[name]
+            return self.loop.snapshot.connectors[name]
         except KeyError:
             raise ConnectorNotFound(f"Connector {name} not found") from None
 
     def connector_names(self) -> list[str]:
-        return sorted(self.herder.snapshot.connectors)
+        return sorted(self.loop.snapshot.connectors)
 
     def connector_info(self, name: str) -> ConnectorInfo:
         config = self._config(name)
-        count = len(self.herder.snapshot.tasks(name))
+        count = len(self.loop.snapshot.tasks(name))
         return ConnectorInfo(name=name, config=dict(config), tasks=tuple(range(count)))
 
     def connector_config(self, name: str) -> dict[str, str]:
@@ -110,13 +110,13 @@ class DistributedWorker:
 
     def task_infos(self, name: str) -> list[TaskInfo]:
         self._config(name)
-        tasks = self.herder.snapshot.tasks(name)
+        tasks = self.loop.snapshot.tasks(name)
         return [TaskInfo(name, i, dict(cfg)) for i, cfg in enumerate(tasks)]
 
     def connector_status(self, name: str) -> ConnectorStatus:
         self._config(name)
-        snapshot, statuses = self.herder.snapshot, self.herder.statuses
-        rt = self.herder.local.get(name)
+        snapshot, statuses = self.loop.snapshot, self.loop.statuses
+        rt = self.loop.worker.get(name)
         local = rt.status(self.worker_id) if rt is not None else None
         tasks = tuple(self.task_status(name, i) for i in range(len(snapshot.tasks(name))))
         if local is not None and rt is not None and rt.runs_instance:
@@ -137,26 +137,26 @@ class DistributedWorker:
 
     def task_status(self, name: str, task: int) -> TaskStatus:
         self._config(name)
-        if task < 0 or task >= len(self.herder.snapshot.tasks(name)):
+        if task < 0 or task >= len(self.loop.snapshot.tasks(name)):
             raise TaskNotFound(f"Task {name}-{task} not found")
-        rt = self.herder.local.get(name)
+        rt = self.loop.worker.get(name)
         if rt is not None and task in rt.slots:
             return rt.slots[task].status(self.worker_id)
-        reported = self.herder.statuses.tasks.get(TaskId(name, task))
+        reported = self.loop.statuses.tasks.get(TaskId(name, task))
         if reported is None:
             return TaskStatus(task, State.UNASSIGNED, "")
         return TaskStatus(task, reported.state, reported.worker_id, reported.trace)
 
     def topics(self, name: str) -> list[str]:
         config = self._config(name)
-        rt = self.herder.local.get(name)
+        rt = self.loop.worker.get(name)
         if rt is not None:
             return sorted(rt.all_topics())
         return sorted(t.strip() for t in config.get("topics", "").split(",") if t.strip())
 
     def cluster(self) -> dict[str, Any]:
         """For ``/metrics`` and STATUS: this member's role and share."""
-        h = self.herder
+        h = self.loop
         return {
             "generation": h.role.generation,
             "leader": h.role.leader,
@@ -170,7 +170,7 @@ class DistributedWorker:
     # ---- the leader ----
 
     def _leader_url(self) -> str:
-        role = self.herder.role
+        role = self.loop.role
         if role.generation < 0 or not role.leader_url or FORWARDED.get():
             if FORWARDED.get() and role.leader_url:
                 raise RemoteError(
@@ -189,28 +189,28 @@ class DistributedWorker:
         """The leader answered once its write was committed: read the log to its end, so a
         client's next read on this worker sees what its write did."""
         try:
-            await self.herder.sync()
+            await self.loop.sync()
         except Exception as exc:  # the write is done; the poller catches up
             log.warning("Reading the config log after a forwarded write failed: %r", exc)
 
     async def _write(self, records: list[tuple[str, bytes | None]]) -> None:
         """One transaction on the config log; returns once this worker has read it back."""
-        writer = self.herder.writer
+        writer = self.loop.writer
         if writer is None or writer.closed:  # a failed write closed it: claim a new one
-            writer = await self.herder.claim_writer()
+            writer = await self.loop.claim_writer()
         try:
             offset = await writer.write(records)
         except LeaderFenced:
-            self.herder.rejoin()  # another worker leads now: learn who
+            self.loop.rejoin()  # another worker leads now: learn who
             raise RemoteError(
                 "This worker was replaced as the leader while writing; nothing was written."
                 " Retry: the request goes to the new leader",
                 status=409,
             ) from None
-        await self.herder.sync(at_least=offset)
+        await self.loop.sync(at_least=offset)
 
     def _leading(self) -> bool:
-        return self.herder.role.leader
+        return self.loop.role.leader
 
     # ---- changing ----
 
@@ -230,7 +230,7 @@ class DistributedWorker:
             return _info(answer)
         checked = await validate_connector_async(name, config, self.registry)
         async with self._write_lock:
-            snapshot = await self.herder.sync()
+            snapshot = await self.loop.sync()
             if name in snapshot.connectors:
                 if RETRIED.get() and dict(snapshot.connectors[name]) == checked:
                     return self.connector_info(name)  # the first attempt was applied
@@ -251,10 +251,10 @@ class DistributedWorker:
         committed or it never will (the next leader's writer aborts it). Once a new leader is
         known, the create is sent again marked as a retry: an existing connector with exactly
         this configuration is the first attempt, applied once; anything else is refused."""
-        old = self.herder.role
+        old = self.loop.role
         deadline = asyncio.get_running_loop().time() + self._rebalance_bound()
         while True:
-            role = self.herder.role
+            role = self.loop.role
             if role.generation != old.generation and role.leader_url:
                 break
             if asyncio.get_running_loop().time() > deadline:
@@ -298,7 +298,7 @@ class DistributedWorker:
             return status == 201, _info(answer)
         checked = await validate_connector_async(name, config, self.registry)
         async with self._write_lock:
-            snapshot = await self.herder.sync()
+            snapshot = await self.loop.sync()
             created = name not in snapshot.connectors
             if not created and dict(snapshot.connectors[name]) == checked:
                 return False, self.connector_info(name)
@@ -313,14 +313,14 @@ class DistributedWorker:
             await self._forward("DELETE", f"/connectors/{_quote(name)}")
             return
         async with self._write_lock:
-            snapshot = await self.herder.sync()
+            snapshot = await self.loop.sync()
             if name not in snapshot.connectors:
                 raise ConnectorNotFound(f"Connector {name} not found")
             count = len(snapshot.tasks(name))
             await self._write(
                 [rec.connector_record(name, None), rec.target_state_record(name, None)]
             )
-        writer = self.herder.status_writer
+        writer = self.loop.status_writer
         await writer.put_connector(name, None)
         for i in range(count):
             await writer.put_task(TaskId(name, i), None)
@@ -330,7 +330,7 @@ class DistributedWorker:
             await self._forward("PUT", f"/connectors/{_quote(name)}/{verb}")
             return
         async with self._write_lock:
-            snapshot = await self.herder.sync()
+            snapshot = await self.loop.sync()
             config = snapshot.connectors.get(name)
             if config is None:
                 raise ConnectorNotFound(f"Connector {name} not found")
@@ -364,7 +364,7 @@ class DistributedWorker:
             await self._forward("POST", f"/connectors/{_quote(name)}/restart{query}")
             return self.connector_status(name)
         async with self._write_lock:
-            if name not in (await self.herder.sync()).connectors:
+            if name not in (await self.loop.sync()).connectors:
                 raise ConnectorNotFound(f"Connector {name} not found")
             record = rec.restart_record(name, include_tasks=include_tasks, only_failed=only_failed)
             await self._write([record])
@@ -372,7 +372,7 @@ class DistributedWorker:
 
     async def restart_task(self, name: str, task: int) -> None:
         self.task_status(name, task)  # 404s first
-        rt = self.herder.local.get(name)
+        rt = self.loop.worker.get(name)
         if rt is not None and task in rt.slots:
             async with rt.lock:
                 if task in rt.slots:
@@ -383,7 +383,7 @@ class DistributedWorker:
                 f"Task {name}-{task} does not run on this worker ({self.worker_id}); retry",
                 status=409,
             )
-        owner = self.herder.statuses.tasks.get(TaskId(name, task))
+        owner = self.loop.statuses.tasks.get(TaskId(name, task))
         if owner is None or not owner.worker_id or owner.worker_id == self.worker_id:
             raise Conflict(
                 f"Task {name}-{task} is not assigned to any worker right now (a rebalance is"
@@ -396,7 +396,7 @@ class DistributedWorker:
 
     async def reset_topics(self, name: str) -> None:
         self._config(name)
-        rt = self.herder.local.get(name)
+        rt = self.loop.worker.get(name)
         if rt is not None:
             rt.topics.clear()
 
@@ -406,10 +406,10 @@ class DistributedWorker:
         return await self._offsets.get(name, self._config(name))
 
     async def alter_offsets(self, name: str, offsets: Sequence[SinkOffset]) -> None:
-        await self._offsets.alter(name, self._config(name), self.herder.snapshot, offsets)
+        await self._offsets.alter(name, self._config(name), self.loop.snapshot, offsets)
 
     async def reset_offsets(self, name: str) -> None:
-        await self._offsets.reset(name, self._config(name), self.herder.snapshot)
+        await self._offsets.reset(name, self._config(name), self.loop.snapshot)
 
 
 def _quote(name: str) -> str:

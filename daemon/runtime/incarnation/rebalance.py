@@ -27,9 +27,9 @@ from typing import Protocol
 from daemon.connectors.api import TaskId
 from daemon.connectors.records import TopicPartition
 from daemon.logs import set_task_context
-from daemon.runtime.context import TaskContext
-from daemon.runtime.progress import PartitionProgress
-from daemon.runtime.steps import names
+from daemon.runtime.incarnation.context import TaskContext
+from daemon.runtime.incarnation.deadlines import names
+from daemon.runtime.incarnation.progress import PartitionProgress
 
 log = logging.getLogger("connectd.task")
 

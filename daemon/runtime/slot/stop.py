@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from daemon.errors import StopFailed
 from daemon.executor.process import ProcStat, read_stat, scan, still_running, tree
-from daemon.runtime.task import Incarnation
+from daemon.runtime.incarnation.incarnation import Incarnation
 
 log = logging.getLogger("connectd.stop")
 

@@ -5,7 +5,7 @@ runs ``run()`` as one asyncio task. Every sink callback runs under a deadline, o
 (a lock serialises the coroutine's own calls with the rebalance listener's ``open``/``close``,
 which aiokafka runs in its coordinator task); every await that crosses a boundary has a bound.
 
-Stopping is the stop sequence's business (``daemon.runtime.stop``): ``ask()`` marks the
+Stopping is the stop sequence's business (``daemon.runtime.slot.stop``): ``ask()`` marks the
 incarnation closing and interrupts a poll or a backoff, but lets a callback in progress run; the
 coroutine then runs the close path — ``pre_commit`` with ``context.is_closing``, ``close`` of
 the open partitions, ``stop``. ``kill()`` cancels whatever is left: an executor write in progress
@@ -35,15 +35,16 @@ from daemon.connectors.api import SinkTask, TaskId
 from daemon.connectors.records import RecordBatch, TopicPartition
 from daemon.errors import ConnectdError, TaskTimeout
 from daemon.logs import set_task_context
-from daemon.runtime.consumer import OutOfRange, TaskConsumer, poll_bound
-from daemon.runtime.context import TaskContext
 from daemon.runtime.executors import ExecutorBinding, Executors
-from daemon.runtime.gaps import OffsetGaps
-from daemon.runtime.pipeline import RecordPipeline
-from daemon.runtime.progress import PartitionProgress
-from daemon.runtime.rebalance import Rebalancer
-from daemon.runtime.retrying import Retrier
-from daemon.runtime.steps import TaskMetrics, TaskSettings, log_failure, unless_set, with_deadline
+from daemon.runtime.incarnation.consumer import OutOfRange, TaskConsumer, poll_bound
+from daemon.runtime.incarnation.context import TaskContext
+from daemon.runtime.incarnation.deadlines import log_failure, unless_set, with_deadline
+from daemon.runtime.incarnation.gaps import OffsetGaps
+from daemon.runtime.incarnation.pipeline import RecordPipeline
+from daemon.runtime.incarnation.progress import PartitionProgress
+from daemon.runtime.incarnation.rebalance import Rebalancer
+from daemon.runtime.incarnation.retry import Retrier
+from daemon.runtime.settings import TaskMetrics, TaskSettings
 
 log = logging.getLogger("connectd.task")
 T = TypeVar("T")
@@ -86,6 +87,8 @@ class Incarnation:
         self.context: TaskContext | None = None
         self.consumer: TaskConsumer | None = None
         self.running = False  # started and polling
+        #: Set once it runs (started and polling) or its coroutine is over, whichever first.
+        self.settled = asyncio.Event()
         self.running_since: float | None = None
         self.failure: BaseException | None = None
         self.trace: str | None = None
@@ -108,6 +111,7 @@ class Incarnation:
 
     def start(self) -> asyncio.Task[None]:
         self._runner = asyncio.get_running_loop().create_task(self.run(), name=f"task {self.id}")
+        self._runner.add_done_callback(lambda _: self.settled.set())
         return self._runner
 
     @property
@@ -157,6 +161,7 @@ class Incarnation:
             if not self._stopping:
                 self.running = True
                 self.running_since = time.monotonic()
+                self.settled.set()
                 log.info("Task %s (epoch %d) is running", self.id, self.epoch)
                 await self._main_loop()
             if self.rebalancer.failure is not None:

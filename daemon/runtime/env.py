@@ -1,0 +1,63 @@
+"""What every connector and task of one worker shares: ``RuntimeEnv``.
+
+Built once per daemon from the worker configuration (``RuntimeEnv.of_worker``) and handed to
+the ``Worker``; each connector runtime, task slot and incarnation reads its parts from it and
+holds none of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from daemon.config import Providers, WorkerConfig
+from daemon.connectors.api import ConnectorRegistry, default_registry
+from daemon.runtime.executors import Executors
+from daemon.runtime.settings import TaskMetrics, TaskSettings
+from daemon.runtime.slot.autorestart import REAL_CLOCK, Clock
+from daemon.storage.epochs import Epochs, EpochStore
+
+#: Bound on the kill + reap + /proc confirmation of one incarnation in the stop sequence.
+DEFAULT_KILL_TIMEOUT = 15.0
+
+
+@dataclass(frozen=True)
+class RuntimeEnv:
+    """What every connector of a worker shares."""
+
+    worker: WorkerConfig
+    executors: Executors
+    epochs: Epochs
+    providers: Providers
+    registry: ConnectorRegistry
+    settings: TaskSettings
+    graceful_timeout: float
+    kill_timeout: float
+    metrics: TaskMetrics | None = None
+    #: Time for the restart policy (tests drive its schedule with a clock of their own).
+    clock: Clock = REAL_CLOCK
+
+    @classmethod
+    def of_worker(
+        cls,
+        config: WorkerConfig,
+        executors: Executors,
+        *,
+        epochs: Epochs | None = None,
+        registry: ConnectorRegistry = default_registry,
+        kill_timeout: float = DEFAULT_KILL_TIMEOUT,
+        metrics: TaskMetrics | None = None,
+        clock: Clock = REAL_CLOCK,
+    ) -> RuntimeEnv:
+        """The worker configuration's environment (epochs default to ``state.dir``'s)."""
+        return cls(
+            worker=config,
+            executors=executors,
+            epochs=epochs if epochs is not None else EpochStore(config.state_dir),
+            providers=Providers.from_worker(config),
+            registry=registry,
+            settings=TaskSettings.from_worker(config),
+            graceful_timeout=config.task_shutdown_graceful_timeout.total_seconds(),
+            kill_timeout=kill_timeout,
+            metrics=metrics,
+            clock=clock,
+        )
