@@ -16,7 +16,7 @@ Side = Literal["key", "value"]
 class Converted:
     """One side (keys or values) of a batch, converted: columns as long as the batch.
 
-    Rows in ``errors`` hold nulls; ``BatchConverter`` drops them from the table.
+    Rows in ``errors`` hold nulls; ``convert_poll`` drops them from the table.
     """
 
     columns: dict[str, pa.Array]

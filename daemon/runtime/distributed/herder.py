@@ -27,9 +27,10 @@ from daemon.errors import (
     RemoteError,
     TaskNotFound,
 )
-from daemon.runtime.distributed.forward import FORWARDED, NO_LEADER, RETRIED, Forwarder
+from daemon.runtime.distributed.forward import FORWARDED, RETRIED, Forwarder
 from daemon.runtime.distributed.leader import SinkOffsets, config_records
 from daemon.runtime.distributed.loop import HerderLoop
+from daemon.runtime.distributed.writes import ConfigWrites
 from daemon.runtime.model import (
     ConnectorInfo,
     ConnectorStatus,
@@ -39,7 +40,6 @@ from daemon.runtime.model import (
     TaskInfo,
     TaskStatus,
 )
-from daemon.storage.kafka import LeaderFenced
 from daemon.storage.kafka import configrecords as rec
 from daemon.structs import TaskId
 
@@ -58,8 +58,8 @@ class DistributedHerder:
         self.env = loop.worker.env
         self.executors = self.env.executors
         self.forwarder = Forwarder(FORWARD_TIMEOUT)
+        self.writes = ConfigWrites(loop, self.forwarder)
         self._offsets = SinkOffsets(self.env, registry)
-        self._write_lock = asyncio.Lock()  # the leader's writes, one at a time
         self._ready = False
         self._stopped = False
 
@@ -167,75 +167,30 @@ class DistributedHerder:
             "config_lag": h.config_lag,
         }
 
-    # ---- the leader ----
-
-    def _leader_url(self) -> str:
-        role = self.loop.role
-        if role.generation < 0 or not role.leader_url or FORWARDED.get():
-            if FORWARDED.get() and role.leader_url:
-                raise RemoteError(
-                    f"This worker is not the leader (the leader is {role.leader_url}); retry",
-                    status=409,
-                )
-            raise RemoteError(NO_LEADER, status=409)
-        return role.leader_url
-
-    async def _forward(self, method: str, path: str, body: Any = None) -> Any:
-        _, answer = await self.forwarder.request(method, self._leader_url(), path, body)
-        await self._read_own_write()
-        return answer
-
-    async def _read_own_write(self) -> None:
-        """The leader answered once its write was committed: read the log to its end, so a
-        client's next read on this worker sees what its write did."""
-        try:
-            await self.loop.sync()
-        except Exception as exc:  # the write is done; the poller catches up
-            log.warning("Reading the config log after a forwarded write failed: %r", exc)
-
-    async def _write(self, records: list[tuple[str, bytes | None]]) -> None:
-        """One transaction on the config log; returns once this worker has read it back."""
-        writer = self.loop.writer
-        if writer is None or writer.closed:  # a failed write closed it: claim a new one
-            writer = await self.loop.claim_writer()
-        try:
-            offset = await writer.write(records)
-        except LeaderFenced:
-            self.loop.rejoin()  # another worker leads now: learn who
-            raise RemoteError(
-                "This worker was replaced as the leader while writing; nothing was written."
-                " Retry: the request goes to the new leader",
-                status=409,
-            ) from None
-        await self.loop.sync(at_least=offset)
-
-    def _leading(self) -> bool:
-        return self.loop.role.leader
-
     # ---- changing ----
 
     async def create_connector(
         self, name: str, config: Mapping[str, str], initial_state: TargetState = TargetState.RUNNING
     ) -> ConnectorInfo:
-        if not self._leading():
+        if not self.writes.leading:
             body: dict[str, Any] = {"name": name, "config": dict(config)}
             if initial_state is not TargetState.RUNNING:
                 body["initial_state"] = initial_state.value
             try:
-                answer = await self._forward("POST", "/connectors", body)
+                _, answer = await self.writes.forward("POST", "/connectors", body)
             except RemoteError as exc:
                 if exc.answered:
                     raise
                 answer = await self._create_again(name, config, initial_state, body, exc)
             return _info(answer)
         checked = await validate_connector_async(name, config, self.registry)
-        async with self._write_lock:
+        async with self.writes.lock:
             snapshot = await self.loop.sync()
             if name in snapshot.connectors:
                 if RETRIED.get() and dict(snapshot.connectors[name]) == checked:
                     return self.connector_info(name)  # the first attempt was applied
                 raise ConnectorExists(f"Connector {name} already exists")
-            await self._write(await self._config_records(name, checked, initial_state))
+            await self.writes.write(await self._config_records(name, checked, initial_state))
         log.info("Connector %s created (target state %s)", name, initial_state.value)
         return self.connector_info(name)
 
@@ -275,7 +230,7 @@ class DistributedHerder:
         _, answer = await self.forwarder.request(
             "POST", role.leader_url, "/connectors", body, retried=True
         )
-        await self._read_own_write()
+        await self.writes.read_own_write()
         return answer
 
     def _rebalance_bound(self) -> float:
@@ -290,14 +245,14 @@ class DistributedHerder:
     async def put_connector_config(
         self, name: str, config: Mapping[str, str], *, origin: object = None
     ) -> tuple[bool, ConnectorInfo]:
-        if not self._leading():
+        if not self.writes.leading:
             status, answer = await self.forwarder.request(
-                "PUT", self._leader_url(), f"/connectors/{_quote(name)}/config", dict(config)
+                "PUT", self.writes.leader_url(), f"/connectors/{_quote(name)}/config", dict(config)
             )
-            await self._read_own_write()
+            await self.writes.read_own_write()
             return status == 201, _info(answer)
         checked = await validate_connector_async(name, config, self.registry)
-        async with self._write_lock:
+        async with self.writes.lock:
             snapshot = await self.loop.sync()
             created = name not in snapshot.connectors
             if not created and dict(snapshot.connectors[name]) == checked:
@@ -305,19 +260,19 @@ class DistributedHerder:
             target = None if not created else TargetState.RUNNING
             if not created and snapshot.target_state(name) is TargetState.STOPPED:
                 target = TargetState.STOPPED  # keeps no tasks
-            await self._write(await self._config_records(name, checked, target))
+            await self.writes.write(await self._config_records(name, checked, target))
         return created, self.connector_info(name)
 
     async def delete_connector(self, name: str) -> None:
-        if not self._leading():
-            await self._forward("DELETE", f"/connectors/{_quote(name)}")
+        if not self.writes.leading:
+            await self.writes.forward("DELETE", f"/connectors/{_quote(name)}")
             return
-        async with self._write_lock:
+        async with self.writes.lock:
             snapshot = await self.loop.sync()
             if name not in snapshot.connectors:
                 raise ConnectorNotFound(f"Connector {name} not found")
             count = len(snapshot.tasks(name))
-            await self._write(
+            await self.writes.write(
                 [rec.connector_record(name, None), rec.target_state_record(name, None)]
             )
         writer = self.loop.status_writer
@@ -326,10 +281,10 @@ class DistributedHerder:
             await writer.put_task(TaskId(name, i), None)
 
     async def _set_target(self, name: str, target: TargetState, verb: str) -> None:
-        if not self._leading():
-            await self._forward("PUT", f"/connectors/{_quote(name)}/{verb}")
+        if not self.writes.leading:
+            await self.writes.forward("PUT", f"/connectors/{_quote(name)}/{verb}")
             return
-        async with self._write_lock:
+        async with self.writes.lock:
             snapshot = await self.loop.sync()
             config = snapshot.connectors.get(name)
             if config is None:
@@ -341,7 +296,7 @@ class DistributedHerder:
                 records = await self._config_records(name, dict(config), target)
             else:
                 records = [rec.target_state_record(name, target)]
-            await self._write(records)
+            await self.writes.write(records)
 
     async def pause_connector(self, name: str) -> None:
         await self._set_target(name, TargetState.PAUSED, "pause")
@@ -357,17 +312,17 @@ class DistributedHerder:
     ) -> ConnectorStatus:
         """Written to the config log as Connect's restart request; every worker restarts its
         part of the connector when it reads it."""
-        if not self._leading():
+        if not self.writes.leading:
             query = (
                 f"?includeTasks={str(include_tasks).lower()}&onlyFailed={str(only_failed).lower()}"
             )
-            await self._forward("POST", f"/connectors/{_quote(name)}/restart{query}")
+            await self.writes.forward("POST", f"/connectors/{_quote(name)}/restart{query}")
             return self.connector_status(name)
-        async with self._write_lock:
+        async with self.writes.lock:
             if name not in (await self.loop.sync()).connectors:
                 raise ConnectorNotFound(f"Connector {name} not found")
             record = rec.restart_record(name, include_tasks=include_tasks, only_failed=only_failed)
-            await self._write([record])
+            await self.writes.write([record])
         return self.connector_status(name)
 
     async def restart_task(self, name: str, task: int) -> None:

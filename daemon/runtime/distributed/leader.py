@@ -1,5 +1,5 @@
 """What the leader writes to the config log for a connector, and the offsets API (KIP-875) on
-any worker: the pieces of ``DistributedWorker`` that do not depend on the group."""
+any worker: the pieces of ``DistributedHerder`` that do not depend on the group."""
 
 from __future__ import annotations
 

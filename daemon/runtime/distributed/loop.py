@@ -43,13 +43,13 @@ from daemon.cluster import (
 )
 from daemon.config import WorkerConfig
 from daemon.errors import ConnectdError
+from daemon.runtime.distributed.rejoin import BatchedRejoin, LeaderWriter
 from daemon.runtime.distributed.settings import member_settings, topic_specs
 from daemon.runtime.distributed.statuses import StatusPublisher
 from daemon.runtime.env import RuntimeEnv
 from daemon.runtime.worker import Worker
 from daemon.storage.kafka import (
     ConfigLogReader,
-    ConfigLogWriter,
     ConfigSnapshot,
     StatusReader,
     StatusSnapshot,
@@ -108,7 +108,7 @@ class HerderLoop:
         self.reader = ConfigLogReader(config.config_storage_topic, boot, client_settings=client)
         self.status_reader = StatusReader(config.status_storage_topic, boot, client_settings=client)
         self.status_writer = StatusWriter(config.status_storage_topic, boot, client_settings=client)
-        self.writer: ConfigLogWriter | None = None
+        self.leader_writer = LeaderWriter(config, boot, client)
         self.member: Member | None = None
         self.role = Role()
         self.running = Allocation()
@@ -123,8 +123,7 @@ class HerderLoop:
         self._applied_snapshot = ConfigSnapshot()
         self._restarts_from = 0  # restart requests at or after this offset are new
         self.publisher = StatusPublisher(self.status_writer, self.worker, "")
-        self._rejoin_timer: asyncio.TimerHandle | None = None
-        self._rejoin_first = 0.0
+        self.rejoins = BatchedRejoin(self.rejoin, REJOIN_QUIET, REJOIN_MAX_WAIT)
         self._tasks: list[asyncio.Task[None]] = []
         self._first = asyncio.Event()
         self.loaded = False  # the config log and the statuses were read once
@@ -176,8 +175,7 @@ class HerderLoop:
     async def stop(self) -> None:
         """Say this member leaves on purpose, stop the work here (stop sequence), report it
         UNASSIGNED, leave the group."""
-        if self._rejoin_timer is not None:
-            self._rejoin_timer.cancel()
+        self.rejoins.cancel()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -197,7 +195,7 @@ class HerderLoop:
         if self.member is not None:
             with contextlib.suppress(Exception):
                 await self.member.leave()
-        await self._drop_writer()
+        await self.leader_writer.drop()
         for closing in (self.reader, self.status_reader, self.status_writer, self.epochs):
             with contextlib.suppress(Exception):
                 await closing.stop()
@@ -290,7 +288,7 @@ class HerderLoop:
             )
             self.role = Role()
             self.running = Allocation()
-            await self._drop_writer()
+            await self.leader_writer.drop()
             await self.worker.stop_all("this worker lost its group membership")
             # The stop sequences killed the executors that were writing; the idle ones go
             # too: nothing that lived through this worker's time as a zombie is kept.
@@ -321,11 +319,11 @@ class HerderLoop:
             return
         if event.leader:
             try:
-                await self.claim_writer()
+                await self.leader_writer.claim()
             except Exception as exc:  # the work goes on; each write tries again
                 log.error("As the leader, could not start the config log's writer: %r", exc)
         else:
-            await self._drop_writer()
+            await self.leader_writer.drop()
         revoked = self.running - event.running
         self.running = event.running
         await self._apply()
@@ -342,10 +340,9 @@ class HerderLoop:
         )
         self._first.set()
         if self.snapshot.offset > a.config_offset:
-            self._rejoin_soon()  # the config changed while this round ran: place the change
-        elif self._rejoin_timer is not None:  # this round placed every change read here
-            self._rejoin_timer.cancel()
-            self._rejoin_timer = None
+            self.rejoins.soon()  # the config changed while this round ran: place the change
+        else:  # this round placed every change read here
+            self.rejoins.cancel()
         if revoked or a.revoked:
             self.rejoin()  # work stopped here: the next round places it
 
@@ -381,24 +378,7 @@ class HerderLoop:
         if old != new:  # connectors or task counts changed: a new round (every worker asks,
             # as in Connect: a follower waiting for its next heartbeat to hear of the leader's
             # round cost a create up to heartbeat.interval.ms)
-            self._rejoin_soon()
-
-    def _rejoin_soon(self) -> None:
-        """The rejoin after config changes, batched: it waits until no change came for
-        ``REJOIN_QUIET`` s, at most ``REJOIN_MAX_WAIT`` s after the first, so a burst of creates
-        costs a rebalance or two instead of one each (issue 14, 6b)."""
-        loop = asyncio.get_running_loop()
-        now = loop.time()
-        if self._rejoin_timer is None:
-            self._rejoin_first = now
-        else:
-            self._rejoin_timer.cancel()
-        when = min(now + REJOIN_QUIET, self._rejoin_first + REJOIN_MAX_WAIT)
-        self._rejoin_timer = loop.call_at(when, self._rejoin_now)
-
-    def _rejoin_now(self) -> None:
-        self._rejoin_timer = None
-        self.rejoin()
+            self.rejoins.soon()
 
     async def _apply(self) -> None:
         snapshot = self.snapshot
@@ -414,26 +394,3 @@ class HerderLoop:
         self._restarts_from = snapshot.offset
         self._applied_offset = snapshot.offset
         self._applied_snapshot = snapshot
-
-    # ---- the leader's writer ----
-
-    async def claim_writer(self) -> ConfigLogWriter:
-        """The leader's writer, started (which fences every older leader's) if it has none
-        or its last write closed it."""
-        if self.writer is not None and not self.writer.closed:
-            return self.writer
-        await self._drop_writer()
-        c = self.config
-        assert c.group_id and c.config_storage_topic
-        writer = ConfigLogWriter(
-            c.config_storage_topic, self._boot, c.group_id, client_settings=self._client
-        )
-        await writer.start()
-        self.writer = writer
-        return writer
-
-    async def _drop_writer(self) -> None:
-        writer, self.writer = self.writer, None
-        if writer is not None:
-            with contextlib.suppress(Exception):
-                await writer.stop()

@@ -13,7 +13,7 @@ is cancelled, which kills and reaps its executor's process tree before the cance
 
 The incarnation holds its parts, each with its own state: ``progress`` (partition positions,
 the batch in delivery, the rebalance generation: ``progress.py``), ``rebalancer`` (the consumer's
-rebalance listener: ``rebalance.py``), ``retrier`` (``errors.retry.*``: ``retrying.py``),
+rebalance listener: ``rebalance.py``), ``retrier`` (``errors.retry.*``: ``retry.py``),
 ``gaps`` (offsets no longer in the log, ``errors.offset.out.of.range``: ``gaps.py``) and,
 once started, ``pipeline`` (conversion and ``errors.*`` before ``put``: ``pipeline.py``). The
 rebalance and retry parts see the incarnation only through a narrow protocol (``RebalanceHost``,
@@ -289,7 +289,7 @@ class Incarnation:
     async def _deliver(self, polled: Mapping[TopicPartition, list[Any]]) -> int:
         """Convert, apply the error policy (``deadletter/policy.py``), ``put``; how many records."""
         assert self.pipeline is not None and self.task is not None
-        # Before anything can fail: a retry re-reads these ranges (``retrying.py``).
+        # Before anything can fail: a retry re-reads these ranges (``retry.py``).
         ranges = self.progress.begin(polled)
         if self._metrics is not None:  # the task's freshness: what may be committed next
             self._metrics.record_delivering(self.id.connector, self.id.task, ranges, polled)
@@ -308,9 +308,9 @@ class Incarnation:
         return count
 
     async def _put(self, batch: RecordBatch) -> None:
-        """``put``. A failure is retried (``retrying.py``) or fails the incarnation: the slot's
+        """``put``. A failure is retried (``retry.py``) or fails the incarnation: the slot's
         restart policy decides what next (a new incarnation resumes from what the sink
-        committed; see ``restart.py``)."""
+        committed; see ``daemon.runtime.slot``)."""
         assert self.task is not None
         await self._call("put", self.task.put(batch))
 

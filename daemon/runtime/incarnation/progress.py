@@ -2,7 +2,7 @@
 which rebalance generation a poll belongs to.
 
 ``PartitionProgress`` is the one object that holds this state; the incarnation's main loop, its
-rebalance part (``rebalance.py``) and its retry part (``retrying.py``) change it only through
+rebalance part (``rebalance.py``) and its retry part (``retry.py``) change it only through
 the methods below, always under the incarnation's lock (the generation a poll belongs to is read
 in the same step as the poll returns, with no await in between). It guarantees:
 
