@@ -26,7 +26,7 @@ What is retried: only failures a restart can help.
 
 Settings come from the worker (``errors.restart.*`` in the worker config, when it has them), a
 connector's own keys override them. Time comes from a ``Clock`` (real time by default), so tests
-run the whole schedule in seconds (``ScaledClock``).
+run the whole schedule on a clock they move themselves (``tests/support/clocks.py``).
 """
 
 from __future__ import annotations
@@ -59,7 +59,8 @@ def retriable(failure: BaseException) -> bool:
 
 class Clock:
     """Real time: ``monotonic`` for intervals, ``wall`` (epoch seconds) for the status, and
-    ``sleep``. The runtime takes one from its environment; tests pass a ``ScaledClock``."""
+    ``sleep``. The runtime takes one from its environment (``RuntimeEnv.clock``); tests pass one
+    they move themselves."""
 
     def monotonic(self) -> float:
         return time.monotonic()
@@ -69,27 +70,6 @@ class Clock:
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
-
-
-class ScaledClock(Clock):
-    """Time that runs ``speed`` times faster than real time, from now on (both readings start
-    at the real ones). ``ScaledClock(1200)``: a minute of the schedule takes 50 ms."""
-
-    def __init__(self, speed: float) -> None:
-        if speed <= 0:
-            raise ValueError("speed must be > 0")
-        self.speed = speed
-        self._mono0 = time.monotonic()
-        self._wall0 = time.time()
-
-    def monotonic(self) -> float:
-        return self._mono0 + (time.monotonic() - self._mono0) * self.speed
-
-    def wall(self) -> float:
-        return self._wall0 + (time.time() - self._wall0) * self.speed
-
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(seconds / self.speed)
 
 
 REAL_CLOCK = Clock()

@@ -1,13 +1,13 @@
-"""Automatic restarts on a real broker, with time compressed (``ScaledClock``): Strimzi's
+"""Automatic restarts on a real broker, on a clock the test moves (``ManualClock``): Strimzi's
 schedule (immediately, then 2, 6, … minutes since the previous restart) until
 ``errors.restart.max`` is used up, the count reset after a healthy period, no restart for what a
 restart cannot fix, connectors restarted like tasks, and a HangSink task killed at its write
 deadline restarted without ever running twice (real Spark executors).
 
-How time is compressed: the daemon's worker gets a ``ScaledClock`` in its runtime environment
-before the connector is created. A minute of the schedule is ``MINUTE_S`` real seconds: long
-enough that a restarted EchoSink task (consumer start, group join, fetch) fails well within the
-first two-minute interval, so the count does not reset by itself.
+How time passes: the daemon's worker gets a ``ManualClock`` in its runtime environment before
+the connector is created. The restart policy's time stands still until the test moves it
+(``advance``), so a waiting restart comes exactly when the test says and an incarnation never
+runs "healthy" for longer than the test lets it: no test waits for the schedule in real time.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import asyncio
 import logging
 import re
 import threading
-import time
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import replace
 from datetime import datetime
@@ -27,6 +26,7 @@ import aiohttp
 import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka import TopicPartition as KafkaTP
+from support.clocks import ManualClock
 from support.daemon import DaemonFactory, wait_until, worker_properties
 from support.kafka import produce
 from support.kafka_fixtures import TopicFactory
@@ -37,15 +37,12 @@ from daemon.daemon import Daemon
 from daemon.errors import ConfigError
 from daemon.executor.process import read_stat
 from daemon.runtime.model import State
-from daemon.runtime.slot.autorestart import ScaledClock
 from daemon.runtime.standalone import StandaloneHerder
 from daemon.storage.standalone import MemoryStore, StoredConnector
 
 pytestmark = pytest.mark.integration
 
-#: Real seconds per minute of the restart schedule.
-MINUTE_S = 1.0
-SPEED = 60.0 / MINUTE_S
+MINUTE = 60.0
 HERE = __name__
 
 
@@ -117,7 +114,7 @@ class FlakyConnector(SinkConnector):
 
 
 class RestartLog(logging.Handler):
-    """The real times of the automatic restarts of one task (``AutoRestarter.begin``)."""
+    """The automatic restarts, failures and count resets of one task, from its log lines."""
 
     def __init__(self, what: str) -> None:
         super().__init__()
@@ -164,15 +161,15 @@ async def _daemon(
     pool: ThreadedPool,
     *,
     store: MemoryStore | None = None,
-    speed: float = SPEED,
     **props: str,
-) -> tuple[Daemon, StandaloneHerder]:
+) -> tuple[Daemon, StandaloneHerder, ManualClock]:
     properties = worker_properties(kafka_bootstrap, tmp_path / "state", **props)
     d = await run_daemon(properties, executors=pool, store=store)
     assert d.herder is not None
-    # Connectors created from now on (and their tasks) take the fast clock.
-    d.herder.worker.env = replace(d.herder.worker.env, clock=ScaledClock(speed))
-    return d, d.herder
+    # Connectors created from now on (and their tasks) take the test's clock.
+    clock = ManualClock()
+    d.herder.worker.env = replace(d.herder.worker.env, clock=clock)
+    return d, d.herder, clock
 
 
 def _seconds(iso: str) -> float:
@@ -226,9 +223,9 @@ async def test_echo_sink_is_restarted_on_schedule_until_exhausted(
     # Nothing gets committed before the 5th record fails the task: every incarnation reads the
     # same 5 records again and fails again.
     await produce(kafka_bootstrap, topic, 5)
-    d, worker = await _daemon(run_daemon, kafka_bootstrap, tmp_path, plain_pool)
+    d, worker, clock = await _daemon(run_daemon, kafka_bootstrap, tmp_path, plain_pool)
     log = restart_log("Task echo-0")
-    began = time.monotonic()
+    began = clock.monotonic()
     await worker.create_connector(
         "echo",
         {
@@ -238,44 +235,51 @@ async def test_echo_sink_is_restarted_on_schedule_until_exhausted(
             "errors.restart.max": "3",
         },
     )
-    # (count, last_restart, next_restart) while a restart waits.
-    pending_seen: set[tuple[int, str | None, str]] = set()
+
+    def restarts() -> int:
+        auto = worker.task_status("echo", 0).auto_restart
+        return 0 if auto is None else auto.count
+
+    # The first restart comes at once; then each waits n·(n+1) minutes since the previous one,
+    # shown in the status while it waits (FAILED, with the time it comes).
+    await wait_until(lambda: restarts() == 1, 60, "the first restart, at once", interval=0.02)
+    assert clock.monotonic() == began
+    for count, minutes in ((1, 2), (2, 6)):
+        await wait_until(lambda: clock.sleeping, 60, f"restart {count + 1} waiting", interval=0.02)
+        assert clock.sleeping == pytest.approx([minutes * MINUTE])
+        task = worker.task_status("echo", 0)
+        auto = task.auto_restart
+        assert task.state is State.FAILED and auto is not None and auto.count == count
+        assert auto.last_restart is not None and auto.next_restart is not None
+        assert _seconds(auto.next_restart) - _seconds(auto.last_restart) == pytest.approx(
+            minutes * MINUTE, abs=0.01
+        )
+        clock.advance(minutes * MINUTE - 1)  # a second early: still waiting
+        await asyncio.sleep(0.05)
+        assert restarts() == count and clock.sleeping == pytest.approx([1.0])
+        clock.advance(1)
+        after = count + 1
+        await wait_until(lambda: restarts() == after, 60, f"restart {after}", 0.02)  # noqa: B023
 
     def exhausted() -> Any:
-        task = worker.connector_status("echo").tasks[0]
+        task = worker.task_status("echo", 0)
         auto = task.auto_restart
-        assert auto is not None
-        if auto.next_restart is not None:
-            assert task.state is State.FAILED  # FAILED while it waits, with the time shown
-            pending_seen.add((auto.count, auto.last_restart, auto.next_restart))
-        done = task.state is State.FAILED and auto.count == 3 and auto.next_restart is None
+        done = task.state is State.FAILED and auto is not None and auto.next_restart is None
         return done and "exhausted" in (task.trace or "") and task
 
     task = await wait_until(exhausted, 60, "three automatic restarts, then FAILED", interval=0.02)
-    took = time.monotonic() - began
+    assert clock.monotonic() - began == pytest.approx(8 * MINUTE)  # 0 + 2 + 6 minutes
     assert task.trace is not None and "InjectedFailure" in task.trace
     assert "Automatic restarts exhausted" in task.trace and "after 3 automatic" in task.trace
     assert "POST /connectors/echo/tasks/0/restart" in task.trace
-
-    # Gaps between a failure or restart and the next restart: 0, 2, 6 minutes.
     assert len(log.restarts) == 3 and len(log.failures) == 4
-    first_gap = (log.restarts[0] - log.failures[0]) / MINUTE_S
-    gaps = [(b - a) / MINUTE_S for a, b in zip(log.restarts, log.restarts[1:], strict=False)]
-    print(f"\nrestart gaps (minutes): {first_gap:.2f}, {gaps}; all in {took:.1f} s")
-    assert first_gap < 0.25
-    assert gaps[0] == pytest.approx(2, abs=0.25) and gaps[1] == pytest.approx(6, abs=0.25)
-    # The status showed when each waiting restart would come: 2 and 6 minutes after the last.
-    waits = {count: (last, nxt) for count, last, nxt in pending_seen if count}
-    assert set(waits) == {1, 2}
-    for count, (last, nxt) in waits.items():
-        assert last is not None
-        wait = (_seconds(nxt) - _seconds(last)) / 60
-        assert wait == pytest.approx(count * (count + 1), abs=0.01)
     assert task.auto_restart is not None and task.auto_restart.last_restart is not None
 
-    # It stays FAILED: no restart comes any more (watched for 3 compressed minutes).
+    # It stays FAILED: nothing waits any more, and an hour later nothing has come.
     incarnation = task.incarnation
-    await asyncio.sleep(3 * MINUTE_S)
+    assert clock.sleeping == []
+    clock.advance(60 * MINUTE)
+    await asyncio.sleep(0.05)
     still = worker.task_status("echo", 0)
     assert still.state is State.FAILED and still.incarnation == incarnation
     assert still.auto_restart is not None and still.auto_restart.count == 3
@@ -320,7 +324,7 @@ async def test_a_healthy_period_resets_the_count(
 ) -> None:
     topic = await kafka_topic(partitions=1)
     tp = KafkaTP(topic, 0)
-    d, worker = await _daemon(run_daemon, kafka_bootstrap, tmp_path, plain_pool)
+    d, worker, clock = await _daemon(run_daemon, kafka_bootstrap, tmp_path, plain_pool)
     log = restart_log("Task echo-0")
     await worker.create_connector(
         "echo", {"connector.class": "EchoSink", "topics": topic, "fail.task.after.records": "5"}
@@ -347,7 +351,7 @@ async def test_a_healthy_period_resets_the_count(
     # The new incarnation starts after the 3 committed records: it has 2, and runs healthy
     # longer than the next interval (2 minutes); its 2 records get committed.
     await wait_until(lambda: committed_at_least(5), 30, "5 records committed", interval=0.2)
-    await asyncio.sleep(2.5 * MINUTE_S)
+    clock.advance(2.5 * MINUTE)
     assert worker.task_status("echo", 0).state is State.RUNNING
     assert len(log.restarts) == 1
     # 3 more: 5 for this incarnation, it fails; the count starts again: restarted at once.
@@ -356,7 +360,7 @@ async def test_a_healthy_period_resets_the_count(
         lambda: len(log.restarts) == 2 and worker.task_status("echo", 0), 30, "a second restart"
     )
     assert log.resets == 1
-    assert (log.restarts[1] - log.failures[1]) / MINUTE_S < 0.25  # immediately, not 2 minutes
+    assert clock.sleeping == []  # restarted at once, not 2 minutes later
     assert second.auto_restart is not None and second.auto_restart.count == 1
     assert (second.incarnation or 0) > (first.incarnation or 0)
     assert first.auto_restart is not None and second.auto_restart.last_restart is not None
@@ -384,7 +388,7 @@ async def test_a_config_error_or_a_missing_class_is_not_restarted(
     # A stored connector whose class is gone (e.g. a plugin uninstalled since).
     gone = {"name": "gone", "connector.class": "connectd_no_such_module:Sink", "topics": topic}
     store.connectors["gone"] = StoredConnector(gone)
-    d, worker = await _daemon(run_daemon, kafka_bootstrap, tmp_path, plain_pool, store=store)
+    d, worker, clock = await _daemon(run_daemon, kafka_bootstrap, tmp_path, plain_pool, store=store)
     for name, cls in (("conf", "ConfigErrorSink"), ("missing", "MissingClassSink")):
         await worker.create_connector(name, {"connector.class": f"{HERE}:{cls}", "topics": topic})
 
@@ -398,8 +402,11 @@ async def test_a_config_error_or_a_missing_class_is_not_restarted(
     assert gone_status.state is State.FAILED and gone_status.trace is not None
     assert "ConnectorNotFound" in gone_status.trace and "not retriable" in gone_status.trace
     assert "POST /connectors/gone/restart" in gone_status.trace
-    # Watched for 3 compressed minutes (past the second restart's time): still not restarted.
-    await asyncio.sleep(3 * MINUTE_S)
+    # Nothing waits to restart them, and 3 minutes later (past the second restart's time)
+    # nothing has come.
+    assert clock.sleeping == []
+    clock.advance(3 * MINUTE)
+    await asyncio.sleep(0.05)
     for name, before, error in (
         ("conf", conf, "ConfigError"),
         ("missing", missing, "ModuleNotFoundError"),
@@ -425,7 +432,7 @@ async def test_a_failed_connector_is_restarted_like_a_task(
     tmp_path: Path,
 ) -> None:
     topic = await kafka_topic(partitions=1)
-    d, worker = await _daemon(run_daemon, kafka_bootstrap, tmp_path, plain_pool)
+    d, worker, _ = await _daemon(run_daemon, kafka_bootstrap, tmp_path, plain_pool)
     FlakyConnector.starts.pop("flaky", None)
     await worker.create_connector(
         "flaky", {"connector.class": f"{HERE}:FlakyConnector", "topics": topic}
@@ -504,13 +511,12 @@ async def test_a_task_killed_at_its_write_deadline_is_restarted_never_twice(
     tmp_path: Path,
 ) -> None:
     topic = await kafka_topic(partitions=1)
-    d, worker = await _daemon(
+    # The clock stands still: a write killed after 3 s is no healthy run of 2 minutes.
+    d, worker, _ = await _daemon(
         run_daemon,
         kafka_bootstrap,
         tmp_path,
         runtime_pool,
-        # A minute takes 5 s: a write killed after 3 s is not a healthy run of 2 minutes.
-        speed=12.0,
         **{"task.write.timeout.ms": "3000", "task.shutdown.graceful.timeout.ms": "1000"},
     )
     with BlockCensus("hang-0") as census:

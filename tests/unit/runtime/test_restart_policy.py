@@ -4,11 +4,11 @@ the notes a FAILED status carries, and the clocks (a fake one here: no real wait
 from __future__ import annotations
 
 import asyncio
-import time
 from datetime import timedelta
 from types import SimpleNamespace
 
 import pytest
+from support.clocks import ManualClock
 from support.daemon import wait_until
 
 from daemon.config import parse_connector
@@ -27,7 +27,6 @@ from daemon.runtime.slot.autorestart import (
     AutoRestarter,
     Clock,
     RestartPolicy,
-    ScaledClock,
     retriable,
 )
 
@@ -207,7 +206,7 @@ async def test_what_is_not_retried_stays_with_a_note() -> None:
 
 
 async def test_a_pending_restart_can_be_cancelled_and_shows_when_it_comes() -> None:
-    clock = ScaledClock(1.0)  # real time: the restart waits 2 minutes
+    clock = ManualClock()  # never moved: the second restart waits its 2 minutes forever
     auto = AutoRestarter("Task c-0", "POST x", RestartPolicy(), clock)
     called: list[int] = []
 
@@ -231,13 +230,25 @@ async def test_a_pending_restart_can_be_cancelled_and_shows_when_it_comes() -> N
     assert called == [1] and auto.count == 1
 
 
-async def test_scaled_clock_runs_faster() -> None:
-    clock = ScaledClock(1200)
-    m0, w0, t0 = clock.monotonic(), clock.wall(), time.monotonic()
-    await clock.sleep(60.0)  # a minute: 50 ms
-    real = time.monotonic() - t0
-    assert 0.04 < real < 0.5
-    assert clock.monotonic() - m0 == pytest.approx(real * 1200, rel=0.2)
-    assert clock.wall() - w0 == pytest.approx(real * 1200, rel=0.2)
+async def test_the_manual_clock_wakes_a_waiting_restart_exactly_at_its_time() -> None:
+    clock = ManualClock()
+    auto = AutoRestarter("Task c-0", "POST x", RestartPolicy(), clock)
+    called: list[float] = []
+
+    async def action() -> None:
+        called.append(clock.monotonic())
+        auto.begin()
+
+    began = clock.monotonic()
+    auto.failed(RuntimeError("x"), action)
+    await wait_until(lambda: len(called) == 1 and not auto.pending, 5, "the first, at once")
+    auto.failed(RuntimeError("x"), action)
+    await wait_until(lambda: clock.sleeping == [2 * MINUTE], 5, "a restart waiting 2 minutes")
+    clock.advance(2 * MINUTE - 1)
+    await asyncio.sleep(0.01)
+    assert len(called) == 1 and auto.pending
+    assert await clock.advance_to_next() == 1
+    await wait_until(lambda: len(called) == 2, 5, "the second, after 2 minutes of the clock")
+    assert called == [began, began + 2 * MINUTE]
     with pytest.raises(ValueError):
-        ScaledClock(0)
+        clock.advance(-1)
