@@ -48,7 +48,7 @@ from daemon.config import ConnectorConfig, WorkerConfig
 from daemon.config.clients import CONSUMER_KEYS, KafkaClient, ignored_reason
 from daemon.connectors.api import TaskId
 from daemon.connectors.records import TopicPartition
-from daemon.logs import broker_outages
+from daemon.logs.outages import broker_outages
 
 log = logging.getLogger("connectd.consumer")
 
@@ -268,7 +268,7 @@ class TaskConsumer:
         self._consumer = consumer
         await consumer.start()
         # A metadata update may show that a broker is back (the client's connection to it
-        # answers): the log's broker-outage summary (``daemon.logs.BrokerOutageFilter``) ends.
+        # answers): the log's broker-outage summary (``daemon.logs.outages``) ends.
         broker_outages.watch(getattr(consumer, "_client", None))
         listener = _Listener(self)
         if self.pattern is not None:

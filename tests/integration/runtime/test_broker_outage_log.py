@@ -23,7 +23,7 @@ from support.daemon import DaemonFactory, wait_until, worker_properties
 from support.kafka import KafkaBroker, create_topic, kafkactl
 from support.spark import ThreadedPool
 
-from daemon.logs import broker_outages, install_outage_filter, remove_outage_filter
+from daemon.logs.outages import broker_outages, install_outage_filter, remove_outage_filter
 from daemon.runtime.model import State
 
 pytestmark = pytest.mark.integration

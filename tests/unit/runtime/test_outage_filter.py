@@ -15,13 +15,13 @@ from typing import NamedTuple
 import pytest
 from aiokafka import errors as Errors
 
-from daemon.logs import (
+from daemon.logs import setup_logging
+from daemon.logs.outages import (
     KAFKA_CLIENT_LOGGERS,
     BrokerOutageFilter,
     broker_outages,
     install_outage_filter,
     remove_outage_filter,
-    setup_logging,
 )
 
 
