@@ -7,8 +7,9 @@
   ``flush_logging``.
 - ``relay``: the executors' own output (Spark, the JVM) relayed through logging
   (``OutputRelay``), with JSON and under the journal.
-- ``outages``: aiokafka's line per failed connection attempt becomes a line per broker outage
-  (``BrokerOutageFilter``).
+
+aiokafka's broker-outage filter is not here: it reads aiokafka's private state, so it lives in
+``daemon.kafka.outages``, and each ``Daemon`` owns one.
 
 What most callers need is importable from the package itself.
 """

@@ -17,7 +17,6 @@ from typing import IO
 
 from daemon.logs.context import ContextFilter
 from daemon.logs.formats import formatter, under_journal
-from daemon.logs.outages import install_outage_filter
 
 _HANDLER_NAME = "connectd"
 
@@ -36,6 +35,9 @@ def setup_logging(
     ``journal``: whether the journal reads ``stream`` (default: ``under_journal``).
     ``threaded=False``: lines are written where they are logged, without the writer thread
     (for a process whose loop must not trade the GIL with one: the REST front).
+
+    aiokafka's loggers get the broker-outage filter from the daemon that owns it
+    (``daemon.kafka.outages``; ``Daemon.run`` installs it), not from here.
     """
     global _listener
     out = stream or sys.stderr
@@ -69,7 +71,6 @@ def setup_logging(
     # aiokafka logs every group (re)join and fetch hiccup at INFO: keep its noise down.
     logging.getLogger("aiokafka").setLevel(max(logging.WARNING, root.level))
     logging.getLogger("py4j").setLevel(max(logging.WARNING, root.level))
-    install_outage_filter()  # a broker outage: a line when it starts, a minute's summary, the end
 
 
 def flush_logging() -> None:

@@ -1,6 +1,15 @@
 """Broker outages in the log: aiokafka's line per failed connection attempt (thousands a minute
 with a few tasks) becomes one line when a broker becomes unreachable, a summary a minute while it
-stays so, and one line when it is back (``BrokerOutageFilter``, installed by ``setup_logging``).
+stays so, and one line when it is back (``BrokerOutageFilter``).
+
+The ``Daemon`` makes one filter and holds it for its lifetime: its task consumers ``watch`` their
+clients with it (a metadata update may show a broker is back), and ``Daemon.run`` puts it on
+aiokafka's loggers (``install``) with the process's logging and takes it off at the end. Nothing
+here is global, so daemons embedded in one process each keep their own bookkeeping; aiokafka's
+loggers are the process's, though, so a filter installed there sees every client's lines.
+
+What this relies on in aiokafka (the wording of its lines, its loggers, its connections through
+``daemon.kafka.client``): the package docstring.
 """
 
 from __future__ import annotations
@@ -13,6 +22,8 @@ import time
 import weakref
 from collections.abc import Callable
 from typing import Any
+
+from daemon.kafka.client import answered_since, request_timeout
 
 #: aiokafka's loggers whose lines repeat for every attempt while a broker is unreachable. A
 #: logger's filters see only the lines logged on it, not its children's: each is listed.
@@ -99,9 +110,10 @@ class BrokerOutageFilter(logging.Filter):
     passes, also during an outage. An outage without a failed attempt for ``expire`` seconds
     ends too (``EXPIRE_S``), so nothing stays hidden for good.
 
-    Installed on ``KAFKA_CLIENT_LOGGERS`` by ``setup_logging``; one instance serves every
-    client of the process. ``clock`` is for tests (with a client given to ``reachable`` it must
-    be ``time.monotonic``'s, which aiokafka stamps its connections with).
+    ``install`` puts it on ``KAFKA_CLIENT_LOGGERS``; one instance serves every client of its
+    daemon (the ``Daemon`` owns it and hands it to its task consumers, which ``watch`` their
+    clients). ``clock`` is for tests (with a client given to ``reachable`` it must be
+    ``time.monotonic``'s, which aiokafka stamps its connections with).
     """
 
     def __init__(
@@ -132,6 +144,18 @@ class BrokerOutageFilter(logging.Filter):
         """Forget every outage (an embedding process, or a test, starting afresh)."""
         with self._lock:
             self._down.clear()
+
+    def install(self) -> None:
+        """Put this filter on aiokafka's loggers (``KAFKA_CLIENT_LOGGERS``); idempotent."""
+        for name in KAFKA_CLIENT_LOGGERS:
+            logger = logging.getLogger(name)
+            if self not in logger.filters:
+                logger.addFilter(self)
+
+    def remove(self) -> None:
+        """Take this filter off aiokafka's loggers again (nothing if it is not on them)."""
+        for name in KAFKA_CLIENT_LOGGERS:
+            logging.getLogger(name).removeFilter(self)
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno < logging.WARNING:
@@ -246,12 +270,12 @@ class BrokerOutageFilter(logging.Filter):
         decommissioned) stays down until its outage expires."""
         try:
             now = self.clock()
-            quiet = max(self.quiet, 1.5 * _request_timeout(client))
+            quiet = max(self.quiet, 1.5 * request_timeout(client))
             named = _named(cluster)
             notes: list[_Note] = []
             with self._lock:
                 for broker, outage in list(self._down.items()):
-                    seen = client is not None and _answered_since(client, outage)
+                    seen = client is not None and _answered(client, outage)
                     known = outage.node in named or outage.addr in named
                     if not (seen or (known and now - outage.last_attempt >= quiet)):
                         continue
@@ -293,29 +317,10 @@ def _named(cluster: object) -> set[str | None]:
     return named
 
 
-def _answered_since(client: object, outage: _Outage) -> bool:
+def _answered(client: object, outage: _Outage) -> bool:
     """Whether ``client`` holds a live connection to ``outage``'s broker (by node id, or by
-    address) made or answered after its last failed attempt. aiokafka keeps its connections in
-    ``_conns`` (``(node_id, group)`` -> connection) and stamps each with ``time.monotonic()``
-    when made and on every answer (``_last_action``); none of it is public, hence the care."""
-    conns = getattr(client, "_conns", None)
-    if not isinstance(conns, dict):
-        return False
-    for conn_id, conn in list(conns.items()):
-        node = conn_id[0] if isinstance(conn_id, tuple) else conn_id
-        addr = f"{getattr(conn, 'host', None)}:{getattr(conn, 'port', None)}"
-        if str(node) != outage.node and addr != outage.addr:
-            continue
-        stamp = getattr(conn, "_last_action", None)
-        if isinstance(stamp, float) and stamp > outage.last_attempt and conn.connected():
-            return True
-    return False
-
-
-def _request_timeout(client: object) -> float:
-    """``client``'s request timeout (s), which bounds one connection attempt; 0 if unknown."""
-    timeout = getattr(client, "_request_timeout_ms", None)
-    return timeout / 1000 if isinstance(timeout, int | float) else 0.0
+    address) made or answered after its last failed attempt."""
+    return answered_since(client, outage.node, outage.addr, outage.last_attempt)
 
 
 def _tell(notes: list[_Note]) -> None:
@@ -328,25 +333,3 @@ def _rewrite(record: logging.LogRecord, level: int, msg: str, args: tuple[Any, .
     record.msg, record.args = msg, args
     record.exc_info = record.exc_text = None
     return True
-
-
-broker_outages = BrokerOutageFilter()
-"""The process's filter (installed by ``install_outage_filter``); task consumers ``watch`` their
-clients with it."""
-
-
-def install_outage_filter(flt: BrokerOutageFilter | None = None) -> BrokerOutageFilter:
-    """Put ``flt`` (default: ``broker_outages``) on aiokafka's loggers; idempotent."""
-    flt = flt or broker_outages
-    for name in KAFKA_CLIENT_LOGGERS:
-        logger = logging.getLogger(name)
-        if flt not in logger.filters:
-            logger.addFilter(flt)
-    return flt
-
-
-def remove_outage_filter(flt: BrokerOutageFilter | None = None) -> None:
-    """Take ``flt`` (default: ``broker_outages``) off aiokafka's loggers again."""
-    flt = flt or broker_outages
-    for name in KAFKA_CLIENT_LOGGERS:
-        logging.getLogger(name).removeFilter(flt)
