@@ -31,7 +31,7 @@ class RestServer(Protocol):
 def start_relay(c: WorkerConfig) -> Any:
     """The relay of executors' output into logging, started; ``None`` unless ``log.format``
     needs one (Spark's lines become JSON / journal lines too). Closed by its owner."""
-    from daemon.logs import OutputRelay, relay_output
+    from daemon.logs.relay import OutputRelay, relay_output
 
     if not relay_output(c.log_format.value):
         return None

@@ -52,6 +52,7 @@ from daemon.connectors.registry import (
 )
 from daemon.errors import ConnectdError, InvalidConfig, ListenerUnavailable
 from daemon.executor.process import ORPHAN_GRACE, reap_exited_children
+from daemon.kafka.outages import BrokerOutageFilter
 from daemon.metrics import Metrics
 from daemon.runtime.distributed import DistributedHerder
 from daemon.runtime.env import RuntimeEnv
@@ -74,6 +75,11 @@ class Daemon:
     ``executors``: run on this pool instead of starting one (the daemon then neither starts nor
     closes it). ``rest=False``: no REST server. ``store``: where connector configs are kept
     (default: the standalone state file under ``state.dir``).
+
+    ``outages``: this daemon's broker-outage filter (``daemon.kafka.outages``), held for its
+    lifetime; its task consumers watch their clients with it. ``run`` puts it on aiokafka's
+    loggers along with the process's logging and takes it off at the end; an embedder that sets
+    up logging itself may ``install`` and ``remove`` it likewise.
     """
 
     def __init__(
@@ -106,6 +112,7 @@ class Daemon:
         self.status = StatusLine(lambda: self.herder, self.metrics.totals)
         self._state_lock = StateDirLock(self.config.state_dir)
         self._relay: Any = None  # executors' output relayed through logging (log.format=json)
+        self.outages = BrokerOutageFilter()
         self._stop = asyncio.Event()
         self._reload = asyncio.Event()
         self._signals = 0
@@ -181,6 +188,7 @@ class Daemon:
             registry=self.registry,
             kill_timeout=self._kill_timeout or kill_timeout(self.executors),
             metrics=self.metrics,
+            outages=self.outages,
         )
 
     async def _start_distributed(self) -> None:
@@ -223,6 +231,7 @@ class Daemon:
             registry=self.registry,
             kill_timeout=kill,
             metrics=self.metrics,
+            outages=self.outages,
         )
         self.herder = herder
         self.metrics.watch_worker(herder)
@@ -419,6 +428,8 @@ class Daemon:
         from daemon.logs import setup_logging
 
         setup_logging(self.config.log_level.value, self.config.log_format.value)
+        # A broker outage: a line when it starts, a minute's summary, a line when it ends.
+        self.outages.install()
         self.notifier = Notifier.from_env(os.environ)
         # Slow imports (the REST app: ~0.5 s) before the loop runs, not on it: at start-up the
         # watchdog already pings from the loop, and a second-long import would stall it.
@@ -435,8 +446,11 @@ class Daemon:
             factory = uvloop.new_event_loop
         except ImportError as exc:
             log.warning("uvloop cannot be loaded (%s); running on plain asyncio", exc)
-        with asyncio.Runner(loop_factory=factory) as runner:
-            runner.run(self.serve())
+        try:
+            with asyncio.Runner(loop_factory=factory) as runner:
+                runner.run(self.serve())
+        finally:
+            self.outages.remove()
         # A subreaper's last duty, once nothing else waits for children: a process of a killed
         # tree that ended after its tree was confirmed gone (a grandchild still exiting) came
         # back to us; reaped here, it does not outlive the daemon as someone else's zombie.

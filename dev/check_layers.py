@@ -8,6 +8,7 @@ each other either)::
     base        daemon (the package's own __init__: the version), daemon.structs,
                 daemon.errors, daemon.logs, daemon.javacheck, daemon.kafkacheck,
                 daemon.sparkcheck
+    kafka       daemon.kafka (every use of aiokafka's private state; imports no config)
     config      daemon.config
     storage | executor
     cluster
@@ -49,6 +50,7 @@ LAYERS: tuple[tuple[tuple[str, ...], ...], ...] = (
             "daemon.sparkcheck",
         ),
     ),
+    (("daemon.kafka",),),
     (("daemon.config",),),
     (("daemon.storage",), ("daemon.executor",)),
     (("daemon.cluster",),),

@@ -2,8 +2,8 @@
 
 - ``protocol``: member metadata and assignments as versioned JSON in the group protocol.
 - ``assignor``: the pure incremental cooperative assignor (balanced, sticky, never twice).
-- ``member``: one worker's membership on aiokafka's consumer-group protocol.
-- ``aiokafka_adapter``: the only module that reads aiokafka's private coordinator state.
+- ``member``: one worker's membership on aiokafka's consumer-group protocol (the generation
+  and member id aiokafka keeps private are read through ``daemon.kafka.coordinator``).
 
 Nothing here imports the runtime, the connectors or REST: the daemon wires these in.
 """

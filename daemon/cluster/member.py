@@ -42,7 +42,6 @@ from aiokafka.coordinator.protocol import (
 )
 from aiokafka.errors import KafkaError
 
-from daemon.cluster import aiokafka_adapter as adapter
 from daemon.cluster.assignor import ClusterConfig, LeaderState, Policy, assign
 from daemon.cluster.protocol import (
     EMPTY,
@@ -56,6 +55,7 @@ from daemon.cluster.protocol import (
     encode_assignment,
     encode_metadata,
 )
+from daemon.kafka import coordinator
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +132,7 @@ class _GroupAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
                 decoded[mid] = decode_metadata(meta.user_data)
             except ProtocolError as e:
                 log.error("group %s: member %s gets no work: %s", m.settings.group_id, mid, e)
-        leader = adapter.member_id(m.consumer)
+        leader = coordinator.member_id(m.consumer)
         config = m.config()
         if leader not in decoded:  # cannot happen unless our own metadata failed: assign nothing
             decoded = {}
@@ -245,15 +245,15 @@ class Member:
 
     @property
     def is_member(self) -> bool:
-        return adapter.is_member(self.consumer)
+        return coordinator.is_member(self.consumer)
 
     @property
     def member_id(self) -> str:
-        return adapter.member_id(self.consumer)
+        return coordinator.member_id(self.consumer)
 
     def request_rejoin(self) -> None:
         """Rejoin now with fresh metadata (after a config change or after stopping revoked work)."""
-        adapter.request_rejoin(self.consumer)
+        coordinator.request_rejoin(self.consumer)
 
     async def events(self) -> AsyncIterator[Event]:
         while True:
@@ -265,7 +265,7 @@ class Member:
     # --- called from aiokafka's coordination task: never block -------------------------------
 
     def _on_rebalance_start(self) -> None:
-        if self._joined_once and not adapter.is_member(self.consumer) and self.running:
+        if self._joined_once and not coordinator.is_member(self.consumer) and self.running:
             lost, self.running = self.running, EMPTY
             self._events.put_nowait(Lost(lost))
 
@@ -279,9 +279,13 @@ class Member:
             return
         if received.error is AssignmentError.NONE:
             self.running = (self.running - received.revoked) | received.assigned
-        mid = adapter.member_id(self.consumer)
+        mid = coordinator.member_id(self.consumer)
         event = Assigned(
-            adapter.generation(self.consumer), mid, received.leader == mid, received, self.running
+            coordinator.generation(self.consumer),
+            mid,
+            received.leader == mid,
+            received,
+            self.running,
         )
         self._events.put_nowait(event)
         if self._delay is not None:

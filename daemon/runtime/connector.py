@@ -152,6 +152,7 @@ class ConnectorRuntime:
                 paused=self.target is TargetState.PAUSED,
                 metrics=recorder,
                 draw_epoch=draw_epoch,
+                outages=env.outages,
             )
 
         return TaskSlot(

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from daemon.config import Providers, WorkerConfig
 from daemon.connectors.api import ConnectorRegistry, default_registry
+from daemon.kafka.outages import BrokerOutageFilter
 from daemon.runtime.executors import Executors
 from daemon.runtime.settings import TaskMetrics, TaskSettings
 from daemon.runtime.slot.autorestart import REAL_CLOCK, Clock
@@ -35,6 +36,8 @@ class RuntimeEnv:
     metrics: TaskMetrics | None = None
     #: Time for the restart policy (tests drive its schedule with a clock of their own).
     clock: Clock = REAL_CLOCK
+    #: The daemon's broker-outage filter: each task's consumer lets it watch its client.
+    outages: BrokerOutageFilter | None = None
 
     @classmethod
     def of_worker(
@@ -47,6 +50,7 @@ class RuntimeEnv:
         kill_timeout: float = DEFAULT_KILL_TIMEOUT,
         metrics: TaskMetrics | None = None,
         clock: Clock = REAL_CLOCK,
+        outages: BrokerOutageFilter | None = None,
     ) -> RuntimeEnv:
         """The worker configuration's environment (epochs default to ``state.dir``'s)."""
         return cls(
@@ -60,4 +64,5 @@ class RuntimeEnv:
             kill_timeout=kill_timeout,
             metrics=metrics,
             clock=clock,
+            outages=outages,
         )

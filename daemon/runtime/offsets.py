@@ -30,6 +30,7 @@ from aiokafka.structs import OffsetAndMetadata
 from daemon.config import WorkerConfig
 from daemon.connectors.api import ExecutorCall, SinkConnector
 from daemon.connectors.records import TopicPartition
+from daemon.kafka.client import send_to_node
 from daemon.runtime.executors import ExecutorBinding, Executors
 from daemon.runtime.incarnation.consumer import client_settings, group_id, to_kafka
 from daemon.runtime.model import SinkOffset
@@ -148,7 +149,7 @@ async def delete_group(worker: WorkerConfig, name: str) -> None:
     await admin.start()
     try:
         node = await admin.find_coordinator(group_id(name))
-        response = await admin._send_request_to_node(node, DeleteGroupsRequest([group_id(name)]))
+        response = await send_to_node(admin, node, DeleteGroupsRequest([group_id(name)]))
         for _, code in response.results:
             if code and code != _GROUP_ID_NOT_FOUND:
                 raise for_code(code)(f"could not delete consumer group {group_id(name)}")

@@ -40,7 +40,6 @@ from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka import TopicPartition as KafkaTP
-from aiokafka.consumer.fetcher import OffsetResetStrategy
 from aiokafka.errors import NoOffsetForPartitionError, OffsetOutOfRangeError
 from aiokafka.structs import ConsumerRecord, OffsetAndMetadata
 
@@ -48,7 +47,9 @@ from daemon.config import ConnectorConfig, WorkerConfig
 from daemon.config.clients import CONSUMER_KEYS, KafkaClient, ignored_reason
 from daemon.connectors.api import TaskId
 from daemon.connectors.records import TopicPartition
-from daemon.logs import broker_outages
+from daemon.kafka.client import client_of
+from daemon.kafka.outages import BrokerOutageFilter
+from daemon.kafka.positions import fetch_state, fetch_states, request_reset
 
 log = logging.getLogger("connectd.consumer")
 
@@ -207,7 +208,10 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
 
 
 class TaskConsumer:
-    """One task's consumer: subscribe, poll, seek, pause/resume, commit, close."""
+    """One task's consumer: subscribe, poll, seek, pause/resume, commit, close.
+
+    ``outages``: the daemon's broker-outage filter, which hears of this consumer's metadata
+    updates (one may show a broker is back); none for a consumer outside a daemon."""
 
     def __init__(
         self,
@@ -218,6 +222,7 @@ class TaskConsumer:
         target: Partitions,
         metrics: LagMetrics | None = None,
         task_id: TaskId | None = None,
+        outages: BrokerOutageFilter | None = None,
     ) -> None:
         if bool(topics) == bool(pattern):
             raise ValueError("subscribe to topics or to a pattern, not both or neither")
@@ -230,6 +235,7 @@ class TaskConsumer:
         self._closing = False
         self._metrics = metrics if task_id is not None else None
         self._task_id = task_id
+        self._outages = outages
         #: ``auto.offset.reset``, applied here to partitions with no committed offset only.
         self.reset = str(self.settings.get("auto_offset_reset", "earliest"))
 
@@ -243,6 +249,7 @@ class TaskConsumer:
         put_timeout: float,
         target: Partitions,
         metrics: LagMetrics | None,
+        outages: BrokerOutageFilter | None = None,
     ) -> TaskConsumer:
         """The consumer of one task of the connector ``config`` (``consumer_settings``),
         subscribed to its ``topics`` or ``topics.regex``."""
@@ -254,6 +261,7 @@ class TaskConsumer:
             target=target,
             metrics=metrics,
             task_id=task_id,
+            outages=outages,
         )
 
     @property
@@ -267,9 +275,10 @@ class TaskConsumer:
         consumer = AIOKafkaConsumer(**{**self.settings, "auto_offset_reset": "none"})
         self._consumer = consumer
         await consumer.start()
-        # A metadata update may show that a broker is back (the client's connection to it
-        # answers): the log's broker-outage summary (``daemon.logs.BrokerOutageFilter``) ends.
-        broker_outages.watch(getattr(consumer, "_client", None))
+        if self._outages is not None:
+            # A metadata update may show that a broker is back (the client's connection to it
+            # answers): the log's broker-outage summary ends.
+            self._outages.watch(client_of(consumer))
         listener = _Listener(self)
         if self.pattern is not None:
             consumer.subscribe(pattern=f"^(?:{self.pattern})$", listener=listener)
@@ -328,24 +337,18 @@ class TaskConsumer:
             return  # not opened yet: the sink may seek; if not, the error comes back
         if self.reset == "none":
             raise exc
-        strategy = (
-            OffsetResetStrategy.LATEST if self.reset == "latest" else OffsetResetStrategy.EARLIEST
-        )
         log.info("%s has no committed offset: auto.offset.reset=%s", tp, self.reset)
         # What ``seek_to_beginning``/``seek_to_end`` do, without awaiting the new position
         # (the next fetch waits for it).
-        waiter = consumer._fetcher.request_offset_reset([kafka_tp], strategy)
+        waiter = request_reset(
+            consumer, [kafka_tp], "latest" if self.reset == "latest" else "earliest"
+        )
         waiter.add_done_callback(lambda f: f.cancelled() or f.exception())
 
     def fetch_position(self, tp: TopicPartition) -> int | None:
         """The offset the next fetch of ``tp`` starts at, if known (never waits)."""
-        subscription = self._c()._subscription.subscription
-        if subscription is None or subscription.assignment is None:
-            return None
-        state = subscription.assignment.state_value(to_kafka(tp))
-        if state is None or not state.has_valid_position:
-            return None
-        return int(state.position)
+        state = fetch_state(self._c(), to_kafka(tp))
+        return None if state is None else state.position
 
     async def log_bounds(
         self, tps: Collection[TopicPartition]
@@ -421,29 +424,18 @@ def _out_of_range(exc: OffsetOutOfRangeError) -> dict[TopicPartition, int]:
 def _lags(consumer: AIOKafkaConsumer) -> dict[TopicPartition, int]:
     # The state consumer.highwater() reads; consumer.position() is not used because it waits
     # (for a reset or the committed offset) when a position is not known yet.
-    subscription = consumer._subscription.subscription
-    if subscription is None or subscription.assignment is None:
-        return {}
-    assignment = subscription.assignment
     out: dict[TopicPartition, int] = {}
-    for tp in assignment.tps:
-        state = assignment.state_value(tp)
-        if state is None or state.highwater is None or not state.has_valid_position:
+    for tp, state in fetch_states(consumer).items():
+        if state is None or state.highwater is None or state.position is None:
             continue
-        out[from_kafka(tp)] = max(0, int(state.highwater) - int(state.position))
+        out[from_kafka(tp)] = max(0, state.highwater - state.position)
     return out
 
 
 def _log_ends(consumer: AIOKafkaConsumer) -> dict[TopicPartition, int | None]:
     """Every assigned partition's end (highwater), ``None`` until a fetch response brought it;
     read from the same state as ``_lags``."""
-    subscription = consumer._subscription.subscription
-    if subscription is None or subscription.assignment is None:
-        return {}
-    assignment = subscription.assignment
-    out: dict[TopicPartition, int | None] = {}
-    for tp in assignment.tps:
-        state = assignment.state_value(tp)
-        highwater = None if state is None else state.highwater
-        out[from_kafka(tp)] = None if highwater is None else int(highwater)
-    return out
+    return {
+        from_kafka(tp): None if state is None else state.highwater
+        for tp, state in fetch_states(consumer).items()
+    }

@@ -34,6 +34,7 @@ from daemon.config.worker import WRITE_TIMEOUT_KEY
 from daemon.connectors.api import SinkTask, TaskId
 from daemon.connectors.records import RecordBatch, TopicPartition
 from daemon.errors import ConnectdError, TaskTimeout
+from daemon.kafka.outages import BrokerOutageFilter
 from daemon.logs import set_task_context
 from daemon.runtime.executors import ExecutorBinding, Executors
 from daemon.runtime.incarnation.consumer import OutOfRange, TaskConsumer, poll_bound
@@ -70,6 +71,7 @@ class Incarnation:
         paused: bool = False,
         metrics: TaskMetrics | None = None,
         draw_epoch: Callable[..., Awaitable[int]] | None = None,
+        outages: BrokerOutageFilter | None = None,
     ) -> None:
         self.id = task_id
         self.epoch = epoch
@@ -96,6 +98,7 @@ class Incarnation:
         self.topics: set[str] = set()
         self._paused = paused
         self._metrics = metrics
+        self._outages = outages
         self._stopping = False
         self._stop_event = asyncio.Event()  # set when asked to stop, or to wake the main loop
         #: Held around every sink callback: the main loop's and the rebalance listener's.
@@ -213,6 +216,7 @@ class Incarnation:
             put_timeout=self.settings.callback_timeout,
             target=self.rebalancer,
             metrics=self._metrics,
+            outages=self._outages,
         )
         async with asyncio.timeout(self.settings.consumer_start_timeout):
             await self.consumer.start()

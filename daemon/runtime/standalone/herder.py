@@ -29,6 +29,7 @@ from daemon.config.plan import LaunchPlan
 from daemon.connectors.api import ConnectorRegistry, SinkConnector, default_registry
 from daemon.connectors.registry import off_loop, validate_connector, validate_connector_async
 from daemon.errors import Conflict, ConnectdError, ConnectorExists, TaskNotFound
+from daemon.kafka.outages import BrokerOutageFilter
 from daemon.runtime import offsets as offsets_api
 from daemon.runtime.connector import ConnectorRuntime
 from daemon.runtime.env import DEFAULT_KILL_TIMEOUT, RuntimeEnv
@@ -68,6 +69,7 @@ class StandaloneHerder:
         worker_id: str | None = None,
         kill_timeout: float = DEFAULT_KILL_TIMEOUT,
         metrics: TaskMetrics | None = None,
+        outages: BrokerOutageFilter | None = None,
     ) -> None:
         self.config = config
         self.executors = executors
@@ -80,6 +82,7 @@ class StandaloneHerder:
             registry=registry,
             kill_timeout=kill_timeout,
             metrics=metrics,
+            outages=outages,
         )
         self.worker = Worker(env)
         self.connectors = self.worker.connectors

@@ -14,7 +14,7 @@ import contextlib
 import logging
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -23,7 +23,7 @@ from support.daemon import DaemonFactory, wait_until, worker_properties
 from support.kafka import KafkaBroker, create_topic, kafkactl
 from support.spark import ThreadedPool
 
-from daemon.logs import broker_outages, install_outage_filter, remove_outage_filter
+from daemon.kafka.outages import BrokerOutageFilter
 from daemon.runtime.model import State
 
 pytestmark = pytest.mark.integration
@@ -33,16 +33,19 @@ EVERY_S = 2.0
 
 
 @pytest.fixture
-def short_summaries() -> Iterator[None]:
-    """The process's outage filter on aiokafka's loggers (``setup_logging`` installs it; only
-    the CLI's ``Daemon.run`` calls that) with a short summary interval, removed afterwards."""
-    every, broker_outages.every = broker_outages.every, EVERY_S
-    broker_outages.reset()
-    install_outage_filter()
-    yield
-    remove_outage_filter()
-    broker_outages.reset()
-    broker_outages.every = every
+def short_summaries() -> Iterator[Callable[[BrokerOutageFilter], None]]:
+    """Puts a daemon's outage filter on aiokafka's loggers, as ``Daemon.run`` (the CLI's) does
+    and an embedded daemon does not, with a short summary interval; takes it off afterwards."""
+    installed: list[BrokerOutageFilter] = []
+
+    def install(outages: BrokerOutageFilter) -> None:
+        outages.every = EVERY_S
+        outages.install()
+        installed.append(outages)
+
+    yield install
+    for outages in installed:
+        outages.remove()
 
 
 def _free_with_reuse(port: int) -> bool:
@@ -63,7 +66,7 @@ async def test_a_broker_outage_logs_a_line_a_summary_and_its_end(
     run_daemon: DaemonFactory,
     own_broker: KafkaBroker,
     plain_pool: ThreadedPool,
-    short_summaries: None,
+    short_summaries: Callable[[BrokerOutageFilter], None],
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
@@ -74,6 +77,7 @@ async def test_a_broker_outage_logs_a_line_a_summary_and_its_end(
     props = worker_properties(bootstrap, tmp_path / "state")
     echo = {"name": "echo", "connector.class": "EchoSink", "tasks.max": "1", "topics": "outage"}
     d = await run_daemon(props, connectors=[echo], executors=plain_pool)
+    short_summaries(d.outages)  # the filter its task's consumer watches its client with
     assert d.herder is not None
     worker = d.herder
     await wait_until(

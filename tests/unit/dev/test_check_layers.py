@@ -44,6 +44,8 @@ def test_a_package_that_keeps_the_layers_passes(tmp_path: Path) -> None:
             "errors.py": "from daemon.structs import X\n",
             "config/worker.py": "from daemon.errors import E\n",
             "storage/log.py": "from daemon.structs import TopicPartition\n",
+            "kafka/coordinator.py": "from daemon.errors import E\n",
+            "cluster/member.py": "from daemon.kafka import coordinator\n",
             "connectors/api.py": "from daemon.config.worker import W\n",
             "runtime/task.py": "from daemon.connectors import api\nfrom . import model\n",
             "runtime/model.py": "",
@@ -81,6 +83,20 @@ def test_every_kind_of_import_counts(tmp_path: Path, source: str) -> None:
     root = _package(tmp_path, {"storage/log.py": source, "connectors/records.py": ""})
     [problem] = check_layers.check(root)
     assert "daemon.storage.log imports daemon.connectors.records, a higher layer" in problem
+
+
+def test_the_kafka_package_sits_below_config(tmp_path: Path) -> None:
+    """``daemon.kafka`` (aiokafka's private state) takes aiokafka's objects from its callers:
+    config, and everything above it, may use it; it may not reach up for the config."""
+    root = _package(
+        tmp_path,
+        {
+            "kafka/positions.py": "from daemon.config.worker import WorkerConfig\n",
+            "config/worker.py": "",
+        },
+    )
+    [problem] = check_layers.check(root)
+    assert "daemon.kafka.positions imports daemon.config.worker, a higher layer" in problem
 
 
 def test_independent_siblings_may_not_import_each_other(tmp_path: Path) -> None:

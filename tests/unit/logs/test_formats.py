@@ -1,40 +1,16 @@
-"""daemon.logs' formats: JSON lines for shippers, no time stamp under the journal, and the
-relay that turns a child's raw output into log lines."""
+"""daemon.logs' formats: JSON lines for shippers, no time stamp under the journal."""
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
 import logging
 import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from daemon.logs import (
-    JournalFormatter,
-    JsonFormatter,
-    OutputRelay,
-    flush_logging,
-    setup_logging,
-    task_context,
-    under_journal,
-)
-
-
-@pytest.fixture
-def restore_root() -> Iterator[None]:
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    for h in list(root.handlers):
-        if h not in handlers:
-            root.removeHandler(h)
-    root.setLevel(level)
-    logging.captureWarnings(False)
+from daemon.logs import flush_logging, setup_logging
+from daemon.logs.formats import JournalFormatter, JsonFormatter, under_journal
 
 
 def _record(msg: str = "hello %s", *args: object, exc: bool = False) -> logging.LogRecord:
@@ -66,18 +42,6 @@ def test_json_leaves_out_what_is_unknown_and_stays_on_one_line() -> None:
     doc = json.loads(text)
     assert doc["message"] == "two\nlines \u00e9"
     assert not {"connector", "task", "exc_info"} & doc.keys()
-
-
-def test_task_zero_is_kept(restore_root: None) -> None:
-    out = io.StringIO()
-    setup_logging("INFO", "json", stream=out)
-    with task_context("sink", 0):
-        logging.getLogger("connectd.x").info("in task")
-    logging.getLogger("connectd.x").info("outside")
-    flush_logging()
-    inside, outside = (json.loads(line) for line in out.getvalue().splitlines())
-    assert (inside["connector"], inside["task"]) == ("sink", 0)
-    assert "connector" not in outside and "task" not in outside
 
 
 def test_python_warnings_come_out_as_json(restore_root: None) -> None:
@@ -125,31 +89,3 @@ def test_setup_logging_under_the_journal_drops_the_time(restore_root: None) -> N
     journal, plain = out.getvalue().splitlines()
     assert journal == "<6>INFO  connectd.x: ready"
     assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO  connectd.x: ready$", plain)
-
-
-async def test_relay_logs_each_line_of_a_child(restore_root: None) -> None:
-    out = io.StringIO()
-    setup_logging("INFO", "json", stream=out)
-    relay = OutputRelay()
-    relay.start()
-    fd = os.open(relay.path, os.O_WRONLY | os.O_APPEND)  # as the executor pool opens it
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            "sh",
-            "-c",
-            'echo "Setting default log level to WARN"; echo "26/11/22 06:29:11 WARN Utils: x" >&2',
-            stdout=fd,
-            stderr=asyncio.subprocess.STDOUT,
-        )
-    finally:
-        os.close(fd)
-    assert await proc.wait() == 0
-    await relay.close()
-    flush_logging()
-    docs = [json.loads(line) for line in out.getvalue().splitlines()]
-    assert [(d["logger"], d["level"]) for d in docs] == [
-        ("connectd.executor", "INFO"),
-        ("connectd.executor", "WARNING"),
-    ]
-    assert docs[0]["message"] == "Setting default log level to WARN"
-    assert docs[1]["message"] == "WARN Utils: x"  # Spark's own time stamp dropped

@@ -1,28 +1,15 @@
-"""The only place that touches aiokafka's private group-coordinator state.
+"""A consumer's group membership, read from aiokafka's private ``GroupCoordinator``.
 
 aiokafka keeps the generation, the member id and the rejoin trigger on
-``AIOKafkaConsumer._coordinator`` (a ``GroupCoordinator``), none of it public. This module was
-written against aiokafka 0.14.0 (consumer/group_coordinator.py): ``generation`` and ``member_id``
-are set at L1314-1315 before ``_on_join_leader`` runs, ``request_rejoin()`` is at L538 and
-``reset_generation()`` puts ``member_id`` back to ``JoinGroupRequest.UNKNOWN_MEMBER_ID``.
-Importing it with any other aiokafka version raises ``ImportError``, so an upgrade is a
-deliberate step: re-read those lines, then add the version to ``SUPPORTED``.
+``AIOKafkaConsumer._coordinator``, none of it public (what this relies on: the package
+docstring). Distributed mode's ``Member`` reads them here.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import aiokafka
 from aiokafka.protocol.group import JoinGroupRequest
-
-SUPPORTED = frozenset({"0.14.0"})
-
-if aiokafka.__version__ not in SUPPORTED:  # pragma: no cover - depends on the install
-    raise ImportError(
-        f"daemon.cluster needs aiokafka {' or '.join(sorted(SUPPORTED))} (it reads private "
-        f"group-coordinator state), found {aiokafka.__version__}: install a supported version"
-    )
 
 UNKNOWN_MEMBER_ID: str = JoinGroupRequest.UNKNOWN_MEMBER_ID
 

@@ -15,14 +15,8 @@ from typing import NamedTuple
 import pytest
 from aiokafka import errors as Errors
 
-from daemon.logs import (
-    KAFKA_CLIENT_LOGGERS,
-    BrokerOutageFilter,
-    broker_outages,
-    install_outage_filter,
-    remove_outage_filter,
-    setup_logging,
-)
+from daemon.kafka.outages import KAFKA_CLIENT_LOGGERS, BrokerOutageFilter
+from daemon.logs import setup_logging
 
 
 class Clock:
@@ -403,24 +397,36 @@ def test_threads_share_the_bookkeeping() -> None:
 
 
 @pytest.fixture
-def process_logging() -> Iterator[None]:
-    """``setup_logging`` changes the process's logging: put it back."""
+def process_logging() -> Iterator[list[BrokerOutageFilter]]:
+    """``setup_logging`` changes the process's logging, ``install`` aiokafka's loggers: put
+    both back (the filters the test appends are taken off again)."""
     root = logging.getLogger()
     handlers = list(root.handlers)
-    broker_outages.reset()
-    yield
+    installed: list[BrokerOutageFilter] = []
+    yield installed
+    for flt in installed:
+        flt.remove()
     for h in list(root.handlers):
         if h not in handlers:
             root.removeHandler(h)
-    remove_outage_filter()
-    broker_outages.reset()
 
 
-def test_setup_logging_installs_the_filter_on_aiokafkas_loggers(process_logging: None) -> None:
+def _outage_filters(name: str) -> list[BrokerOutageFilter]:
+    return [f for f in logging.getLogger(name).filters if isinstance(f, BrokerOutageFilter)]
+
+
+def test_an_installed_filter_turns_aiokafkas_lines_into_one(
+    process_logging: list[BrokerOutageFilter],
+) -> None:
     out = io.StringIO()
     setup_logging("INFO", "text", stream=out, threaded=False)
+    for name in KAFKA_CLIENT_LOGGERS:  # the daemon that owns a filter installs it, not logging
+        assert _outage_filters(name) == [], name
+    flt = BrokerOutageFilter()
+    process_logging.append(flt)
+    flt.install()
     for name in KAFKA_CLIENT_LOGGERS:
-        assert broker_outages in logging.getLogger(name).filters, name
+        assert _outage_filters(name) == [flt], name
     # Through the real loggers, as aiokafka logs: one line where there were 200.
     for _ in range(100):
         logging.getLogger("aiokafka").error(CONNECT, 1, REFUSED)
@@ -439,10 +445,27 @@ def test_setup_logging_installs_the_filter_on_aiokafkas_loggers(process_logging:
 def test_installed_on_aiokafka_loggers_once() -> None:
     flt = BrokerOutageFilter()
     try:
-        install_outage_filter(flt)
-        install_outage_filter(flt)
+        flt.install()
+        flt.install()
         assert logging.getLogger("aiokafka").filters.count(flt) == 1
         assert flt in logging.getLogger("aiokafka.consumer.fetcher").filters
     finally:
-        remove_outage_filter(flt)
+        flt.remove()
     assert flt not in logging.getLogger("aiokafka").filters
+    flt.remove()  # not on them: nothing
+
+
+def test_two_daemons_filters_neither_share_nor_clobber(
+    process_logging: list[BrokerOutageFilter],
+) -> None:
+    """Two daemons in one process: each owns a filter; one's outages are not the other's, and
+    taking one off aiokafka's loggers (its daemon ended) leaves the other on them."""
+    first, second = BrokerOutageFilter(clock=Clock()), BrokerOutageFilter(clock=Clock())
+    process_logging.extend((first, second))
+    first.install()
+    second.install()
+    _fail(first)
+    assert (_down(first), _down(second)) == (("node 1",), ())
+    first.remove()
+    for name in KAFKA_CLIENT_LOGGERS:
+        assert _outage_filters(name) == [second], name
