@@ -17,7 +17,6 @@ import logging
 import re
 import threading
 from collections.abc import Collection, Iterator, Mapping
-from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
@@ -26,10 +25,10 @@ import aiohttp
 import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka import TopicPartition as KafkaTP
-from support.clocks import ManualClock
-from support.daemon import DaemonFactory, wait_until, worker_properties
+from support.daemon import DaemonFactory, wait_until
 from support.kafka import produce
 from support.kafka_fixtures import TopicFactory
+from support.restarts import restart_daemon, restart_metric
 from support.spark import ThreadedPool
 
 from daemon.connectors.api import SinkConnector, SinkTask, SinkTaskContext
@@ -37,7 +36,6 @@ from daemon.daemon import Daemon
 from daemon.errors import ConfigError
 from daemon.executor.process import read_stat
 from daemon.runtime.model import State
-from daemon.runtime.standalone import StandaloneHerder
 from daemon.storage.standalone import MemoryStore, StoredConnector
 
 pytestmark = pytest.mark.integration
@@ -154,24 +152,6 @@ def restart_log() -> Iterator[Any]:
     logger.setLevel(level)
 
 
-async def _daemon(
-    run_daemon: DaemonFactory,
-    kafka_bootstrap: str,
-    tmp_path: Path,
-    pool: ThreadedPool,
-    *,
-    store: MemoryStore | None = None,
-    **props: str,
-) -> tuple[Daemon, StandaloneHerder, ManualClock]:
-    properties = worker_properties(kafka_bootstrap, tmp_path / "state", **props)
-    d = await run_daemon(properties, executors=pool, store=store)
-    assert d.herder is not None
-    # Connectors created from now on (and their tasks) take the test's clock.
-    clock = ManualClock()
-    d.herder.worker.env = replace(d.herder.worker.env, clock=clock)
-    return d, d.herder, clock
-
-
 def _seconds(iso: str) -> float:
     return datetime.fromisoformat(iso).timestamp()
 
@@ -195,19 +175,6 @@ async def _committed(bootstrap: str, group: str, tp: KafkaTP) -> int:
         await consumer.stop()
 
 
-def _restart_metric(d: Daemon, name: str, cause: str) -> float:
-    body, _ = d.metrics.render()
-    for line in body.decode().splitlines():
-        labels, _, value = line.partition("} ")
-        if (
-            labels.startswith("connectd_task_restarts_total{")
-            and f'connector="{name}"' in labels
-            and f'cause="{cause}"' in labels
-        ):
-            return float(value)
-    return 0.0
-
-
 # -- the schedule -----------------------------------------------------------------------------
 
 
@@ -223,7 +190,7 @@ async def test_echo_sink_is_restarted_on_schedule_until_exhausted(
     # Nothing gets committed before the 5th record fails the task: every incarnation reads the
     # same 5 records again and fails again.
     await produce(kafka_bootstrap, topic, 5)
-    d, worker, clock = await _daemon(run_daemon, kafka_bootstrap, tmp_path, plain_pool)
+    d, worker, clock = await restart_daemon(run_daemon, kafka_bootstrap, tmp_path, plain_pool)
     log = restart_log("Task echo-0")
     began = clock.monotonic()
     await worker.create_connector(
@@ -283,7 +250,7 @@ async def test_echo_sink_is_restarted_on_schedule_until_exhausted(
     still = worker.task_status("echo", 0)
     assert still.state is State.FAILED and still.incarnation == incarnation
     assert still.auto_restart is not None and still.auto_restart.count == 3
-    assert _restart_metric(d, "echo", "auto") == 3
+    assert restart_metric(d, "echo", "auto") == 3
 
     # The REST API shows the same.
     body = await _rest_status(d, "echo")
@@ -300,7 +267,7 @@ async def test_echo_sink_is_restarted_on_schedule_until_exhausted(
 
     # A restart by hand brings it back and starts the count again (it fails again at once).
     await worker.restart_task("echo", 0)
-    assert _restart_metric(d, "echo", "requested") == 1
+    assert restart_metric(d, "echo", "requested") == 1
     again = await wait_until(
         lambda: (
             (t := worker.task_status("echo", 0)).auto_restart is not None
@@ -324,7 +291,7 @@ async def test_a_healthy_period_resets_the_count(
 ) -> None:
     topic = await kafka_topic(partitions=1)
     tp = KafkaTP(topic, 0)
-    d, worker, clock = await _daemon(run_daemon, kafka_bootstrap, tmp_path, plain_pool)
+    d, worker, clock = await restart_daemon(run_daemon, kafka_bootstrap, tmp_path, plain_pool)
     log = restart_log("Task echo-0")
     await worker.create_connector(
         "echo", {"connector.class": "EchoSink", "topics": topic, "fail.task.after.records": "5"}
@@ -370,7 +337,7 @@ async def test_a_healthy_period_resets_the_count(
     await wait_until(
         lambda: worker.task_status("echo", 0).state is State.RUNNING, 30, "RUNNING again"
     )
-    assert _restart_metric(d, "echo", "auto") == 2
+    assert restart_metric(d, "echo", "auto") == 2
 
 
 # -- what is not restarted ---------------------------------------------------------------------
@@ -388,7 +355,9 @@ async def test_a_config_error_or_a_missing_class_is_not_restarted(
     # A stored connector whose class is gone (e.g. a plugin uninstalled since).
     gone = {"name": "gone", "connector.class": "connectd_no_such_module:Sink", "topics": topic}
     store.connectors["gone"] = StoredConnector(gone)
-    d, worker, clock = await _daemon(run_daemon, kafka_bootstrap, tmp_path, plain_pool, store=store)
+    d, worker, clock = await restart_daemon(
+        run_daemon, kafka_bootstrap, tmp_path, plain_pool, store=store
+    )
     for name, cls in (("conf", "ConfigErrorSink"), ("missing", "MissingClassSink")):
         await worker.create_connector(name, {"connector.class": f"{HERE}:{cls}", "topics": topic})
 
@@ -421,7 +390,7 @@ async def test_a_config_error_or_a_missing_class_is_not_restarted(
     assert worker.connector_status("gone").state is State.FAILED
     body = await _rest_status(d, "gone")
     assert body["connector"]["auto_restart"]["count"] == 0
-    assert _restart_metric(d, "conf", "auto") == 0
+    assert restart_metric(d, "conf", "auto") == 0
 
 
 async def test_a_failed_connector_is_restarted_like_a_task(
@@ -432,7 +401,7 @@ async def test_a_failed_connector_is_restarted_like_a_task(
     tmp_path: Path,
 ) -> None:
     topic = await kafka_topic(partitions=1)
-    d, worker, _ = await _daemon(run_daemon, kafka_bootstrap, tmp_path, plain_pool)
+    d, worker, _ = await restart_daemon(run_daemon, kafka_bootstrap, tmp_path, plain_pool)
     FlakyConnector.starts.pop("flaky", None)
     await worker.create_connector(
         "flaky", {"connector.class": f"{HERE}:FlakyConnector", "topics": topic}
@@ -512,7 +481,7 @@ async def test_a_task_killed_at_its_write_deadline_is_restarted_never_twice(
 ) -> None:
     topic = await kafka_topic(partitions=1)
     # The clock stands still: a write killed after 3 s is no healthy run of 2 minutes.
-    d, worker, _ = await _daemon(
+    d, worker, _ = await restart_daemon(
         run_daemon,
         kafka_bootstrap,
         tmp_path,
@@ -550,5 +519,5 @@ async def test_a_task_killed_at_its_write_deadline_is_restarted_never_twice(
     assert task.trace is not None and "WriteTimeout" in task.trace
     assert "Automatic restarts exhausted" in task.trace
     assert task.executor_pid is None
-    assert _restart_metric(d, "hang", "auto") == 1
+    assert restart_metric(d, "hang", "auto") == 1
     print(f"\nexecutors that blocked for hang-0, one after the other: {pids}")

@@ -28,8 +28,8 @@ from daemon.runtime.model import State
 
 pytestmark = pytest.mark.integration
 
-OUTAGE_S = 8.0
-EVERY_S = 2.0
+OUTAGE_S = 4.0
+EVERY_S = 1.0
 
 
 @pytest.fixture

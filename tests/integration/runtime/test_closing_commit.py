@@ -60,8 +60,14 @@ async def test_a_rebalance_commits_the_buffered_records_before_closing(
         await produce(kafka_bootstrap, topic, PER_PARTITION, partition=tp.partition)
     table = tmp_path / "table"
     # The closing write is bounded by the graceful timeout: room for a Spark write here.
+    # Heartbeats every 0.5 s: each member hears of a rebalance within half a second.
     props = worker_properties(
-        kafka_bootstrap, tmp_path / "state", **{"task.shutdown.graceful.timeout.ms": "60000"}
+        kafka_bootstrap,
+        tmp_path / "state",
+        **{
+            "task.shutdown.graceful.timeout.ms": "60000",
+            "consumer.heartbeat.interval.ms": "500",
+        },
     )
     d = await run_daemon(props, executors=runtime_pool)
     worker = d.herder
@@ -93,6 +99,7 @@ async def test_a_rebalance_commits_the_buffered_records_before_closing(
         group_id=f"connect-{name}",
         enable_auto_commit=False,
         auto_offset_reset="earliest",
+        heartbeat_interval_ms=500,
     )
     await other.start()
     try:

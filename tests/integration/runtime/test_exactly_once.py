@@ -2,169 +2,19 @@
 while the daemon is SIGKILLed three times (and restarted) and two executor JVMs are SIGKILLed
 from outside. Once it has caught up, the table — read with pyarrow, which skips the
 underscore-prefixed staging and log directories as every reader does — holds exactly 20,000
-rows and 20,000 distinct (kafka_partition, kafka_offset) pairs.
-
-Faults are triggered at random points of the run's progress (seeded; the seed is printed), read
-from the table's commit log by this test, never from the daemon.
+rows and 20,000 distinct (kafka_partition, kafka_offset) pairs (``support.exactly_once``).
 """
 
 from __future__ import annotations
 
-import os
-import random
-import signal
-import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
-import psutil
-import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pytest
-from support.daemon import DaemonProcess, ProcessFactory, wait_until, worker_properties
-from support.kafka import produce
+from support.daemon import ProcessFactory
+from support.exactly_once import PARTITIONS, audit
 from support.kafka_fixtures import TopicFactory
-from support.tables import committed
-
-from daemon.executor.process import read_stat
 
 pytestmark = pytest.mark.integration
-
-RECORDS = 20_000
-PARTITIONS = 3
-
-
-def _gone(pid: int) -> bool:
-    stat = read_stat(pid)
-    return stat is None or not stat.running
-
-
-def kill_a_jvm(p: DaemonProcess) -> int | None:
-    """SIGKILL one executor JVM of the daemon (the one writing, if a write runs)."""
-    writing = set()
-    for name in ("eos",):
-        code, body = p.rest("GET", f"/connectors/{name}/status", timeout=10.0)
-        if code == 200:
-            writing |= {t["executor_pid"] for t in body["tasks"] if t["executor_pid"]}
-    jvms = []
-    for pid in p.descendants():
-        try:
-            proc = psutil.Process(pid)
-            if proc.name() == "java":
-                jvms.append((proc.ppid() not in writing, pid))
-        except psutil.Error:
-            continue
-    if not jvms:
-        return None
-    _, victim = sorted(jvms)[0]
-    os.kill(victim, signal.SIGKILL)
-    return victim
-
-
-#: (fault, lowest, highest): the progress window (offsets committed) in which each strikes.
-WINDOWS = [
-    ("daemon", 1_000, 4_000),
-    ("jvm", 4_500, 6_500),
-    ("daemon", 7_000, 10_000),
-    ("jvm", 10_500, 12_000),
-    ("daemon", 12_500, 15_500),
-]
-#: A fault other than the daemon's SIGKILL: does it to the running daemon, says what it did.
-Fault = Callable[[DaemonProcess], Awaitable[str]]
-#: After a daemon SIGKILL, with the pids that were below it: asserts what must be gone.
-AfterDaemonKill = Callable[[list[int]], Awaitable[None]]
-
-
-async def jvm_fault(p: DaemonProcess) -> str:
-    victim = kill_a_jvm(p)
-    assert victim is not None, "no executor JVM to kill"
-    return f"JVM {victim} SIGKILL"
-
-
-async def executors_gone(below: list[int]) -> None:
-    # Its executors (and their JVMs) die with it: parent-death signal, end of pipe.
-    await wait_until(lambda b=below: all(map(_gone, b)), 15, "its executors gone")
-
-
-async def audit(
-    daemon_process: ProcessFactory,
-    kafka_bootstrap: str,
-    topic: str,
-    tmp_path: Path,
-    *,
-    worker_extra: Mapping[str, str] = {},
-    windows: Sequence[tuple[str, int, int]] = WINDOWS,
-    faults: Mapping[str, Fault] | None = None,
-    after_daemon_kill: AfterDaemonKill = executors_gone,
-    sink_extra: Mapping[str, str | None] = {},
-    progress: Callable[[Path], int] = committed,
-    check: Callable[[Path], Awaitable[None]] | None = None,
-) -> None:
-    """Produce RECORDS into ``topic`` (PARTITIONS partitions), run a ParquetSink (or the sink
-    ``sink_extra`` makes it, where None drops a key: its ``progress`` reads the offsets
-    committed, its ``check`` reads the rows) through the faults of ``windows`` (the daemon's
-    SIGKILL and restart, or one of ``faults``), then check the table: every record exactly
-    once."""
-    seed = int(os.environ.get("CONNECTD_TEST_SEED", time.time_ns() % 10_000))
-    rng = random.Random(seed)
-    print(f"\nfault seed {seed} (CONNECTD_TEST_SEED={seed} to replay)")
-    pad = b"x" * 180
-    await produce(kafka_bootstrap, topic, [(None, b"%08d" % i + pad) for i in range(RECORDS)])
-    table = tmp_path / "table"
-    worker = worker_properties(
-        kafka_bootstrap,
-        tmp_path / "state",
-        **{"task.shutdown.graceful.timeout.ms": "2000", **worker_extra},
-    )
-    base = {
-        "name": "eos",
-        "connector.class": "ParquetSink",
-        "topics": topic,
-        "tasks.max": str(PARTITIONS),
-        "path": str(table),
-        "flush.max.records": "1500",
-        "buffer.max.records": "1500",  # commits in small steps, even behind the backlog
-        "flush.interval.ms": "2000",
-        # A killed JVM fails its task; the auto-restart waits minutes from the second failure
-        # on (n·(n+1)), which this test need not sit through.
-        "errors.restart.backoff.max.ms": "2000",
-    }
-    sink = {k: v for k, v in {**base, **sink_extra}.items() if v is not None}
-    # Progress points (offsets committed) at which a fault strikes, in order.
-    points = [(kind, rng.randint(low, high)) for kind, low, high in windows]
-    began = time.monotonic()
-    p = daemon_process(worker, [sink])
-    done: list[str] = []
-    for kind, at in points:
-        await wait_until(lambda a=at: progress(table) >= a, 300, f"{at} offsets committed")
-        if kind == "daemon":
-            below = p.descendants()
-            p.signal(signal.SIGKILL)  # no shutdown at all
-            p.wait(10)
-            done.append(f"daemon SIGKILL at {progress(table)}")
-            await after_daemon_kill(below)
-            p = daemon_process(worker, [sink])
-        else:
-            done.append(f"{await (faults or {'jvm': jvm_fault})[kind](p)} at {progress(table)}")
-    assert progress(table) < RECORDS, f"the faults came too late: {done}"
-    await wait_until(lambda: progress(table) >= RECORDS, 300, "caught up", interval=0.2)
-    print(f"faults: {done}; caught up in {time.monotonic() - began:.0f} s")
-    p.signal(signal.SIGTERM)
-    assert p.wait(60) == 0
-    if check is not None:
-        await check(table)
-        assert progress(table) == RECORDS
-        return
-
-    data = ds.dataset(table, format="parquet").to_table(
-        columns=["kafka_partition", "kafka_offset", "value"]
-    )
-    assert data.num_rows == RECORDS
-    pairs = data.group_by(["kafka_partition", "kafka_offset"]).aggregate([])
-    assert pairs.num_rows == RECORDS
-    values = pc.utf8_slice_codeunits(data.column("value"), 0, 8)
-    assert pc.count_distinct(values).as_py() == RECORDS  # every record, none twice
-    assert committed(table) == RECORDS
 
 
 async def test_twenty_thousand_records_exactly_once_through_kills(

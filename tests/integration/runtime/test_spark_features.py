@@ -24,6 +24,7 @@ import pytest
 from support.daemon import DaemonFactory, wait_until, worker_properties
 from support.kafka import consume_all, delete_topic, produce
 from support.kafka_fixtures import TopicFactory
+from support.restarts import restart_daemon, restart_metric
 from support.spark import ThreadedPool, walk_tree
 from support.tables import committed
 
@@ -36,8 +37,6 @@ from daemon.executor.process import ProcStat, read_stat
 from daemon.runtime.model import State
 from daemon.runtime.standalone import StandaloneHerder
 from daemon.storage.commitlog import META, CommitLog, CommitRecord
-from tests.integration.runtime.test_auto_restart import _daemon as _scaled_daemon
-from tests.integration.runtime.test_auto_restart import _restart_metric
 from tests.integration.runtime.test_closing_commit import rows
 from tests.integration.runtime.test_dead_letter import topic_size
 
@@ -214,7 +213,7 @@ async def test_spark_pause_resume_restart_stop_resume(
     assert worker.connector_status(name).state is State.PAUSED
     assert worker.task_status(name, 0).state is State.PAUSED
     sent += await produce(kafka_bootstrap, topic, 100)
-    await _quiet(table, 3.0, worker, name)
+    await _quiet(table, 1.5, worker, name)
     assert committed(table) == 100
     assert worker.task_status(name, 0).incarnation == running.incarnation
     began = time.monotonic()
@@ -238,7 +237,7 @@ async def test_spark_pause_resume_restart_stop_resume(
     status = worker.connector_status(name)
     assert status.state is State.STOPPED and status.tasks == ()
     sent += await produce(kafka_bootstrap, topic, 100)
-    await _quiet(table, 3.0, worker, name)
+    await _quiet(table, 1.5, worker, name)
     assert committed(table) == 300
 
     # Resume from STOPPED: the task re-opens at the table's offsets (not from scratch).
@@ -498,7 +497,7 @@ async def test_spark_executor_killed_mid_write_is_reaped_and_the_task_auto_resta
     topic = await kafka_topic(partitions=1)
     await produce(kafka_bootstrap, topic, n)
     table = tmp_path / "table"
-    d, worker = await _scaled_daemon(run_daemon, kafka_bootstrap, tmp_path, warm_spark)
+    d, worker, _ = await restart_daemon(run_daemon, kafka_bootstrap, tmp_path, warm_spark)
     name = f"kill-{uuid.uuid4().hex[:6]}"
     config = _sink(topic, table, **{"errors.restart.max": "1"})
     await worker.create_connector(name, {**config, "connector.class": f"{HERE}:BlockOnceSink"})
@@ -541,7 +540,7 @@ async def test_spark_executor_killed_mid_write_is_reaped_and_the_task_auto_resta
     assert (task.epoch or 0) > (first.epoch or 0)
     assert seen, "no write of the restarted incarnation was seen in the status"
     assert old_pid not in seen, "the killed executor wrote again"
-    assert _restart_metric(d, name, "auto") == 1
+    assert restart_metric(d, name, "auto") == 1
     await _exactly_once(table, [(0, o) for o in range(n)])
     # (A commit's own staging dir is removed a moment after its record: poll.)
     await wait_until(lambda: _staged(table) == [], 30, "the killed write's staged files deleted")

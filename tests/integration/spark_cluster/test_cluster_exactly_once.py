@@ -14,15 +14,14 @@ from pathlib import Path
 
 import pytest
 from support.daemon import DaemonProcess, ProcessFactory, wait_until
-from support.kafka_fixtures import TopicFactory
-from support.spark_cluster import SparkCluster, cluster_worker_settings
-
-from tests.integration.runtime.test_exactly_once import (
+from support.exactly_once import (
     PARTITIONS,
     audit,
     executors_gone,
     jvm_fault,
 )
+from support.kafka_fixtures import TopicFactory
+from support.spark_cluster import SparkCluster, cluster_worker_settings
 
 pytestmark = pytest.mark.integration
 

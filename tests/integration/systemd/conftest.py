@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from integration.systemd.notify import Listener
+from support.notify import Listener
 
 
 @pytest.fixture

@@ -23,10 +23,10 @@ import time
 from pathlib import Path
 
 import pytest
-from integration.systemd.notify import Listener, health
 from support.daemon import DaemonProcess, ProcessFactory, wait_until, worker_properties
 from support.kafka import produce
 from support.kafka_fixtures import TopicFactory
+from support.notify import Listener, health
 
 pytestmark = pytest.mark.integration
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import signal
 
 import pytest
-from integration.systemd.notify import Listener
 from support.cluster import ClusterFactory
 from support.daemon import wait_until
+from support.notify import Listener
 
 pytestmark = pytest.mark.integration
 

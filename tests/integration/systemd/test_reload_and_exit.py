@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from integration.systemd.notify import Listener
 from support import procs
 from support.daemon import DaemonProcess, ProcessFactory, wait_until, worker_properties
 from support.kafka import free_port
 from support.kafka_fixtures import TopicFactory
+from support.notify import Listener
 
 pytestmark = pytest.mark.integration
 

@@ -12,11 +12,11 @@ import signal
 from pathlib import Path
 
 import pytest
-from integration.systemd.notify import Listener
 from support.daemon import ProcessFactory, wait_until, worker_properties
 from support.kafka import produce
 from support.kafka_fixtures import TopicFactory
 from support.loop_blocker import read_marker
+from support.notify import Listener
 
 pytestmark = pytest.mark.integration
 

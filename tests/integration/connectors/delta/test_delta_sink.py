@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 import pytest
 from support.daemon import DaemonFactory, ProcessFactory, wait_until, worker_properties
 from support.delta import committed, committed_offsets, rows_with_deltalake
+from support.exactly_once import PARTITIONS, RECORDS, audit
 from support.fake_worker import Client
 from support.kafka import consume_all, delete_topic, produce
 from support.kafka_fixtures import TopicFactory
@@ -20,7 +21,6 @@ from support.spark import ThreadedPool
 
 from daemon.executor.process import read_stat
 from daemon.runtime.model import State
-from tests.integration.runtime.test_exactly_once import PARTITIONS, RECORDS, audit
 
 pytestmark = pytest.mark.integration
 

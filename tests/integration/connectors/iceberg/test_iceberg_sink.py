@@ -9,13 +9,12 @@ from pathlib import Path
 import aiohttp
 import pytest
 from support.daemon import DaemonFactory, ProcessFactory, wait_until, worker_properties
+from support.exactly_once import PARTITIONS, RECORDS, audit
 from support.fake_worker import Client
 from support.iceberg import committed, committed_offsets
 from support.kafka import produce
 from support.kafka_fixtures import TopicFactory
 from support.spark import ThreadedPool
-
-from tests.integration.runtime.test_exactly_once import PARTITIONS, RECORDS, audit
 
 pytestmark = pytest.mark.integration
 

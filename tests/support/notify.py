@@ -1,7 +1,7 @@
 """Helpers of the systemd integration tests: the test's NOTIFY_SOCKET, and ``GET /health``.
 
-Imported as ``integration.systemd.notify`` (``tests`` is on ``sys.path``); the ``listener``
-fixture is in this folder's conftest.py.
+Used by the systemd integration tests (``tests/integration/systemd``); the ``listener``
+fixture is in that folder's conftest.py.
 """
 
 from __future__ import annotations
