@@ -105,7 +105,7 @@ class ExecutorPool:
     async def build_archive(self) -> Path | None:
         """Build the class-data-sharing archive now if it is missing (waits for the build);
         the archive's path, or None when there is none (no JDK found, disabled, failed)."""
-        return await self._sup.build_archive()
+        return await self._sup.archive.build_now()
 
     def submit(
         self,
@@ -137,10 +137,11 @@ class ExecutorPool:
         if not self._sup.started or self._sup.closed:
             raise PoolClosed("the executor pool is not running; no writes are taken")
         wanted = table_formats.check_names(formats)
-        if not wanted <= self._sup.formats:
+        loaded = self._sup.formats.wanted
+        if not wanted <= loaded:
             # A few stat calls, once per format and pool (none once the format is loaded).
-            table_formats.require_jars(wanted - self._sup.formats, self.settings.jars_dir)
-            self._sup.load_formats(wanted)
+            table_formats.require_jars(wanted - loaded, self.settings.jars_dir)
+            self._sup.formats.load(wanted)
         ref = function_ref(fn)
         args = dict(kwargs or {})
         try:
@@ -188,7 +189,7 @@ class ExecutorPool:
     def formats(self) -> frozenset[str]:
         """The table formats the pool's sessions load: ``settings.formats`` and every format a
         write asked for (only grows while the pool runs)."""
-        return self._sup.formats
+        return self._sup.formats.wanted
 
     def snapshot(self) -> list[ExecutorInfo]:
         """Every executor the pool has (including ones being killed), by id."""
