@@ -43,6 +43,7 @@ from daemon.config.plan import LaunchPlan
 from daemon.connectors.api import SinkConnector, SinkTask, SinkTaskContext
 from daemon.connectors.records import OffsetRange, RecordBatch, TopicPartition
 from daemon.daemon import Daemon
+from daemon.executor import ExecutorInfo, PoolStatus, WriteLease
 from daemon.runtime.executors import Executors
 from daemon.storage.commitlog import CommitLog
 from daemon.storage.standalone import ConfigStore
@@ -99,6 +100,22 @@ async def wait_until(
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} not reached within {timeout} s (last: {value!r})")
         await asyncio.sleep(interval)
+
+
+class NoExecutors:
+    """``Executors`` for a runtime that must not write: ``submit`` fails the test."""
+
+    def submit(self, task_id: str, fn: str, batch: Any = None, **options: Any) -> WriteLease:
+        raise AssertionError(f"task {task_id}: no write expected (it submitted {fn})")
+
+    def current_pid(self, task_id: str) -> int | None:
+        return None
+
+    def snapshot(self) -> list[ExecutorInfo]:
+        return []
+
+    def status(self) -> PoolStatus:
+        raise AssertionError("no pool status expected")
 
 
 DaemonFactory = Callable[..., Awaitable[Daemon]]
