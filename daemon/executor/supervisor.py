@@ -111,14 +111,16 @@ class Supervisor:
                 "`if __name__ == '__main__':`"
             )
         self._loop = asyncio.get_running_loop()
-        self._changed = asyncio.Event()
         if not process.is_subreaper():
             log.warning(
                 "connectd is not a child subreaper: orphans of killed executors go to PID 1;"
                 " call daemon.executor.become_subreaper() at start"
             )
         await self._loop.run_in_executor(self._threads, self._launcher.prepare)
-        if self.closed:  # closed while the directories were being prepared
+        if self.closed:  # closed while the directories were being prepared: none is left
+            await self._loop.run_in_executor(self._threads, self._launcher.close)
+            self._threads.shutdown(wait=False)
+            self.io_threads.shutdown(wait=False)
             return
         self._launcher.open()
         self.started = True
@@ -260,6 +262,7 @@ class Supervisor:
             backoff_seconds=self._backoff.remaining(loop_time),
             problem=self._problem,
             cds_archive=self.archive.in_use(),
+            started=self.started,
         )
 
     def pids(self) -> list[int]:

@@ -52,7 +52,14 @@ class Executors(Protocol):
         """Hand ``fn(spark, batch, **kwargs)`` over for ``task_id`` in a session with the table
         formats ``formats`` loaded; ``timeout`` counts from the executor's acknowledgement.
         Cancelling the await of the lease's ``result()`` kills the write's executor tree and
-        re-raises only once it is reaped; ``killed`` then says whether an executor held it."""
+        re-raises only once it is reaped; ``killed`` then says whether an executor held it.
+        A pool that has not started starts now; the write waits for it within its acquire
+        timeout."""
+        ...
+
+    def start_soon(self) -> None:
+        """Start the executors in the background unless they started (``RuntimeEnv``'s
+        ``executors_needed``); returns at once and never raises."""
         ...
 
     def current_pid(self, task_id: str) -> int | None: ...

@@ -108,6 +108,9 @@ class NoExecutors:
     def submit(self, task_id: str, fn: str, batch: Any = None, **options: Any) -> WriteLease:
         raise AssertionError(f"task {task_id}: no write expected (it submitted {fn})")
 
+    def start_soon(self) -> None:
+        pass  # a hint that a task may write: submit says whether one does
+
     def current_pid(self, task_id: str) -> int | None:
         return None
 
@@ -486,5 +489,7 @@ class LedgerTask(SinkTask):
 
 
 class LedgerSink(SinkConnector):
+    needs_executors = False  # its commit log is written from the task, without Spark
+
     def task_class(self) -> type[SinkTask]:
         return LedgerTask

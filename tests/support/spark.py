@@ -209,6 +209,10 @@ class ThreadedPool:
         )
         return await lease.result()
 
+    def start_soon(self) -> None:
+        """``ExecutorPool.start_soon`` on the pool's loop (nothing once it started)."""
+        self._loop.call_soon_threadsafe(self.pool.start_soon)
+
     def current_pid(self, task_id: str) -> int | None:
         return self._query(lambda p: p.current_pid(task_id))  # type: ignore[no-any-return]
 
