@@ -151,7 +151,9 @@ class ExecutorPool:
         ``ExecutorDied``, ``WriteFailed`` (``fn`` raised; the executor is reused, or replaced
         when the failure may leave state behind: ``protocol.Failed.recycle``) or ``PoolClosed``;
         this call itself raises ``PoolClosed`` when the pool takes no writes and ``TypeError``
-        when the arguments cannot be sent.
+        when the arguments cannot be sent. A pool not started yet starts now
+        (``startup.Startup``); the write waits for it within ``acquire_timeout`` as it then waits
+        for a free executor.
 
         ``formats``: table formats (``formats.FORMATS``) the write's session needs. One the pool
         has not loaded yet is loaded from now on (``formats``); the write waits for an executor

@@ -50,6 +50,8 @@ class Startup:
         task = self._task
         if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
             task = self._task = asyncio.get_running_loop().create_task(self._sup.start())
+            # Its failure is raised to whoever awaits it; a write that gave up waiting does not.
+            task.add_done_callback(_retrieve)
         return task
 
     def begin(self) -> None:
@@ -83,6 +85,11 @@ class Startup:
         """Until a start in progress has ended (how it ended is its callers' business)."""
         if self._task is not None:
             await asyncio.wait([self._task])
+
+
+def _retrieve(task: asyncio.Task[None]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 def _log_failure(task: asyncio.Task[None]) -> None:

@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.jars import stand_in_jar
 
 from daemon.config import parse_worker
 from daemon.config.worker import PoolStart
 from daemon.connectors.registry import default_registry
 from daemon.errors import ExecutorUnavailable, PoolClosed
-from daemon.executor import ExecutorPool, PoolSettings
+from daemon.executor import ExecutorPool, PoolSettings, formats
 from daemon.executor.formats import JarsMissing
 from daemon.executor.info import PoolEventKind
 from daemon.executor.lease import WriteLease
@@ -131,16 +132,24 @@ async def test_a_pool_never_started_starts_nothing_once_shutting_down(tmp_path: 
 
 async def test_a_start_that_fails_fails_the_write_and_is_tried_again(tmp_path: Path) -> None:
     """Jars missing for a format loaded from the start: the daemon's check finds it without
-    starting anything; a write that starts the pool fails with it (not retriable), and so does
-    the next one (the failed start is not kept)."""
-    pool = ExecutorPool(_settings(tmp_path, formats=frozenset({"delta"}), jars_dir=tmp_path))
-    with pytest.raises(JarsMissing, match="connectd fetch-jars delta"):
-        await pool.check_jars()
-    for _ in range(2):
+    starting anything; a write that starts the pool fails with it (not retriable). The failed
+    start is not kept: once the jars are there, the next write starts the pool."""
+    jars = tmp_path / "jars"
+    jars.mkdir()
+    pool = ExecutorPool(_settings(tmp_path, formats=frozenset({"delta"}), jars_dir=jars))
+    try:
+        with pytest.raises(JarsMissing, match="connectd fetch-jars delta"):
+            await pool.check_jars()
         with pytest.raises(JarsMissing):
             await pool.run("conn-0", f"{T}:whoami", timeout=5)
         assert not pool.started and pool.pids() == []
-    await pool.close()
+        for jar in formats.jar_paths(["delta"], jars):
+            stand_in_jar(jar)
+        await pool.check_jars()
+        got = await pool.run("conn-0", f"{T}:whoami", timeout=5)
+        assert pool.started and got["pid"] in pool.pids()
+    finally:
+        await pool.close(graceful_timeout=0)
 
 
 class _Recording:
