@@ -9,10 +9,10 @@ Guarantees:
 
 * A write's deadline starts when its executor acknowledges the work; the wait for a free
   executor before that (and for the pool's start, if the write started it) is bounded by its
-  acquire timeout. Past it, the executor's
-  tree is SIGKILLed, reaped and confirmed gone through /proc before ``run`` raises
-  ``WriteTimeout``; a cancelled ``run`` does the same before it re-raises. A replacement is
-  started only after the reap, so the pool never has more than ``size + spares`` executors.
+  acquire timeout. Past the deadline, the executor's tree is SIGKILLed, reaped and confirmed
+  gone through /proc before ``run`` raises ``WriteTimeout``; a cancelled ``run`` does the same
+  before it re-raises. A replacement is started only after the reap, so the pool never has
+  more than ``size + spares`` executors.
 * A task id is not leased again until its previous write's executor has been reaped: two
   incarnations of one task never write at the same time.
 * Nothing here blocks the event loop: file writes, kills and /proc scans run in the pool's

@@ -2,7 +2,10 @@
 subprocess (``python -m daemon standalone ...``), each cleaned up at teardown, whatever happened.
 
 - ``worker_properties(bootstrap, state_dir, **overrides)``: a small worker (1 executor + 1 spare,
-  ``local[2]``, no Spark UI, 512 MB driver, REST on a free port) as a ``{key: value}`` map.
+  ``local[2]``, no Spark UI, 512 MB driver, REST on a free port) as a ``{key: value}`` map. Its
+  executors start as the daemon's default says (``executor.pool.start=auto``): only once a task
+  of a connector that writes through them runs, so a daemon of echo sinks starts no JVM; a test
+  that needs them anyway says ``executor_pool_start="eager"``.
 - ``make_plan(properties, connectors=())``: a standalone ``LaunchPlan`` from maps.
 - ``run_daemon`` (fixture, async factory): ``d = await run_daemon(props, connectors=[...],
   executors=pool)`` starts an in-process ``Daemon`` (shut down at teardown).
