@@ -5,11 +5,14 @@
 global: several daemons can live in one process (tests run a few, sharing one warm pool).
 
 Its parts are built in ``daemon.assembly``. Lifecycle: ``start`` makes the process a child
-subreaper (orphans of killed executors come back to us), starts the executor pool in the
-background (executors need seconds: tasks wait for them, the daemon does not), binds the REST
-listeners, then starts the worker's connectors. ``shutdown`` stops taking records and runs every
-task's stop sequence in parallel, closes the REST server, then closes the pool (its close kills
-what is left). When ``shutdown`` returns nothing the daemon started is alive.
+subreaper (orphans of killed executors come back to us), makes the executor pool and, with
+``executor.pool.start=eager``, starts it in the background (executors need seconds: tasks wait
+for them, the daemon does not), binds the REST listeners, then starts the worker's connectors.
+With ``auto`` (the default) the pool starts when the first task of a connector class that needs
+executors is set up, and never for a daemon without one; with ``on-demand``, at the first
+write. ``shutdown`` stops taking records and runs every task's stop sequence in parallel,
+closes the REST server, then closes the pool (its close kills what is left). When
+``shutdown`` returns nothing the daemon started is alive.
 
 Before anything is started or any state read, the daemon takes the lock on ``state.dir``
 (``daemon.storage.statelock``; held until the end of ``shutdown``): a second daemon on the same
@@ -45,6 +48,7 @@ from daemon.assembly import RestServer, kill_timeout, new_pool, rest_server, sta
 from daemon.config import Mode, WorkerConfig
 from daemon.config.placement import SparkPlacement
 from daemon.config.plan import LaunchPlan, reread
+from daemon.config.worker import PoolStart
 from daemon.connectors.registry import (
     ConnectorRegistry,
     default_registry,
@@ -277,11 +281,18 @@ class Daemon:
         )
 
     async def _start_pool(self) -> None:
+        """Make the daemon's own pool (unless it was given one) and start it if
+        ``executor.pool.start=eager``; else it starts later (``RuntimeEnv.executors_needed``,
+        or the first write). The table formats' jars it loads from the start are checked now
+        whatever the setting: a missing one stops the daemon here, as an eager start does."""
         if self.executors is not None:
             return
         self._relay = start_relay(self.config)  # set first: shutdown closes it if the pool fails
         self._pool = new_pool(self.config, self._relay)
-        await self._pool.start()  # returns at once: the executors start in the background
+        if self.config.executor_pool_start is PoolStart.EAGER:
+            await self._pool.start()  # returns at once: the executors start in the background
+        else:
+            await self._pool.check_jars()
         self.executors = self._pool
 
     async def serve(self) -> None:

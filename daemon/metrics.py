@@ -27,7 +27,8 @@ Names (counters get ``_total`` on export):
   ``runtime/freshness.py``) ``connectd_partition_committed_offset``,
   ``connectd_partition_log_end_offset``, ``connectd_partition_commit_lag_records``,
   ``connectd_partition_last_commit_timestamp_seconds``,
-  ``connectd_partition_committed_event_timestamp_seconds``; ``connectd_executors{state}``,
+  ``connectd_partition_committed_event_timestamp_seconds``; ``connectd_executor_pool_started``
+  (0 until the pool starts: ``executor.pool.start``), ``connectd_executors{state}``,
   ``connectd_executor_rss_bytes{executor}``, ``connectd_executor_deaths_total``,
   ``connectd_executor_recycles_total``,
   ``connectd_executor_start_failures_total``, ``connectd_executor_writes_total``
@@ -372,6 +373,12 @@ class _PoolCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         status = self._pool.status()
+        yield GaugeMetricFamily(
+            "connectd_executor_pool_started",
+            "1 once the executor pool has started; 0 while nothing needed an executor yet"
+            " (executor.pool.start).",
+            value=1.0 if status.started else 0.0,
+        )
         executors = GaugeMetricFamily(
             "connectd_executors", "Executor processes by state.", labels=["state"]
         )

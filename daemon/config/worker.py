@@ -9,6 +9,7 @@ problem at once. ``Mode`` and what each mode needs are in ``daemon.config.modes`
 
 from __future__ import annotations
 
+import enum
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -57,6 +58,26 @@ TableFormats = Annotated[
     tuple[str, ...],
     BeforeValidator(_parse_formats),
     f.Expect(f"a comma-separated list of: {', '.join(TABLE_FORMATS)}"),
+]
+
+POOL_START_KEY = "executor.pool.start"
+
+
+class PoolStart(enum.StrEnum):
+    """When the executor pool starts (``executor.pool.start``); whatever this says, a write to a
+    pool not started yet starts it and waits for an executor under its own deadlines."""
+
+    #: With the daemon, as connectd always did.
+    EAGER = "eager"
+    #: At the first executor call (a write, or an offsets hook that runs a job).
+    ON_DEMAND = "on-demand"
+    #: As soon as a task of a connector class that needs executors
+    #: (``SinkConnector.needs_executors``) is set up on this worker; never without one.
+    AUTO = "auto"
+
+
+PoolStartName = Annotated[
+    PoolStart, BeforeValidator(f.choice(PoolStart)), f.Expect("eager, on-demand or auto")
 ]
 
 DEFAULT_STATE_DIR = Path("/var/lib/connectd")
@@ -400,6 +421,17 @@ class WorkerConfig(KafkaSettings, RestApiSettings):
         key="executor.pool.spares",
         group=_EXEC,
         description="Extra warm executors, so a killed one is replaced without waiting for a JVM.",
+    )
+    executor_pool_start: PoolStartName = setting(
+        PoolStart.AUTO,
+        key=POOL_START_KEY,
+        group=_EXEC,
+        description="connectd: when the executors start. eager: with the daemon. on-demand: at"
+        " the first write (it waits for a JVM start). auto: as soon as a task of a connector"
+        " whose class needs executors (the Spark sinks; any connector not marked otherwise)"
+        " starts on this worker, so its first write waits no longer than with eager; a worker"
+        " whose connectors never write (EchoSink) starts none. Whatever the choice, a write"
+        " starts a pool not started yet.",
     )
     executor_spark_master: SparkMaster = setting(
         "local[*]",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Mapping
+from typing import ClassVar
 
 from daemon.config.definitions import ConfigDef
 from daemon.connectors.protocols import ExecutorCall, SinkTaskContext
@@ -95,6 +96,14 @@ class SinkConnector(ABC):
     ``check_existing`` may block (called in a thread); ``start`` and ``stop`` are coroutines
     with a deadline.
     """
+
+    #: Whether this connector's tasks run work in executors (``run_in_executor``). Under
+    #: ``executor.pool.start=auto`` a worker starts its executors as soon as a task of such a
+    #: class is set up there, and never for classes that say False (a connector that only
+    #: logs, counts or reads). True unless a class says otherwise: a connector that cannot
+    #: tell may call an executor. A call from a class that says False still works: it starts
+    #: the executors then and waits for the first one.
+    needs_executors: ClassVar[bool] = True
 
     def __init__(self) -> None:
         self.config: dict[str, str] = {}

@@ -11,6 +11,8 @@ Shipped in the package because operators use them to check a deployment:
 - ``EchoSink``: logs a sample of the records (the first ``log.first.records`` and every
   ``log.every.records``-th), counts them; ``fail.task.after.records=N`` fails the task
   (retriable ``InjectedFailure``) once it has received N records, as Strimzi's echo sink does.
+  It calls no executor (``needs_executors = False``): a worker running only echo sinks starts
+  no JVM unless ``executor.pool.start=eager``.
 
 For connector authors: ``LocalRunner`` runs write functions in this process with
 ``spark=None`` (an ``ExecutorRunner`` for unit tests), ``sample_batch`` builds a batch.
@@ -225,6 +227,8 @@ def _read_pid(marker: Path) -> int | None:
 
 class EchoSinkConnector(SinkConnector):
     """Logs a sample of the records and counts them; can fail on purpose."""
+
+    needs_executors = False  # it writes nothing: a worker running only echo sinks starts no JVM
 
     def config_def(self) -> ConfigDef:
         return (

@@ -15,8 +15,11 @@ must not pay for asyncio and pyarrow)::
         result = await lease.result()
 
 Modules: ``pool`` (writes; holds a ``supervisor``), ``lease`` (a submitted write: acceptance
-and result), ``gates`` (one write per task id), ``supervisor`` (start, replace, reap),
-``backoff`` (start failures), ``formats`` (table formats: jars, session settings, fetching),
+and result), ``startup`` (the pool's one start: eager, in the background, or by the first
+write), ``gates`` (one write per task id), ``supervisor`` (start, replace, reap; holds an
+``archive`` keeper and the sessions' ``formats``), ``backoff`` (start failures), ``formats``
+(table formats: jars, session settings, recycling executors that lack one, fetching),
+``archive`` (keeping the class-data-sharing archive: build, rejections),
 ``launch`` (spawning), ``handle`` (one executor seen from the daemon), ``child`` (the
 executor's main loop), ``pyworker`` (PySpark's worker daemon, made mortal), ``process`` (spawn,
 /proc, kill_tree), ``protocol`` (messages), ``handoff`` (Arrow batch files), ``cds`` (JDK

@@ -11,7 +11,7 @@ sizes and modification times: the JVM checks each class-path jar's size and time
 archive's) and the flags that matter, so an upgrade or a reinstall builds a new one. Nothing
 here may fail a start: without an archive, or with one the JVM rejects (``-Xshare:auto`` falls
 back silently), executors start the slow way. Each executor tells whether its JVM mapped the
-archive (``mapped``); the pool replaces an archive the JVM rejected (``Supervisor``).
+archive (``mapped``); the pool replaces an archive the JVM rejected (``archive.ArchiveKeeper``).
 """
 
 from __future__ import annotations

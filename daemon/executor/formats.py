@@ -1,16 +1,19 @@
-"""Table formats an executor's SparkSession can load: their jars and session settings.
+"""Table formats an executor's SparkSession can load: their jars and session settings, and the
+recycling of executors whose session lacks a format the pool loads (``SessionFormats``).
 
 A format (Delta Lake, Iceberg) needs its jars on ``spark.jars`` and its SQL extensions set when
 the session starts: neither can be added to a running session. The pool loads a format into its
 executors' sessions when a write first asks for it (``ExecutorPool.submit(formats=...)``), or
-from the start (``executor.spark.formats``). The jars come from Maven Central into a local
-directory (``connectd fetch-jars``, ``make jars``); nothing is downloaded while the daemon runs.
+from the start (``executor.spark.formats``); executors started before that are replaced. The
+jars come from Maven Central into a local directory (``connectd fetch-jars``, ``make jars``);
+nothing is downloaded while the daemon runs.
 
 Versions are pinned to builds for the pinned pyspark (4.1): docs/research/table-formats.md.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import subprocess
@@ -18,9 +21,19 @@ import zipfile
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from daemon.errors import ConfigError, ConnectdError
 from daemon.executor.cds import default_cache_dir
+from daemon.executor.info import ExecutorState
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from daemon.executor.handle import ExecutorProcess
+    from daemon.executor.process import KillReport
+
+log = logging.getLogger("connectd.executor")
 
 #: Settings whose values are comma-separated lists: a format's entries join the operator's.
 LIST_KEYS = ("spark.jars", "spark.sql.extensions")
@@ -190,6 +203,65 @@ def session_conf(
         if values:
             conf[key] = ",".join(dict.fromkeys(values))
     return conf
+
+
+# -- loading into a running pool (``ExecutorPool.submit(formats=...)``) ----------------------
+
+
+class FormatsOwner(Protocol):
+    """What ``SessionFormats`` needs of the supervisor that holds it (on the event loop)."""
+
+    def live(self) -> Iterable[ExecutorProcess]:
+        """Its executors not being killed."""
+
+    def recycle(
+        self, ex: ExecutorProcess, reason: str, *, when: str | None = None
+    ) -> asyncio.Task[KillReport]:
+        """Replace ``ex`` (killed and reaped; counted and recorded as a recycle)."""
+
+
+class SessionFormats:
+    """The table formats every executor leased from now on has loaded (only grows: ``wanted``),
+    and the replacement of the executors whose session lacks one of them: idle and starting
+    ones at once, busy ones when their write ends. No executor lacking one is leased again.
+
+    The supervisor spawns executors with ``wanted`` and asks ``lacks`` before it leases an
+    executor, when one becomes ready and when one finishes a write."""
+
+    def __init__(self, initial: frozenset[str], owner: FormatsOwner) -> None:
+        self.wanted = initial
+        self._owner = owner
+
+    def load(self, names: frozenset[str]) -> None:
+        """Make ``names`` part of every session from now on (see the class docstring)."""
+        new = names - self.wanted
+        if not new:
+            return
+        self.wanted = self.wanted | new
+        live = [ex for ex in self._owner.live() if self.lacks(ex)]
+        now = [ex for ex in live if ex.state in (ExecutorState.IDLE, ExecutorState.STARTING)]
+        later = sum(1 for ex in live if ex.state is ExecutorState.BUSY)
+        log.info(
+            "executor pool: loading table format %s (sessions now load: %s); %d executor(s)"
+            " recycled now, %d when their write ends",
+            ", ".join(sorted(new)),
+            ", ".join(sorted(self.wanted)),
+            len(now),
+            later,
+        )
+        for ex in now:
+            self.replace(ex)
+
+    def lacks(self, ex: ExecutorProcess) -> bool:
+        """``ex``'s session lacks a format the pool loads now."""
+        return not self.wanted <= ex.formats
+
+    def replace(self, ex: ExecutorProcess) -> None:
+        """Recycle ``ex``, whose session lacks a format (its write, if any, has ended)."""
+        missing = ", ".join(sorted(self.wanted - ex.formats))
+        self._owner.recycle(
+            ex, f"its session lacks table format {missing}", when="to load table formats"
+        )
 
 
 # -- fetching (``connectd fetch-jars``, ``make jars``) ---------------------------------------

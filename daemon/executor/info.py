@@ -60,6 +60,8 @@ class PoolStatus:
 
     size: int
     spares: int
+    #: False until the pool starts (``executor.pool.start``): no executor exists or starts yet.
+    started: bool
     closed: bool
     starting: int
     idle: int

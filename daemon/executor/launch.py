@@ -26,8 +26,6 @@ class Launcher:
         self.cds: cds.CdsPlan | None = None
         #: No archive is used or built (disabled, no Spark, or one broke an executor's start).
         self.cds_off = not settings.cds or not settings.with_spark
-        #: The table formats executors spawned from now on load (only grows: ``Supervisor``).
-        self.formats: frozenset[str] = settings.formats
         self._env: dict[str, str] = {}
         self._output_fd: int | None = None
 
@@ -61,8 +59,11 @@ class Launcher:
         on_message: Callable[[ExecutorProcess, protocol.Message], None],
         on_exit: Callable[[ExecutorProcess], None],
         archive_out: Path | None = None,
+        *,
+        formats: frozenset[str] = frozenset(),
     ) -> ExecutorProcess:
-        """Spawn an executor, or with ``archive_out`` the archive builder (``ident`` 0)."""
+        """Spawn an executor whose session loads the table formats ``formats``, or with
+        ``archive_out`` the archive builder (``ident`` 0)."""
         java, uses_cds = "", False
         if self.cds is not None and not self.cds_off:
             if archive_out is not None:
@@ -72,7 +73,7 @@ class Launcher:
                 uses_cds = bool(java)
         work_dir = self.work.path / (f"executor-{ident}" if ident else "cds-builder")
         # The archive builder loads no format on demand: the archive does not depend on them.
-        loaded = self.formats if archive_out is None else frozenset()
+        loaded = formats if archive_out is None else frozenset()
         return ExecutorProcess.spawn(
             ident,
             start_message(

@@ -1,14 +1,18 @@
 """The executor pool: leases executors to writes, kills a write's whole process tree at its
 deadline, and keeps ``size + spares`` warm executors alive (through the ``Supervisor`` it
 holds). ``submit`` hands a write over and returns its ``WriteLease`` (which executor accepted
-it, when, how it ended); ``run`` awaits one.
+it, when, how it ended); ``run`` awaits one. ``start`` starts the executors; a write submitted
+to a pool not started yet starts it (``executor.pool.start``: a daemon whose connectors never
+write starts no JVM).
 
 Guarantees:
 
-* A write's deadline starts when its executor acknowledges the work. Past it, the executor's
-  tree is SIGKILLed, reaped and confirmed gone through /proc before ``run`` raises
-  ``WriteTimeout``; a cancelled ``run`` does the same before it re-raises. A replacement is
-  started only after the reap, so the pool never has more than ``size + spares`` executors.
+* A write's deadline starts when its executor acknowledges the work; the wait for a free
+  executor before that (and for the pool's start, if the write started it) is bounded by its
+  acquire timeout. Past the deadline, the executor's tree is SIGKILLed, reaped and confirmed
+  gone through /proc before ``run`` raises ``WriteTimeout``; a cancelled ``run`` does the same
+  before it re-raises. A replacement is started only after the reap, so the pool never has
+  more than ``size + spares`` executors.
 * A task id is not leased again until its previous write's executor has been reaped: two
   incarnations of one task never write at the same time.
 * Nothing here blocks the event loop: file writes, kills and /proc scans run in the pool's
@@ -43,6 +47,7 @@ from daemon.executor.lease import WriteLease, WriteSignals
 from daemon.executor.process import KillReport
 from daemon.executor.protocol import WriteFunction, function_ref
 from daemon.executor.settings import PoolSettings
+from daemon.executor.startup import Startup
 from daemon.executor.supervisor import Supervisor
 
 if TYPE_CHECKING:
@@ -71,7 +76,8 @@ class ExecutorPool:
     back pickled: keep it small.
 
     The pool holds a ``Supervisor`` (the processes: start, replace, back off, reap) and keeps
-    the writes: which executor each holds, one write per task id at a time, deadlines.
+    the writes: which executor each holds, one write per task id at a time, deadlines. It is
+    bound to the event loop it starts on (``start``, ``start_soon`` or the first ``submit``).
     """
 
     def __init__(self, settings: PoolSettings | None = None) -> None:
@@ -84,6 +90,7 @@ class ExecutorPool:
         self._seq = itertools.count(1)
         self._writes_done = 0
         self._closing: asyncio.Task[None] | None = None
+        self._startup = Startup(self._sup)
 
     async def __aenter__(self) -> ExecutorPool:
         await self.start()
@@ -95,8 +102,25 @@ class ExecutorPool:
     # -- public API -------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start the executors in the background and return at once (they need seconds)."""
-        await self._sup.start()
+        """Start the executors in the background and return once the pool takes writes (its
+        scratch directories made, in a thread); the executors need seconds more."""
+        await asyncio.shield(self._startup.task())
+
+    async def check_jars(self) -> None:
+        """What ``start`` checks first, without starting anything: the jars of the table formats
+        every session loads (``settings.formats``; ``formats.JarsMissing``). In a thread."""
+        await asyncio.to_thread(
+            table_formats.require_jars, self.settings.formats, self.settings.jars_dir
+        )
+
+    def start_soon(self) -> None:
+        """``start`` in the background, from the event loop (``startup.Startup.begin``)."""
+        self._startup.begin()
+
+    @property
+    def started(self) -> bool:
+        """The pool has started (its executors exist or are being started)."""
+        return self._sup.started
 
     async def wait_ready(self, n: int = 1, timeout: float | None = None) -> None:
         """Wait until ``n`` executors are ready (idle or busy). For tests and benchmarks."""
@@ -105,7 +129,7 @@ class ExecutorPool:
     async def build_archive(self) -> Path | None:
         """Build the class-data-sharing archive now if it is missing (waits for the build);
         the archive's path, or None when there is none (no JDK found, disabled, failed)."""
-        return await self._sup.build_archive()
+        return await self._sup.archive.build_now()
 
     def submit(
         self,
@@ -127,20 +151,26 @@ class ExecutorPool:
         ``ExecutorDied``, ``WriteFailed`` (``fn`` raised; the executor is reused, or replaced
         when the failure may leave state behind: ``protocol.Failed.recycle``) or ``PoolClosed``;
         this call itself raises ``PoolClosed`` when the pool takes no writes and ``TypeError``
-        when the arguments cannot be sent.
+        when the arguments cannot be sent. A pool not started yet starts now
+        (``startup.Startup``); the write waits for it within ``acquire_timeout`` as it then waits
+        for a free executor.
 
         ``formats``: table formats (``formats.FORMATS``) the write's session needs. One the pool
         has not loaded yet is loaded from now on (``formats``); the write waits for an executor
         that has it like for any free one. This call raises ``ConfigError`` for an unknown
         name and ``formats.JarsMissing`` (not retriable) when the format's jars are missing.
         """
-        if not self._sup.started or self._sup.closed:
-            raise PoolClosed("the executor pool is not running; no writes are taken")
+        if self._sup.closed:
+            raise PoolClosed("the executor pool is closed; no writes are taken")
+        if not self._sup.started and not self._sup.replacing:
+            # The daemon is shutting down: a JVM started now would only be killed.
+            raise PoolClosed("the executor pool is shutting down and was never started")
         wanted = table_formats.check_names(formats)
-        if not wanted <= self._sup.formats:
+        loaded = self._sup.formats.wanted
+        if not wanted <= loaded:
             # A few stat calls, once per format and pool (none once the format is loaded).
-            table_formats.require_jars(wanted - self._sup.formats, self.settings.jars_dir)
-            self._sup.load_formats(wanted)
+            table_formats.require_jars(wanted - loaded, self.settings.jars_dir)
+            self._sup.formats.load(wanted)
         ref = function_ref(fn)
         args = dict(kwargs or {})
         try:
@@ -148,7 +178,11 @@ class ExecutorPool:
         except protocol.FrameError as exc:
             raise TypeError(f"write arguments for task {task_id}: {exc}") from exc
         wait = self.settings.acquire_timeout if acquire_timeout is None else acquire_timeout
-        lease = WriteLease(task_id, self._sup.running_loop())
+        if self._sup.started:
+            lease = WriteLease(task_id, self._sup.running_loop())
+        else:
+            self._startup.task()  # the first write starts the pool and waits in ``_write``
+            lease = WriteLease(task_id, asyncio.get_running_loop())
         lease.start(self._write(_Write(lease), ref, batch, args, timeout, wait))
         return lease
 
@@ -188,7 +222,7 @@ class ExecutorPool:
     def formats(self) -> frozenset[str]:
         """The table formats the pool's sessions load: ``settings.formats`` and every format a
         write asked for (only grows while the pool runs)."""
-        return self._sup.formats
+        return self._sup.formats.wanted
 
     def snapshot(self) -> list[ExecutorInfo]:
         """Every executor the pool has (including ones being killed), by id."""
@@ -218,7 +252,9 @@ class ExecutorPool:
         kill every executor's tree. When this returns, no process of the pool exists."""
         if not self._sup.started:
             self._sup.closed = True
-            return
+            await self._startup.settled()
+            if not self._sup.started:
+                return
         if self._closing is None:
             self._closing = self._sup.running_loop().create_task(self._close(graceful_timeout))
         await asyncio.shield(self._closing)
@@ -234,12 +270,14 @@ class ExecutorPool:
         timeout: float,
         wait: float,
     ) -> Any:
-        loop = self._sup.running_loop()
+        loop = asyncio.get_running_loop()
         task_id = write.lease.task_id
         deadline = loop.time() + wait
         await self._gates.enter(task_id, deadline)
         path: Path | None = None
         try:
+            if not self._sup.started:
+                await self._startup.wait(deadline, task_id)
             if batch is not None:
                 path = self._sup.handoff.new_path(task_id, ".arrow")
                 try:

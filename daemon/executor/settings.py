@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from daemon.errors import ConfigError
@@ -135,33 +135,3 @@ class PoolSettings:
         """The SparkSession settings with ``formats`` and ``extra_formats`` loaded."""
         names = self.formats | table_formats.check_names(extra_formats)
         return table_formats.session_conf(self.base_conf(), names, self.jars_dir)
-
-    @classmethod
-    def from_properties(cls, props: Mapping[str, str], **overrides: object) -> PoolSettings:
-        """Read ``executor.*`` worker-config keys: ``executor.pool.size``,
-        ``executor.pool.spares``, ``executor.spark.master``, ``executor.spark.conf.<key>``
-        (e.g. ``executor.spark.conf.spark.driver.memory=2g``), ``executor.spark.formats``
-        (comma-separated) and ``executor.jars.dir``."""
-        base = cls()
-        conf = {
-            k.removeprefix("executor.spark.conf."): v
-            for k, v in props.items()
-            if k.startswith("executor.spark.conf.")
-        }
-        try:
-            size = int(props.get("executor.pool.size", base.size))
-            spares = int(props.get("executor.pool.spares", base.spares))
-        except ValueError as exc:
-            raise ConfigError(f"executor.pool.size / executor.pool.spares: {exc}") from exc
-        settings = replace(
-            base,
-            size=size,
-            spares=spares,
-            spark_master=props.get("executor.spark.master", base.spark_master),
-            spark_conf=conf,
-            formats=frozenset(
-                n.strip() for n in props.get("executor.spark.formats", "").split(",") if n.strip()
-            ),
-            jars_dir=Path(props["executor.jars.dir"]) if props.get("executor.jars.dir") else None,
-        )
-        return replace(settings, **overrides) if overrides else settings  # type: ignore[arg-type]

@@ -1,7 +1,11 @@
 """Keeping executors alive: start, replace with backoff, watch heartbeats, kill and reap.
 
 ``Supervisor`` deals with processes; the ``ExecutorPool`` that holds it deals with writes and
-hears from it through the narrow ``PoolOwner`` protocol. Invariants kept here:
+hears from it through the narrow ``PoolOwner`` protocol. The supervisor holds two parts of its
+own, each with its own state and a narrow protocol of what it reads back: ``ArchiveKeeper``
+(``archive.py``: the class-data-sharing archive, built, replaced, given up) and
+``SessionFormats`` (``formats.py``: the table formats sessions load, and the recycling of
+executors that lack one). Invariants kept here:
 
 * at most ``size + spares`` executors exist at once, counting the ones being killed: a
   replacement is spawned only after its predecessor's tree is reaped;
@@ -23,15 +27,16 @@ import logging
 import os
 import time
 from collections import deque
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from daemon.errors import ExecutorDied, ExecutorError, ExecutorStartFailed, PoolClosed
-from daemon.executor import cds, launch, process, protocol
+from daemon.executor import launch, process, protocol
+from daemon.executor.archive import ArchiveKeeper
 from daemon.executor.backoff import StartBackoff
+from daemon.executor.formats import SessionFormats
 from daemon.executor.handle import ExecutorProcess
 from daemon.executor.info import ExecutorInfo, ExecutorState, PoolEvents, PoolStatus
 from daemon.executor.process import KillReport
@@ -73,7 +78,7 @@ class Supervisor:
         #: start takes longer than the shutdown's graceful wait; it would only be killed).
         self.replacing = True
         self._changed = asyncio.Event()
-        self._background: set[asyncio.Task[object]] = set()
+        self._monitoring: asyncio.Task[None] | None = None
         self._backoff = StartBackoff(settings.backoff_initial, settings.backoff_max)
         self._order = StartOrder(
             settings.size, settings.spares, settings.spare_quiet, settings.spare_wait_max
@@ -84,9 +89,10 @@ class Supervisor:
         self._kills = self._deaths = self._recycles = 0
         self._launcher = launch.Launcher(settings)
         self.handoff = self._launcher.handoff
-        self._builder: ExecutorProcess | None = None
-        self._build_requested = False
-        self._rejections = cds.Rejections()
+        #: The class-data-sharing archive its executors start from (``archive.py``).
+        self.archive = ArchiveKeeper(settings, self._launcher, self._threads, owner=self)
+        #: The table formats their sessions load (``formats.py``).
+        self.formats = SessionFormats(settings.formats, owner=self)
         #: Leases (recorded by the pool) and reaps, in order, with monotonic times.
         self.events = PoolEvents()
 
@@ -105,29 +111,26 @@ class Supervisor:
                 "`if __name__ == '__main__':`"
             )
         self._loop = asyncio.get_running_loop()
-        self._changed = asyncio.Event()
         if not process.is_subreaper():
             log.warning(
                 "connectd is not a child subreaper: orphans of killed executors go to PID 1;"
                 " call daemon.executor.become_subreaper() at start"
             )
         await self._loop.run_in_executor(self._threads, self._launcher.prepare)
-        if self.closed:  # closed while the directories were being prepared
+        if self.closed:  # closed while the directories were being prepared: none is left
+            await self._loop.run_in_executor(self._threads, self._launcher.close)
+            self._threads.shutdown(wait=False)
+            self.io_threads.shutdown(wait=False)
             return
         self._launcher.open()
         self.started = True
         self._fill()
-        self._spawn_task(self._monitor())
+        self._monitoring = self._loop.create_task(self._monitor())
 
     def running_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
             raise RuntimeError("the executor pool was not started")
         return self._loop
-
-    def _spawn_task(self, coro: Coroutine[Any, Any, object]) -> None:
-        task: asyncio.Task[object] = self.running_loop().create_task(coro)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
 
     def _fill(self) -> None:
         """Spawn executors until ``size + spares`` exist, unless backing off or shutting down,
@@ -155,7 +158,9 @@ class Supervisor:
         for _ in range(missing):
             ident = next(self._ids)
             try:
-                ex = self._launcher.spawn(ident, self._on_message, self._on_exit)
+                ex = self._launcher.spawn(
+                    ident, self._on_message, self._on_exit, formats=self.formats.wanted
+                )
             except OSError as exc:
                 self._start_failed(f"could not spawn an executor: {exc}")
                 self._fill()
@@ -183,8 +188,8 @@ class Supervisor:
         while self._idle:
             ex = self._idle.popleft()
             if ex.state is ExecutorState.IDLE and not ex.terminating:
-                if self._outdated(ex):  # not expected: they are recycled when formats grow
-                    self._recycle_outdated(ex)
+                if self.formats.lacks(ex):  # not expected: they are recycled when formats grow
+                    self.formats.replace(ex)
                     continue
                 ex.state = ExecutorState.BUSY
                 return ex
@@ -196,8 +201,8 @@ class Supervisor:
             ex.state = ExecutorState.IDLE
             ex.last_heartbeat = time.monotonic()
             self._last_write_end = self.running_loop().time()
-            if self._outdated(ex):
-                self._recycle_outdated(ex)  # its write ended: now it can go
+            if self.formats.lacks(ex):
+                self.formats.replace(ex)  # its write ended: now it can go
             elif not self.closed:
                 self._idle.appendleft(ex)  # hot: the next write takes it first
             self._fill()  # a spare put off while writes ran may start once they pause
@@ -208,50 +213,9 @@ class Supervisor:
         idle = [ex for ex in self._idle if ex.state is ExecutorState.IDLE and not ex.terminating]
         return [self.recycle(ex, reason) for ex in idle]
 
-    # -- table formats (``formats.py``) ---------------------------------------------------
-
-    @property
-    def formats(self) -> frozenset[str]:
-        """The table formats every executor leased from now on has loaded (only grows)."""
-        return self._launcher.formats
-
-    def load_formats(self, names: frozenset[str]) -> None:
-        """Make ``names`` part of every session from now on: executors started from now on
-        load them; idle and starting ones without them are recycled at once, busy ones when
-        their write ends. No executor lacking one is leased again."""
-        new = names - self._launcher.formats
-        if not new:
-            return
-        self._launcher.formats = self._launcher.formats | new
-        now = [
-            ex
-            for ex in self._executors.values()
-            if not ex.terminating
-            and ex.state in (ExecutorState.IDLE, ExecutorState.STARTING)
-            and self._outdated(ex)
-        ]
-        later = sum(
-            1
-            for ex in self._executors.values()
-            if not ex.terminating and ex.state is ExecutorState.BUSY and self._outdated(ex)
-        )
-        log.info(
-            "executor pool: loading table format %s (sessions now load: %s); %d executor(s)"
-            " recycled now, %d when their write ends",
-            ", ".join(sorted(new)),
-            ", ".join(sorted(self._launcher.formats)),
-            len(now),
-            later,
-        )
-        for ex in now:
-            self._recycle_outdated(ex)
-
-    def _outdated(self, ex: ExecutorProcess) -> bool:
-        return not self._launcher.formats <= ex.formats
-
-    def _recycle_outdated(self, ex: ExecutorProcess) -> None:
-        missing = ", ".join(sorted(self._launcher.formats - ex.formats))
-        self.recycle(ex, f"its session lacks table format {missing}", when="to load table formats")
+    def live(self) -> Iterator[ExecutorProcess]:
+        """Executors not being killed (``SessionFormats``' view of the pool)."""
+        return (ex for ex in self._executors.values() if not ex.terminating)
 
     def any_busy(self) -> bool:
         return any(e.state is ExecutorState.BUSY for e in self._executors.values())
@@ -297,52 +261,28 @@ class Supervisor:
             failure_streak=self._backoff.streak,
             backoff_seconds=self._backoff.remaining(loop_time),
             problem=self._problem,
-            cds_archive=self._archive_in_use(),
+            cds_archive=self.archive.in_use(),
+            started=self.started,
         )
-
-    def _archive_in_use(self) -> str | None:
-        """The archive new executors are given, if any."""
-        plan = self._launcher.cds
-        if plan is None or self._launcher.cds_off or not plan.ready():
-            return None
-        return str(plan.archive)
 
     def pids(self) -> list[int]:
         """Every process owned now: executors (including those being killed) and the archive
         builder; their JVMs and workers are their descendants."""
-        owned = [ex.pid for ex in self._executors.values()]
-        if self._builder is not None and not self._builder.exited:
-            owned.append(self._builder.pid)
-        return owned
-
-    async def build_archive(self) -> Path | None:
-        """Build the class-data-sharing archive now if it is missing (waits for the build);
-        the archive's path, or None when there is none (no JDK found, disabled, failed)."""
-        plan = self._launcher.cds
-        if plan is None or self._launcher.cds_off:
-            return None
-        if not plan.auto:
-            await self._build_archive(plan)
-        return plan.archive if plan.ready() else None
+        return [ex.pid for ex in self._executors.values()] + self.archive.pids()
 
     # -- events from executors --------------------------------------------------------------
 
     def _on_message(self, ex: ExecutorProcess, msg: protocol.Message) -> None:
-        if ex is self._builder:
-            return
         if isinstance(msg, protocol.Ready) and ex.state is ExecutorState.STARTING:
             ex.startup_seconds = time.monotonic() - ex.started_mono  # spawn → ready
             ex.java_pid = msg.java_pid
             ex.state = ExecutorState.IDLE
             self._backoff.succeeded()
             self._problem = None
-            if ex.uses_cds and msg.archive_mapped is False:
-                self._on_archive_rejected(ex)
-            if self._launcher.cds is not None and not ex.uses_cds:
-                self._maybe_build_archive()
+            self.archive.executor_ready(ex, msg.archive_mapped)
             log.info("executor %d ready in %.1f s", ex.ident, ex.startup_seconds)
-            if self._outdated(ex):  # not expected: starting ones are recycled when formats grow
-                self._recycle_outdated(ex)
+            if self.formats.lacks(ex):  # not expected: starting ones are recycled when formats grow
+                self.formats.replace(ex)
             else:
                 self._idle.append(ex)
                 self.owner.executor_ready(ex)  # a waiting write takes it before others spawn
@@ -356,15 +296,10 @@ class Supervisor:
 
     def _on_exit(self, ex: ExecutorProcess) -> None:
         """The executor ended without the pool killing it."""
-        if ex is self._builder:
-            return
         how = ex.exit_description()
         if ex.state is ExecutorState.STARTING:
             self._start_failed(f"executor pid {ex.pid} exited during start-up ({how}): {ex.reason}")
-            if self._launcher.cds is not None and ex.uses_cds:
-                self._launcher.cds_off = (
-                    True  # never let a bad archive keep executors from starting
-                )
+            self.archive.start_failed(ex)
         else:
             self._deaths += 1
             if ex.state is ExecutorState.IDLE:
@@ -470,6 +405,10 @@ class Supervisor:
         self._changed.clear()
         await self._changed.wait()
 
+    def all_ready(self) -> bool:
+        """Every executor the pool keeps is ready (``ArchiveKeeper`` builds only then)."""
+        return self._ready_count() >= self.settings.target
+
     def _ready_count(self) -> int:
         return sum(
             1
@@ -483,64 +422,6 @@ class Supervisor:
             for ex in self._executors.values()
             if ex.state is ExecutorState.STARTING and not ex.terminating
         )
-
-    # -- class-data-sharing archive ---------------------------------------------------------
-
-    def _on_archive_rejected(self, ex: ExecutorProcess) -> None:
-        """``ex``'s JVM was given the archive and started without it: ``cds.Rejections``."""
-        ex.uses_cds = False
-        plan = self._launcher.cds
-        if plan is None or self._launcher.cds_off or plan.auto:
-            return  # JDK 19+: the JVM writes a new archive itself at its exit
-        action = self._rejections.rejected(ex.started_mono, self.settings.cds_build)
-        if action == cds.Rejections.REPLACE:
-            log.warning(
-                "executor %d's JVM rejected the class-data-sharing archive %s (built for other"
-                " jars or another JDK?) and started without it; replacing the archive",
-                ex.ident,
-                plan.archive,
-            )
-            self._build_requested = False  # ``_maybe_build_archive`` builds the replacement
-        elif action == cds.Rejections.GIVE_UP:
-            self._launcher.cds_off = True
-            log.warning(
-                "executor %d's JVM rejected the %sclass-data-sharing archive %s; executors start"
-                " without an archive from now on",
-                ex.ident,
-                "rebuilt " if self._rejections.replaced_at is not None else "",
-                plan.archive,
-            )
-
-    def _maybe_build_archive(self) -> None:
-        plan = self._launcher.cds
-        if plan is None or plan.auto or not self.settings.cds_build:
-            return
-        if self._build_requested or self.closed:
-            return
-        if self._ready_count() < self.settings.target:
-            return  # build once the pool is warm, not while executors compete for the CPU
-        self._build_requested = True
-        self._spawn_task(self._build_archive(plan))
-
-    async def _build_archive(self, plan: cds.CdsPlan) -> None:
-        if self._rejections.pending:
-            await self.running_loop().run_in_executor(self._threads, plan.discard)
-
-        def start_builder(output: Path, exited: asyncio.Event) -> ExecutorProcess:
-            self._builder = self._launcher.spawn(
-                0, lambda ex, msg: None, lambda ex: exited.set(), output
-            )
-            return self._builder
-
-        built = await cds.build(
-            plan,
-            start_builder,
-            threads=self._threads,
-            timeout=self.settings.cds_build_timeout,
-            kill_timeout=self.settings.kill_timeout,
-        )
-        if built:
-            self._rejections.built(time.monotonic())
 
     # -- shutdown ---------------------------------------------------------------------------
 
@@ -562,11 +443,11 @@ class Supervisor:
                 ex.reason = "pool closed"
                 log.info("stopping executor %d (pid %d): the pool is closing", ex.ident, ex.pid)
                 kills.append(self.retire(ex))
-        if self._builder is not None:
-            kills.append(self._builder.terminate(self._threads, self.settings.kill_timeout))
-        for task in list(self._background):
-            task.cancel()
-        await asyncio.gather(*kills, *self._background, return_exceptions=True)
+        ending: list[Awaitable[object]] = [*kills, self.archive.stop()]
+        if self._monitoring is not None:
+            self._monitoring.cancel()
+            ending.append(self._monitoring)
+        await asyncio.gather(*ending, return_exceptions=True)
         loop = self.running_loop()
         await loop.run_in_executor(self._threads, self._launcher.close)
         self._threads.shutdown(wait=False)

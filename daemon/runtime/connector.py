@@ -128,6 +128,8 @@ class ConnectorRuntime:
             cls = type(self.instance)
         elif not self.runs_instance:  # distributed: the class named by the config log's config
             cls = env.registry.resolve(self.config["connector.class"])
+        if cls is not None and cls.needs_executors:
+            env.executors_needed()  # executor.pool.start=auto: they start with the first such task
 
         # The task's freshness outlives its incarnations; each reports through the recorder.
         freshness = Freshness()

@@ -2,7 +2,8 @@
 
 Built once per daemon from the worker configuration (``RuntimeEnv.of_worker``) and handed to
 the ``Worker``; each connector runtime, task slot and incarnation reads its parts from it and
-holds none of them.
+holds none of them. ``executors_needed`` is where ``executor.pool.start=auto`` acts: a task of a
+connector class that needs executors starts them.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from daemon.config import Providers, WorkerConfig
+from daemon.config.worker import PoolStart
 from daemon.connectors.api import ConnectorRegistry, default_registry
 from daemon.kafka.outages import BrokerOutageFilter
 from daemon.runtime.executors import Executors
@@ -38,6 +40,15 @@ class RuntimeEnv:
     clock: Clock = REAL_CLOCK
     #: The daemon's broker-outage filter: each task's consumer lets it watch its client.
     outages: BrokerOutageFilter | None = None
+
+    def executors_needed(self) -> None:
+        """A task of a connector class that needs executors (``SinkConnector.needs_executors``)
+        is being set up on this worker: under ``executor.pool.start=auto`` the executors start
+        now, in the background, so its first write waits no longer than after an eager start.
+        (``eager``: they started with the daemon; ``on-demand``: the first write starts them.)
+        Returns at once; called for every such task."""
+        if self.worker.executor_pool_start is PoolStart.AUTO:
+            self.executors.start_soon()
 
     @classmethod
     def of_worker(

@@ -1,18 +1,20 @@
 """The runtime's view of the executor pool, and the per-incarnation binding a task writes through.
 
 ``Executors`` is the part of ``daemon.executor.ExecutorPool`` the runtime uses, so a daemon can
-run on a pool it owns or on one it is given (tests share one warm pool between daemons).
+run on a pool it owns or on one it is given (tests share one warm pool between daemons). The
+runtime has one call signature for a write: ``submit``, which returns the write's
+``WriteLease`` (``daemon.executor.lease``); whatever stands in for a pool implements it.
 
 ``ExecutorBinding`` is the ``ExecutorRunner`` of one task incarnation: it names the task id to
 the pool (so the pool never leases two executors to one task id at once), applies the worker's
 ``task.write.timeout.ms`` when a sink passes no deadline, and refuses new writes once the
-incarnation is being killed: a zombie cannot start a write. Each write is submitted as a
-``WriteLease`` (``daemon.executor.lease``), which says which executor accepted it and whether the
-pool killed that executor. With ``metrics``, every successful call records its rows and duration
-(``record_written``) and every executor the pool killed under this binding is counted:
-``write deadline`` (``WriteTimeout``) and ``write cancelled`` (a write cancelled while an
-executor held it, e.g. by a callback deadline). A kill by the stop sequence (the binding is
-closed first) is counted by the slot as ``task stop``, not here.
+incarnation is being killed: a zombie cannot start a write. Each write's lease says which
+executor accepted it and whether the pool killed that executor. With ``metrics``, every
+successful call records its rows and duration (``record_written``) and every executor the pool
+killed under this binding is counted: ``write deadline`` (``WriteTimeout``) and ``write
+cancelled`` (a write cancelled while an executor held it, e.g. by a callback deadline). A kill
+by the stop sequence (the binding is closed first) is counted by the slot as ``task stop``, not
+here.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Collection, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from daemon.errors import PoolClosed, WriteTimeout
 from daemon.executor.info import ExecutorState
@@ -34,32 +36,7 @@ if TYPE_CHECKING:
 
 class Executors(Protocol):
     """What the runtime needs of an executor pool (``ExecutorPool`` fits, and so does the test
-    suite's ``ThreadedPool``). Cancelling ``run`` kills the write's executor tree and returns
-    only after it is reaped. ``formats`` (table formats the write's session needs) is passed
-    only when not empty, so a pool without table formats (a test double) still fits."""
-
-    async def run(
-        self,
-        task_id: str,
-        fn: str,
-        batch: pa.Table | None = None,
-        *,
-        timeout: float,
-        kwargs: Mapping[str, Any] | None = None,
-        acquire_timeout: float | None = None,
-        formats: Collection[str] = (),
-    ) -> Any: ...
-
-    def current_pid(self, task_id: str) -> int | None: ...
-
-    def snapshot(self) -> list[ExecutorInfo]: ...
-
-    def status(self) -> PoolStatus: ...
-
-
-@runtime_checkable
-class LeasingExecutors(Executors, Protocol):
-    """A pool that hands a write over as a ``WriteLease`` (``ExecutorPool.submit``)."""
+    suite's ``ThreadedPool``)."""
 
     def submit(
         self,
@@ -71,54 +48,25 @@ class LeasingExecutors(Executors, Protocol):
         kwargs: Mapping[str, Any] | None = None,
         acquire_timeout: float | None = None,
         formats: Collection[str] = (),
-    ) -> WriteLease: ...
+    ) -> WriteLease:
+        """Hand ``fn(spark, batch, **kwargs)`` over for ``task_id`` in a session with the table
+        formats ``formats`` loaded; ``timeout`` counts from the executor's acknowledgement.
+        Cancelling the await of the lease's ``result()`` kills the write's executor tree and
+        re-raises only once it is reaped; ``killed`` then says whether an executor held it.
+        A pool that has not started starts now; the write waits for it within its acquire
+        timeout."""
+        ...
 
+    def start_soon(self) -> None:
+        """Start the executors in the background unless they started (``RuntimeEnv``'s
+        ``executors_needed``); returns at once and never raises."""
+        ...
 
-def submit(
-    executors: Executors,
-    task_id: str,
-    fn: str,
-    batch: pa.Table | None,
-    *,
-    timeout: float,
-    kwargs: Mapping[str, Any],
-    formats: Collection[str] = (),
-) -> WriteLease:
-    """``executors.submit(...)``; a pool with only ``run`` (a test double) gets its call wrapped
-    in a lease whose ``killed`` says whether an executor held the write when it was cancelled."""
-    if isinstance(executors, LeasingExecutors):
-        if formats:
-            return executors.submit(
-                task_id, fn, batch, timeout=timeout, kwargs=kwargs, formats=formats
-            )
-        return executors.submit(task_id, fn, batch, timeout=timeout, kwargs=kwargs)
-    lease = WriteLease(task_id, asyncio.get_running_loop())
-    lease.start(_run_only(executors, lease, fn, batch, timeout, kwargs, formats))
-    return lease
+    def current_pid(self, task_id: str) -> int | None: ...
 
+    def snapshot(self) -> list[ExecutorInfo]: ...
 
-async def _run_only(
-    executors: Executors,
-    lease: WriteLease,
-    fn: str,
-    batch: pa.Table | None,
-    timeout: float,
-    kwargs: Mapping[str, Any],
-    formats: Collection[str] = (),
-) -> Any:
-    extra: dict[str, Any] = {"formats": formats} if formats else {}
-    call = asyncio.ensure_future(
-        executors.run(lease.task_id, fn, batch, timeout=timeout, kwargs=kwargs, **extra)
-    )
-    try:
-        return await asyncio.shield(call)
-    except asyncio.CancelledError:
-        # Asked before the call is cancelled: the pool's clean-up forgets the executor.
-        lease.killed = executors.current_pid(lease.task_id) is not None
-        call.cancel()
-        call.add_done_callback(lambda f: f.cancelled() or f.exception())
-        await asyncio.wait([call])
-        raise
+    def status(self) -> PoolStatus: ...
 
 
 class WriteMetrics(Protocol):
@@ -172,14 +120,8 @@ class ExecutorBinding:
             raise PoolClosed(f"task {self.task_id}: no more writes ({self._closed})")
         deadline = timeout if timeout > 0 else self.default_timeout
         began = time.monotonic()
-        lease = submit(
-            self.executors,
-            self.task_id,
-            fn,
-            batch,
-            timeout=deadline,
-            kwargs=kwargs,
-            formats=formats,
+        lease = self.executors.submit(
+            self.task_id, fn, batch, timeout=deadline, kwargs=kwargs, formats=formats
         )
         try:
             result = await lease.result()

@@ -62,7 +62,9 @@ NO_LEADER = (
 READY_PATHS = ("/health", "/connectors")
 
 # Small group timeouts so that a test sees a rebalance in seconds, and a small pool: every
-# executor is a JVM, and the machine runs several workers at once.
+# executor is a JVM, and the machine runs several workers at once. A worker starts its pool only
+# once a task that writes through it runs there (executor.pool.start=auto, the default): a
+# cluster of echo sinks starts none.
 CLUSTER_DEFAULTS = {
     "session.timeout.ms": "6000",
     "heartbeat.interval.ms": "1000",

@@ -2,7 +2,10 @@
 subprocess (``python -m daemon standalone ...``), each cleaned up at teardown, whatever happened.
 
 - ``worker_properties(bootstrap, state_dir, **overrides)``: a small worker (1 executor + 1 spare,
-  ``local[2]``, no Spark UI, 512 MB driver, REST on a free port) as a ``{key: value}`` map.
+  ``local[2]``, no Spark UI, 512 MB driver, REST on a free port) as a ``{key: value}`` map. Its
+  executors start as the daemon's default says (``executor.pool.start=auto``): only once a task
+  of a connector that writes through them runs, so a daemon of echo sinks starts no JVM; a test
+  that needs them anyway says ``executor_pool_start="eager"``.
 - ``make_plan(properties, connectors=())``: a standalone ``LaunchPlan`` from maps.
 - ``run_daemon`` (fixture, async factory): ``d = await run_daemon(props, connectors=[...],
   executors=pool)`` starts an in-process ``Daemon`` (shut down at teardown).
@@ -43,6 +46,7 @@ from daemon.config.plan import LaunchPlan
 from daemon.connectors.api import SinkConnector, SinkTask, SinkTaskContext
 from daemon.connectors.records import OffsetRange, RecordBatch, TopicPartition
 from daemon.daemon import Daemon
+from daemon.executor import ExecutorInfo, PoolStatus, WriteLease
 from daemon.runtime.executors import Executors
 from daemon.storage.commitlog import CommitLog
 from daemon.storage.standalone import ConfigStore
@@ -99,6 +103,25 @@ async def wait_until(
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} not reached within {timeout} s (last: {value!r})")
         await asyncio.sleep(interval)
+
+
+class NoExecutors:
+    """``Executors`` for a runtime that must not write: ``submit`` fails the test."""
+
+    def submit(self, task_id: str, fn: str, batch: Any = None, **options: Any) -> WriteLease:
+        raise AssertionError(f"task {task_id}: no write expected (it submitted {fn})")
+
+    def start_soon(self) -> None:
+        pass  # a hint that a task may write: submit says whether one does
+
+    def current_pid(self, task_id: str) -> int | None:
+        return None
+
+    def snapshot(self) -> list[ExecutorInfo]:
+        return []
+
+    def status(self) -> PoolStatus:
+        raise AssertionError("no pool status expected")
 
 
 DaemonFactory = Callable[..., Awaitable[Daemon]]
@@ -469,5 +492,7 @@ class LedgerTask(SinkTask):
 
 
 class LedgerSink(SinkConnector):
+    needs_executors = False  # its commit log is written from the task, without Spark
+
     def task_class(self) -> type[SinkTask]:
         return LedgerTask

@@ -47,5 +47,7 @@ class LoopBlockerTask(SinkTask):
 
 
 class LoopBlockerSink(SinkConnector):
+    needs_executors = False  # it blocks the loop, it writes nothing
+
     def task_class(self) -> type[SinkTask]:
         return LoopBlockerTask

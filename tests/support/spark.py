@@ -4,8 +4,10 @@ Loaded from tests/conftest.py with ``pytest_plugins = ["support.spark"]``.
 
 - ``spark_pool`` (session): a ``ThreadedPool`` (size 1, 1 spare, ``local[2]``, UI off, 512 MB
   driver) that tests share when they do not need a pool of their own. It runs on its own event
-  loop in a thread, so any test (any loop, asyncio or uvloop) can ``await spark_pool.run(...)``;
-  cancelling that await kills the write's executor like the pool itself does. Its processes are
+  loop in a thread, so any test (any loop, asyncio or uvloop) can ``spark_pool.submit(...)``
+  (the runtime's one call signature: a ``WriteLease`` on the caller's loop) or ``await
+  spark_pool.run(...)``; cancelling that await kills the write's executor like the pool itself
+  does. Its processes are
   registered with the leak check (``support.procs``) as session-owned. It builds the JDK
   class-data-sharing archive once (``~/.cache/connectd``), which later pools start from.
 - ``make_pool`` (function, async): ``await make_pool(**settings)`` starts a private
@@ -19,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import os
 import threading
 import time
@@ -36,7 +39,7 @@ from typing import Any
 
 import pytest
 
-from daemon.executor import ExecutorInfo, ExecutorPool, PoolSettings, PoolStatus
+from daemon.executor import ExecutorInfo, ExecutorPool, PoolSettings, PoolStatus, WriteLease
 from daemon.executor.process import ProcStat, read_stat, scan, tree
 from support import procs
 
@@ -97,6 +100,92 @@ class ThreadedPool:
     def wait_ready(self, n: int = 1, timeout: float = START_TIMEOUT) -> None:
         self._call(self.pool.wait_ready(n, timeout))
 
+    def submit(
+        self,
+        task_id: str,
+        fn: str | Callable[..., Any],
+        batch: Any = None,
+        *,
+        timeout: float,
+        kwargs: Mapping[str, Any] | None = None,
+        acquire_timeout: float | None = None,
+        formats: Collection[str] = (),
+    ) -> WriteLease:
+        """``ExecutorPool.submit`` on the pool's loop, seen through a lease on the caller's
+        loop: its acceptance, outcome and ``killed`` come from the pool-side write. Cancelling
+        the await of its ``result()`` cancels the pool-side write (its executor killed and
+        reaped) before it re-raises."""
+        submit = functools.partial(
+            self.pool.submit,
+            task_id,
+            fn,
+            batch,
+            timeout=timeout,
+            kwargs=kwargs,
+            acquire_timeout=acquire_timeout,
+            formats=formats,
+        )
+        lease = WriteLease(task_id, asyncio.get_running_loop())
+        lease.start(self._relay(lease, submit))
+        return lease
+
+    async def _relay(self, lease: WriteLease, submit: Callable[[], WriteLease]) -> Any:
+        caller = asyncio.get_running_loop()
+        ended: concurrent.futures.Future[tuple[str, Any]] = concurrent.futures.Future()
+        sides: list[WriteLease] = []
+        helpers: list[asyncio.Task[Any]] = []
+
+        def launch() -> None:  # on the pool's loop
+            try:
+                inner = submit()
+            except BaseException as exc:  # refused at once (closed pool, missing jars)
+                ended.set_result(("error", exc))
+                return
+            sides.append(inner)
+
+            async def forward_acceptance() -> None:
+                with contextlib.suppress(BaseException):
+                    got = await inner.accepted()
+                    caller.call_soon_threadsafe(lease.accept, got.executor, got.pid, got.at)
+
+            def finish(t: asyncio.Task[Any]) -> None:
+                if t.cancelled():
+                    ended.set_result(("cancelled", None))
+                elif t.exception() is not None:
+                    ended.set_result(("error", t.exception()))
+                else:
+                    ended.set_result(("ok", t.result()))
+
+            helpers.append(self._loop.create_task(forward_acceptance()))
+            result = self._loop.create_task(inner.result())
+            result.add_done_callback(finish)
+            helpers.append(result)
+
+        def cancel() -> None:  # on the pool's loop, after ``launch``
+            if len(helpers) == 2:
+                helpers[1].cancel()  # ``WriteLease.result`` cancels the write, kills, reaps
+
+        self._loop.call_soon_threadsafe(launch)
+        waiter = asyncio.wrap_future(ended)
+        try:
+            kind, value = await asyncio.shield(waiter)
+        except asyncio.CancelledError:
+            self._loop.call_soon_threadsafe(cancel)
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(waiter)
+            raise
+        finally:
+            if sides:  # the pool-side write has ended (or a second cancel gave up on it)
+                lease.killed = sides[0].killed
+                accepted = sides[0].acceptance
+                if accepted is not None:
+                    lease.accept(accepted.executor, accepted.pid, accepted.at)
+        if kind == "error":
+            raise value
+        if kind == "cancelled":
+            raise asyncio.CancelledError()
+        return value
+
     async def run(
         self,
         task_id: str,
@@ -108,49 +197,21 @@ class ThreadedPool:
         acquire_timeout: float | None = None,
         formats: Collection[str] = (),
     ) -> Any:
-        """``ExecutorPool.run`` on the pool's loop. If this await is cancelled, the pool-side
-        write is cancelled too (its executor killed and reaped) before this re-raises."""
-        done: concurrent.futures.Future[tuple[str, Any]] = concurrent.futures.Future()
-        box: list[asyncio.Task[Any]] = []
+        """``await submit(...).result()``, as ``ExecutorPool.run``."""
+        lease = self.submit(
+            task_id,
+            fn,
+            batch,
+            timeout=timeout,
+            kwargs=kwargs,
+            acquire_timeout=acquire_timeout,
+            formats=formats,
+        )
+        return await lease.result()
 
-        def launch() -> None:
-            task = self._loop.create_task(
-                self.pool.run(
-                    task_id,
-                    fn,
-                    batch,
-                    timeout=timeout,
-                    kwargs=kwargs,
-                    acquire_timeout=acquire_timeout,
-                    formats=formats,
-                )
-            )
-            box.append(task)
-
-            def finish(t: asyncio.Task[Any]) -> None:
-                if t.cancelled():
-                    done.set_result(("cancelled", None))
-                elif t.exception() is not None:
-                    done.set_result(("error", t.exception()))
-                else:
-                    done.set_result(("ok", t.result()))
-
-            task.add_done_callback(finish)
-
-        self._loop.call_soon_threadsafe(launch)
-        waiter = asyncio.wrap_future(done)
-        try:
-            kind, value = await asyncio.shield(waiter)
-        except asyncio.CancelledError:
-            self._loop.call_soon_threadsafe(lambda: box[0].cancel())
-            with contextlib.suppress(BaseException):
-                await asyncio.shield(waiter)
-            raise
-        if kind == "error":
-            raise value
-        if kind == "cancelled":
-            raise asyncio.CancelledError()
-        return value
+    def start_soon(self) -> None:
+        """``ExecutorPool.start_soon`` on the pool's loop (nothing once it started)."""
+        self._loop.call_soon_threadsafe(self.pool.start_soon)
 
     def current_pid(self, task_id: str) -> int | None:
         return self._query(lambda p: p.current_pid(task_id))  # type: ignore[no-any-return]

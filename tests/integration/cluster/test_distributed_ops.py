@@ -25,8 +25,7 @@ pytestmark = pytest.mark.integration
 NAME = "echo"
 SESSION_MS = 6000
 DELAY_MS = 120_000  # long: a loaded machine restarts a worker slowly
-GROUP = {
-    "executor.pool.spares": "0",
+GROUP = {  # echo sinks only: no worker starts an executor (executor.pool.start=auto)
     "session.timeout.ms": str(SESSION_MS),
     "heartbeat.interval.ms": "1000",
     "scheduled.rebalance.max.delay.ms": str(DELAY_MS),

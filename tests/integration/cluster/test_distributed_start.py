@@ -28,8 +28,6 @@ from support.kafka_fixtures import TopicFactory
 pytestmark = pytest.mark.integration
 
 EX_CONFIG = 78
-# Small pools: these tests need no Spark write, only the worker's start.
-LIGHT = {"executor.pool.spares": "0"}
 
 
 @pytest.mark.parametrize(
@@ -58,7 +56,7 @@ async def test_a_config_topic_with_three_partitions_is_refused(
     cluster: ClusterFactory,  # noqa: F811
     kafka_bootstrap: str,
 ) -> None:
-    c = await cluster(1, start=False, **LIGHT)
+    c = await cluster(1, start=False)
     topic = c.names.config_topic
     await create_topic(kafka_bootstrap, topic, 3, config={"cleanup.policy": "compact"})
     assert await _exit_code(c[0]) == EX_CONFIG, c[0].log()
@@ -71,7 +69,7 @@ async def test_a_config_topic_that_deletes_records_is_refused(
     cluster: ClusterFactory,  # noqa: F811
     kafka_bootstrap: str,
 ) -> None:
-    c = await cluster(1, start=False, **LIGHT)
+    c = await cluster(1, start=False)
     topic = c.names.config_topic
     await create_topic(kafka_bootstrap, topic, 1, config={"cleanup.policy": "delete"})
     assert await _exit_code(c[0]) == EX_CONFIG, c[0].log()
@@ -113,9 +111,7 @@ async def test_missing_internal_topics_are_created_compacted(
     cluster: ClusterFactory,  # noqa: F811
     kafka_bootstrap: str,
 ) -> None:
-    c = await cluster(
-        1, **LIGHT, **{"offset.storage.partitions": "3", "status.storage.partitions": "2"}
-    )
+    c = await cluster(1, **{"offset.storage.partitions": "3", "status.storage.partitions": "2"})
     n = c.names
     want = {
         n.config_topic: (1, 1, "compact"),
@@ -138,7 +134,7 @@ async def test_two_workers_see_connectors_created_through_either(
     cluster: ClusterFactory,  # noqa: F811
 ) -> None:
     topic = await kafka_topic(partitions=1)
-    c = await cluster(2, **LIGHT)
+    c = await cluster(2)
     for w in c:
         assert w.rest("GET", "/connectors") == (200, [])
     for name, via in (("echo-a", c[0]), ("echo-b", c[1])):

@@ -138,14 +138,19 @@ async def test_jvm_killed_from_outside_fails_the_write_with_executor_died(
 
 
 async def test_cancelling_the_await_kills_the_tree(kill_pool: ThreadedPool, tmp_path: Path) -> None:
+    """Through the lease the runtime gets (``submit``, here across the pool's thread): it says
+    which executor took the write and that it was killed."""
     kill_pool.wait_ready(2)
     marker = tmp_path / "hanging"
-    write = asyncio.create_task(
-        kill_pool.run("cancel-0", f"{T}:hang_in_udf", timeout=120, kwargs={"marker": str(marker)})
+    lease = kill_pool.submit(
+        "cancel-0", f"{T}:hang_in_udf", timeout=120, kwargs={"marker": str(marker)}
     )
+    write = asyncio.create_task(lease.result())
     await _wait_for(marker, 60)
     pid = kill_pool.current_pid("cancel-0")
     assert pid is not None
+    accepted = await asyncio.wait_for(lease.accepted(), 10)
+    assert accepted.pid == pid and not lease.killed
     tree = walk_tree(pid)
     began = time.monotonic()
     write.cancel()
@@ -153,6 +158,7 @@ async def test_cancelling_the_await_kills_the_tree(kill_pool: ThreadedPool, tmp_
         await write
     assert alive(tree.values()) == []  # gone before the cancellation was reported
     assert time.monotonic() - began < 1.0
+    assert lease.killed
     reap(tree.values())
     assert kill_pool.current_pid("cancel-0") is None
 

@@ -67,7 +67,8 @@ def test_bad_table_paths_are_refused_at_create_validate_check_and_start(
     daemon_process: ProcessFactory, kafka_bootstrap: str, tmp_path: Path, read_only_dir: Path
 ) -> None:
     bad = cases(tmp_path, read_only_dir)
-    worker = worker_properties(kafka_bootstrap, tmp_path / "state")
+    # Nothing is written: the accepted connector's executors would start only to be stopped.
+    worker = worker_properties(kafka_bootstrap, tmp_path / "state", executor_pool_start="on-demand")
     daemon = daemon_process(worker)
 
     for name, (path, why) in bad.items():

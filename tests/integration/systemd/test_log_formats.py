@@ -24,6 +24,9 @@ from support.kafka_fixtures import TopicFactory
 
 pytestmark = pytest.mark.integration
 
+#: The executors' output is part of what these tests check, and an echo sink needs none: they
+#: start with the daemon.
+EAGER = {"executor.pool.start": "eager"}
 TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d|\d\d/\d\d/\d\d \d\d:\d\d:\d\d")
 
 
@@ -59,7 +62,9 @@ async def test_json_lines_parse_and_name_the_task(
     tmp_path: Path,
 ) -> None:
     topic = await kafka_topic(partitions=1)
-    worker = worker_properties(kafka_bootstrap, tmp_path / "state", **{"log.format": "json"})
+    worker = worker_properties(
+        kafka_bootstrap, tmp_path / "state", **EAGER, **{"log.format": "json"}
+    )
     connector = {"name": "echo", "connector.class": "EchoSink", "topics": topic}
     p = daemon_process(worker, [connector], wait=False)
     log = await _run_echo(p, kafka_bootstrap, topic)
@@ -85,7 +90,7 @@ async def test_under_the_journal_text_lines_have_no_time_stamp(
     kafka_bootstrap: str, kafka_topic: TopicFactory, tmp_path: Path
 ) -> None:
     topic = await kafka_topic(partitions=1)
-    worker = worker_properties(kafka_bootstrap, tmp_path / "state")
+    worker = worker_properties(kafka_bootstrap, tmp_path / "state", **EAGER)
     connector = {"name": "echo", "connector.class": "EchoSink", "topics": topic}
     p = DaemonProcess(worker, [connector], tmp_path / "daemon")
     try:

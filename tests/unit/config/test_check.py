@@ -112,3 +112,26 @@ def test_usage_errors_exit_64() -> None:
     assert code == 64 and "invalid choice" in err
     code, _, err = _run("--bogus")
     assert code == 64 and "usage:" in err
+
+
+def test_executor_pool_start_is_checked_by_its_key(tmp_path: Path) -> None:
+    """``executor.pool.start``: eager, on-demand or auto; anything else is refused (exit 78 from
+    the real command) with the key, the value and what is expected; in TOML too."""
+    from support.cli import connectd
+
+    worker = tmp_path / "worker.properties"
+    worker.write_text("bootstrap.servers=127.0.0.1:9092\nexecutor.pool.start=lazy\n")
+    done = connectd("check-config", worker)
+    assert done.returncode == 78, done.stdout + done.stderr
+    assert (
+        f"error: {worker}:2: executor.pool.start: 'lazy' is not one of eager, on-demand, auto;"
+        " expected eager, on-demand or auto"
+    ) in done.stdout
+    for value in ("eager", "On-Demand", "auto"):
+        worker.write_text(f"bootstrap.servers=127.0.0.1:9092\nexecutor.pool.start={value}\n")
+        code, out, _ = _run(worker)
+        assert code == 0, out
+    toml = tmp_path / "worker.toml"
+    toml.write_text('mode = "standalone"\n[worker]\n"executor.pool.start" = "never"\n')
+    code, out, _ = _run(toml)
+    assert code == 78 and "executor.pool.start: 'never' is not one of" in out, out

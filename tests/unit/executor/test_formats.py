@@ -129,14 +129,6 @@ def test_pool_settings_load_formats(tmp_path: Path) -> None:
         PoolSettings(formats=frozenset({"hudi"}))
 
 
-def test_pool_settings_from_properties() -> None:
-    s = PoolSettings.from_properties(
-        {"executor.spark.formats": "delta, iceberg", "executor.jars.dir": "/srv/jars"}
-    )
-    assert s.formats == {"delta", "iceberg"} and s.jars_dir == Path("/srv/jars")
-    assert PoolSettings.from_properties({}).formats == frozenset()
-
-
 def test_worker_settings() -> None:
     config, _ = parse_worker({})
     assert config.executor_spark_formats == () and config.executor_jars_dir is None

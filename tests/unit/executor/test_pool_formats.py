@@ -18,7 +18,7 @@ from daemon.errors import ConfigError
 from daemon.executor import ExecutorPool, PoolSettings, formats
 from daemon.executor.formats import JarsMissing
 from daemon.executor.info import PoolEventKind
-from daemon.runtime.executors import ExecutorBinding, submit
+from daemon.runtime.executors import ExecutorBinding
 from daemon.runtime.incarnation.context import TaskContext
 from daemon.structs import TaskId
 
@@ -148,27 +148,3 @@ async def test_formats_pass_from_a_task_context_to_the_pool_not_to_the_function(
     assert pool.formats == {"delta"}
     assert next(e for e in pool.snapshot() if e.pid == got["pid"]).formats == {"delta"}
     assert await context.run_in_executor(f"{T}:sleep", None, timeout=10, seconds=0.01) == 0.01
-
-
-class _RunOnly:
-    """A pool double with ``run`` only and no ``formats`` parameter (as tests' doubles are)."""
-
-    def __init__(self) -> None:
-        self.calls: list[dict[str, Any]] = []
-
-    async def run(self, task_id: str, fn: str, batch: Any = None, **options: Any) -> Any:
-        self.calls.append(options)
-        return "done"
-
-    def current_pid(self, task_id: str) -> int | None:
-        return None
-
-
-async def test_formats_reach_a_run_only_pool_only_when_given() -> None:
-    double = _RunOnly()
-    plain = submit(double, "conn-0", "m:f", None, timeout=1, kwargs={})  # type: ignore[arg-type]
-    assert await plain.result() == "done"
-    delta = submit(double, "conn-0", "m:f", None, timeout=1, kwargs={}, formats=("delta",))  # type: ignore[arg-type]
-    assert await delta.result() == "done"
-    assert "formats" not in double.calls[0]
-    assert double.calls[1]["formats"] == ("delta",)

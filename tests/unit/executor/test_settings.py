@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from daemon.errors import ConfigError
+from daemon.assembly import new_pool
+from daemon.config import parse_worker
+from daemon.errors import ConfigError, InvalidConfig
 from daemon.executor import PoolSettings
 
 
@@ -36,18 +40,22 @@ def test_session_conf_defaults_then_operator_settings() -> None:
     assert PoolSettings(size=2, spares=1).target == 3
 
 
-def test_from_properties_reads_executor_keys() -> None:
-    s = PoolSettings.from_properties(
+def test_the_worker_config_is_the_one_parser_of_executor_keys(tmp_path: Path) -> None:
+    """``executor.*`` keys reach the pool only through the worker config's declarations."""
+    config = parse_worker(
         {
             "executor.pool.size": "2",
             "executor.pool.spares": "0",
             "executor.spark.master": "local[2]",
             "executor.spark.conf.spark.driver.memory": "2g",
-            "name": "ignored",
-        },
-        nice=5,
-    )
-    assert (s.size, s.spares, s.spark_master, s.nice) == (2, 0, "local[2]", 5)
+            "executor.spark.formats": "delta, iceberg",
+            "executor.jars.dir": str(tmp_path),
+            "executor.start.timeout.ms": "30000",
+        }
+    ).config
+    s = new_pool(config, relay=None).settings
+    assert (s.size, s.spares, s.spark_master, s.start_timeout) == (2, 0, "local[2]", 30.0)
     assert dict(s.spark_conf) == {"spark.driver.memory": "2g"}
-    with pytest.raises(ConfigError):
-        PoolSettings.from_properties({"executor.pool.size": "many"})
+    assert s.formats == {"delta", "iceberg"} and s.jars_dir == tmp_path
+    with pytest.raises(InvalidConfig, match=r"executor\.pool\.size"):
+        parse_worker({"executor.pool.size": "many"})

@@ -90,14 +90,25 @@ async def test_worker_states_are_read_at_scrape_time() -> None:
 
 
 class _Pool:
+    def __init__(self, started: bool = True) -> None:
+        self.started = started
+
     def status(self) -> PoolStatus:
+        if not self.started:
+            return PoolStatus(
+                size=2, spares=1, started=False, closed=False, starting=0, idle=0, busy=0,
+                stopping=0, writes_done=0, kills=0, deaths=0, start_failures=0,
+                failure_streak=0, backoff_seconds=0.0, problem=None, cds_archive=None,
+            )  # fmt: skip
         return PoolStatus(
-            size=2, spares=1, closed=False, starting=1, idle=1, busy=1, stopping=0,
-            writes_done=17, kills=2, deaths=1, start_failures=0, failure_streak=0,
+            size=2, spares=1, started=True, closed=False, starting=1, idle=1, busy=1,
+            stopping=0, writes_done=17, kills=2, deaths=1, start_failures=0, failure_streak=0,
             backoff_seconds=0.0, problem=None, cds_archive=None,
         )  # fmt: skip
 
     def snapshot(self) -> list[ExecutorInfo]:
+        if not self.started:
+            return []
         return [
             ExecutorInfo(
                 id=1, pid=123, state=ExecutorState.BUSY, task_id="c-0", writes_done=17,
@@ -115,6 +126,15 @@ def test_pool_state_is_read_at_scrape_time() -> None:
     assert "connectd_executor_deaths_total 1.0" in text
     assert "connectd_executor_writes_total 17.0" in text
     assert 'connectd_executor_rss_bytes{executor="1"} 1.073741824e+09' in text
+    assert "connectd_executor_pool_started 1.0" in text
+
+
+def test_a_pool_not_started_says_so() -> None:
+    m = Metrics()
+    m.watch_pool(_Pool(started=False))
+    text = _text(m)
+    assert "connectd_executor_pool_started 0.0" in text
+    assert 'connectd_executors{state="starting"} 0.0' in text
 
 
 async def test_event_loop_lag_from_the_daemons_monitor() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from types import SimpleNamespace
 from typing import Any
 
@@ -17,20 +17,21 @@ from support.daemon import wait_until
 from daemon.connectors.api import TaskId
 from daemon.connectors.records import TopicPartition
 from daemon.errors import WriteTimeout
+from daemon.executor.lease import WriteLease
 from daemon.metrics import Metrics
 from daemon.runtime.executors import ExecutorBinding, task_labels
 from daemon.runtime.incarnation.consumer import TaskConsumer, _lags
 
 
 class FakePool:
-    """Leases this process as the executor while ``run`` is in progress."""
+    """Leases this process as the executor while a submitted write is in progress."""
 
     def __init__(self, behaviour: str) -> None:
         self.behaviour = behaviour
         self.pid: int | None = None
         self.started = asyncio.Event()
 
-    async def run(
+    def submit(
         self,
         task_id: str,
         fn: str,
@@ -39,16 +40,25 @@ class FakePool:
         timeout: float,
         kwargs: Mapping[str, Any] | None = None,
         acquire_timeout: float | None = None,
-    ) -> Any:
+        formats: Collection[str] = (),
+    ) -> WriteLease:
+        lease = WriteLease(task_id, asyncio.get_running_loop())
+        lease.start(self._write(lease))
+        return lease
+
+    async def _write(self, lease: WriteLease) -> Any:
         self.pid = os.getpid()
         self.started.set()
         try:
             if self.behaviour == "timeout":
-                raise WriteTimeout(f"task {task_id}: ran past its deadline")
+                raise WriteTimeout(f"task {lease.task_id}: ran past its deadline")
             if self.behaviour == "hang":
                 await asyncio.Event().wait()
             await asyncio.sleep(0.01)
             return "done"
+        except asyncio.CancelledError:
+            lease.killed = True  # cancelled while its "executor" held it: a pool kills that one
+            raise
         finally:
             self.pid = None
 

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
+from support.daemon import NoExecutors
 
 from daemon.config import parse_worker
 from daemon.errors import ConfigError
@@ -22,22 +23,11 @@ from daemon.storage.statelock import StateDirLock, StateDirLocked
 SINK = "support.daemon:RecordingSink"
 
 
-class NoExecutors:
-    def current_pid(self, task_id: str) -> int | None:
-        return None
-
-    def snapshot(self) -> list[object]:
-        return []
-
-    def status(self) -> None:
-        return None
-
-
 def _worker(tmp_path: Path) -> StandaloneHerder:
     config = parse_worker(
         {"bootstrap.servers": "127.0.0.1:1", "state.dir": str(tmp_path), "listeners": "http://h:9"}
     ).config
-    return StandaloneHerder(config, NoExecutors(), store=StandaloneStore(tmp_path))  # type: ignore[arg-type]
+    return StandaloneHerder(config, NoExecutors(), store=StandaloneStore(tmp_path))
 
 
 def _config(name: str) -> dict[str, str]:

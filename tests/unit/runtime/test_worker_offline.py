@@ -4,9 +4,9 @@ and the offsets API's preconditions. No broker and no executors needed."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
+from support.daemon import NoExecutors
 
 from daemon.config import parse_worker
 from daemon.errors import Conflict, ConnectorExists, ConnectorNotFound, InvalidConfig, TaskNotFound
@@ -15,20 +15,6 @@ from daemon.runtime.standalone import StandaloneHerder
 from daemon.storage.standalone import StandaloneStore
 
 SINK = "support.daemon:RecordingSink"
-
-
-class NoExecutors:
-    async def run(self, *args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("no write expected")
-
-    def current_pid(self, task_id: str) -> int | None:
-        return None
-
-    def snapshot(self) -> list[Any]:
-        return []
-
-    def status(self) -> Any:
-        return None
 
 
 def _worker(tmp_path: Path) -> StandaloneHerder:
