@@ -25,7 +25,6 @@ import asyncio
 import contextlib
 import itertools
 import logging
-from collections import deque
 from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,7 +32,6 @@ from typing import TYPE_CHECKING, Any
 from daemon.errors import (
     ExecutorDied,
     ExecutorError,
-    ExecutorUnavailable,
     PoolClosed,
     WriteFailed,
     WriteTimeout,
@@ -46,6 +44,7 @@ from daemon.executor.info import ExecutorInfo, ExecutorState, PoolEvents, PoolSt
 from daemon.executor.lease import WriteLease, WriteSignals
 from daemon.executor.process import KillReport
 from daemon.executor.protocol import WriteFunction, function_ref
+from daemon.executor.queue import ExecutorQueue
 from daemon.executor.settings import PoolSettings
 from daemon.executor.startup import Startup
 from daemon.executor.supervisor import Supervisor
@@ -83,8 +82,7 @@ class ExecutorPool:
     def __init__(self, settings: PoolSettings | None = None) -> None:
         self.settings = settings or PoolSettings()
         self._sup = Supervisor(self.settings, owner=self)
-        self._waiters: deque[asyncio.Future[ExecutorProcess]] = deque()
-        self._leased = 0
+        self._queue = ExecutorQueue(self._sup, self.settings.size, self._doing)
         self._by_task: dict[str, _Write] = {}
         self._gates = TaskGates()
         self._seq = itertools.count(1)
@@ -286,7 +284,7 @@ class ExecutorPool:
                     )
                 except OSError as exc:
                     raise WriteFailed(f"task {task_id}: cannot hand the batch over: {exc}") from exc
-            write.ex = await self._acquire(deadline, task_id)
+            write.ex = await self._queue.acquire(deadline, task_id)
             write.holds_slot = True
             return await self._execute(write, ref, path, args, timeout)
         finally:
@@ -297,66 +295,6 @@ class ExecutorPool:
                 handoff.unlink_quietly(path)
                 handoff.unlink_quietly(handoff.staging_path(path))
             self._gates.leave(task_id, write.kill)
-
-    # -- one executor per write --------------------------------------------------------------
-
-    async def _acquire(self, deadline: float, task_id: str) -> ExecutorProcess:
-        ex = self._take()
-        if ex is not None:
-            return ex
-        waiter: asyncio.Future[ExecutorProcess] = self._sup.running_loop().create_future()
-        self._waiters.append(waiter)
-        try:
-            async with asyncio.timeout_at(deadline):
-                return await waiter
-        except BaseException as exc:
-            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
-                # Handed over in the same instant the wait was abandoned: give it back.
-                self._leased -= 1
-                self._make_idle(waiter.result())
-            if isinstance(exc, TimeoutError):
-                raise ExecutorUnavailable(self._unavailable(task_id)) from None
-            raise
-        finally:
-            with contextlib.suppress(ValueError):
-                self._waiters.remove(waiter)
-
-    def _take(self) -> ExecutorProcess | None:
-        if self._sup.closed or self._leased >= self.settings.size:
-            return None
-        ex = self._sup.take_idle()
-        if ex is not None:
-            ex.seq = None
-            self._leased += 1
-        return ex
-
-    def _dispatch(self) -> None:
-        while self._waiters:
-            waiter = self._waiters[0]
-            if waiter.done():
-                self._waiters.popleft()
-                continue
-            ex = self._take()
-            if ex is None:
-                return
-            self._waiters.popleft()
-            waiter.set_result(ex)
-
-    def _end_slot(self, write: _Write) -> None:
-        if write.holds_slot:
-            write.holds_slot = False
-            self._leased -= 1
-            self._dispatch()
-
-    def _make_idle(self, ex: ExecutorProcess) -> None:
-        ex.task_id, ex.seq = None, None
-        self._sup.make_idle(ex)
-        self._dispatch()
-
-    def _unavailable(self, task_id: str) -> str:
-        s = self.status()
-        why = f"{s.busy} busy, {s.starting} starting, {s.stopping} being reaped"
-        return f"task {task_id}: no executor became free in time ({why}; {s.problem or 'ok'})"
 
     # -- the write on its executor ----------------------------------------------------------
 
@@ -406,7 +344,7 @@ class ExecutorPool:
             if isinstance(outcome, protocol.Done):
                 self._writes_done += 1
                 self._end_slot(write)
-                self._make_idle(ex)
+                self._queue.make_idle(ex)
                 return outcome.value
             if outcome.fatal:
                 await self._kill_for(write, outcome.message, counts_death=True)
@@ -419,7 +357,7 @@ class ExecutorPool:
             if outcome.recycle:
                 await self._recycle(write, error)
             else:
-                self._make_idle(ex)
+                self._queue.make_idle(ex)
             raise error
         except ExecutorError as exc:
             if ex.terminating and write.kill is None:
@@ -437,6 +375,17 @@ class ExecutorPool:
                 with contextlib.suppress(Exception):
                     await asyncio.shield(write.kill)
             raise
+
+    def _end_slot(self, write: _Write) -> None:
+        if write.holds_slot:
+            write.holds_slot = False
+            self._queue.release()
+
+    def _doing(self) -> str:
+        s = self.status()
+        return (
+            f"{s.busy} busy, {s.starting} starting, {s.stopping} being reaped; {s.problem or 'ok'}"
+        )
 
     async def _recycle(self, write: _Write, error: WriteFailed) -> None:
         """Replace the executor of a write that failed leaving state behind (a failed Spark
@@ -466,7 +415,7 @@ class ExecutorPool:
     # -- what the supervisor tells the pool (``PoolOwner``) ---------------------------------
 
     def executor_ready(self, ex: ExecutorProcess) -> None:
-        self._dispatch()
+        self._queue.dispatch()
 
     def executor_message(self, ex: ExecutorProcess, msg: protocol.Message) -> None:
         write = self._writing(ex)
@@ -492,10 +441,7 @@ class ExecutorPool:
 
     async def _close(self, graceful_timeout: float) -> None:
         self._sup.closed = True
-        for waiter in self._waiters:
-            if not waiter.done():
-                waiter.set_exception(PoolClosed("the executor pool is shutting down"))
-        self._waiters.clear()
+        self._queue.close()
         try:
             async with asyncio.timeout(graceful_timeout):
                 while self._sup.any_busy():
