@@ -14,10 +14,10 @@ import pytest
 from support.spark import ThreadedPool
 
 from daemon.connectors.api import TaskId
-from daemon.connectors.parquet.jobs import raise_for
 from daemon.connectors.parquet.settings import ParquetSettings
-from daemon.connectors.parquet.table import HadoopTable
+from daemon.connectors.parquet.table import HadoopTable, log_job_kwargs
 from daemon.connectors.records import TopicPartition
+from daemon.connectors.tables.jobs import raise_for
 from daemon.runtime.context import TaskContext
 from daemon.storage.commitlog import CommitLog, ZombieEpoch
 
@@ -47,21 +47,18 @@ async def test_a_skip_is_recorded_through_an_executor_job(
 
     def hadoop_table(epoch: int) -> HadoopTable:
         ctx = TaskContext(TaskId("skip", 0), epoch, {"path": uri}, runner)
-        t = HadoopTable(settings, ctx, "unused:write")
-        t._where = {"path": uri, "stale_after": settings.staging_lease}
-        return t
+        return HadoopTable(uri, settings, ctx, "unused:write")
 
     live = hadoop_table(2)
-    assert await live.claim([tp]) == {}
+    assert (await live.claim([tp], probe=False)).offsets == {tp: None}
     await live.skip(tp, 0, 40, "retention deleted offsets 0..39")
     offsets = raise_for(
         await runner.run_in_executor(
             "daemon.connectors.parquet.jobs:read_offsets",
             None,
             timeout=120.0,
-            path=uri,
-            stale_after=settings.staging_lease,
             connector="skip",
+            **log_job_kwargs(settings, uri),
         )
     )
     assert offsets["offsets"] == [["orders", 0, 40]]

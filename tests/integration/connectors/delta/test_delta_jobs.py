@@ -14,7 +14,7 @@ import pytest
 from support.delta import committed_offsets, rows_with_deltalake
 from support.spark import ThreadedPool
 
-from daemon.connectors.parquet.jobs import raise_for
+from daemon.connectors.tables.jobs import raise_for
 from daemon.errors import RecordRejected, WriteTimeout
 from daemon.storage.logstate import ZombieEpoch
 

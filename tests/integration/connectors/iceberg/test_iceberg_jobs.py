@@ -22,7 +22,7 @@ import pytest
 from support.spark import ThreadedPool
 
 from daemon import errors
-from daemon.connectors.parquet.jobs import raise_for
+from daemon.connectors.tables.jobs import raise_for
 from daemon.storage.logstate import OffsetsDiverged, ZombieEpoch
 
 pytestmark = pytest.mark.integration
