@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from daemon import errors
@@ -42,20 +43,37 @@ def owned(txns: Sequence[dtxns.Txn], connector: str) -> dict[str, int]:
     return {a: v for a, v in mine.items() if owned.get(parse_app_id(a, connector)) == connector}  # type: ignore[arg-type]
 
 
-def check_owners(
+@dataclass(frozen=True)
+class Claimed:
+    """What a transaction found about its partitions: those taken over from a connector in
+    ``takeover`` (and from whom), and the next version of each partition's claim app id."""
+
+    taken: dict[tuple[str, int], str]
+    serials: dict[str, int]
+
+    def sets(self, when: int) -> dict[str, tuple[int, int]]:
+        return {app: (version, when) for app, version in self.serials.items()}
+
+
+def claim(
     txn: Any,
     txns: Sequence[dtxns.Txn],
     connector: str,
     tps: Collection[tuple[str, int]],
     takeover: Collection[str],
     where: str,
-) -> dict[tuple[str, int], str]:
-    """The other connectors (in ``takeover``) owning ``tps``; refuses one owned by any other
-    (``PartitionsOwned``). Reads every connector's transaction of ``tps`` inside ``txn``, so a
-    commit of any of them meanwhile makes Delta refuse ``txn``."""
+) -> Claimed:
+    """Refuse ``tps`` if another connector, not in ``takeover``, owns one
+    (``PartitionsOwned``). Reads, inside ``txn``, every connector's transaction of ``tps``
+    and their claim app ids (``txns.claim_app``), which the commit sets again: any other
+    fence or commit of them meanwhile makes Delta refuse ``txn``."""
     for held in dtxns.of_partitions(txns, tps).values():
         for _, t in held:
             txn.txnVersion(t.app)
+    serials = {}
+    for tp in tps:
+        app = dtxns.claim_app(*tp)
+        serials[app] = max(int(txn.txnVersion(app)), -1) + 1
     taken = {}
     for tp, owner in dtxns.owners(txns, tps).items():
         if owner == connector:
@@ -63,10 +81,36 @@ def check_owners(
         if owner not in takeover:
             raise partitions_owned(connector, *tp, owner, where)
         taken[tp] = owner
-    return taken
+    return Claimed(taken, serials)
+
+
+def _conflict(exc: Exception) -> bool:
+    """Another transaction set an app id this one read (see ``claim``)."""
+    text = str(exc)
+    return "ConcurrentTransactionException" in text or "DELTA_CONCURRENT_TRANSACTION" in text
 
 
 def fence(
+    spark: Any,
+    path: str | None,
+    connector: str,
+    task: int,
+    epoch: int,
+    partitions: Sequence[Sequence[Any]],
+    takeover: Collection[str],
+) -> dict[str, Any]:
+    """``partitions`` fenced with ``epoch`` in one transaction, their offsets read back; a
+    fence that lost a race to another commit of them decides again."""
+    for attempt in range(RETRIES + 1):
+        try:
+            return _fence(spark, path, connector, task, epoch, partitions, takeover)
+        except Exception as exc:
+            if attempt == RETRIES or not _conflict(exc):
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _fence(
     spark: Any,
     path: str | None,
     connector: str,
@@ -89,14 +133,14 @@ def fence(
         }
     txn = log.startTransaction()
     txns = dlog.transactions(txn.snapshot())
-    taken = check_owners(txn, txns, connector, list(apps.values()), takeover, path)
+    claimed = claim(txn, txns, connector, list(apps.values()), takeover, path)
     versions = {app: int(txn.txnVersion(app)) for app in apps}
     newest = max((epoch_of(v) for v in versions.values()), default=-1)
     if newest > epoch:
         return {"newest_epoch": newest, "fenced": False}
-    # A partition taken over continues from its owner's offsets; its owner's transaction is
-    # set again (same version and stamp) so that a commit of it in flight is refused.
-    theirs = {t.app: t for t in txns}
+    # A partition taken over continues from its owner's offsets (a commit of the owner in
+    # flight read the claim app id this fence sets: Delta refuses it).
+    theirs, taken = {t.app: t for t in txns}, claimed.taken
     previous = {a: theirs[app_id(taken[tp], *tp)] for a, tp in apps.items() if tp in taken}
     lookup = {a: v for a, v in versions.items() if v >= 0 and a not in previous}
     lookup.update({t.app: t.version for t in previous.values()})
@@ -108,8 +152,7 @@ def fence(
     }
     if changed:
         when = dtxns.stamp(txns, list(apps.values()), now_ms())
-        sets = {a: (fenced[a], when) for a in changed}
-        sets.update({t.app: (t.version, t.updated) for t in previous.values()})
+        sets = {**{a: (fenced[a], when) for a in changed}, **claimed.sets(when)}
         meta = dtxns.metadata(connector, task, epoch, "fence", changed)
         dlog.commit_actions(spark, txn, [], sets, meta, partition_by=None)
     metadata = txn.metadata()
@@ -154,7 +197,7 @@ def commit_rows(
             return {"state": dict(state), "rows": 0, "files": 0, "seconds": 0.0, "schema": None}
         txn = log.startTransaction()
         txns = dlog.transactions(txn.snapshot())
-        check_owners(txn, txns, connector, tps, (), path)
+        claimed = claim(txn, txns, connector, tps, (), path)
         versions = {app: int(txn.txnVersion(app)) for app in apps}
         _refuse_newer(versions, epoch, {a: v[:2] for a, v in apps.items()})
         for app, version in versions.items():
@@ -171,19 +214,20 @@ def commit_rows(
         when = dtxns.stamp(txns, tps, now_ms())
         try:
             actions = [] if df is None else dlog.to_list(txn.writeFiles(_aligned(spark, df, txn)))
-            sets = {a: (v, when) for a, v in new.items()}
+            sets = {**{a: (v, when) for a, v in new.items()}, **claimed.sets(when)}
             version = dlog.commit_actions(
                 spark, txn, actions, sets, meta, partition_by=partition_by
             )
         except Exception as exc:
-            text = str(exc)
-            if "ConcurrentTransactionException" in text or "DELTA_CONCURRENT_TRANSACTION" in text:
+            # Another fence or commit of these partitions landed meanwhile: decide again on
+            # it (a newer epoch, another connector, moved offsets are refused by name).
+            if attempt < RETRIES and (_conflict(exc) or any(c in str(exc) for c in _CONFLICTS)):
+                continue
+            if _conflict(exc):
                 raise ZombieEpoch(
                     f"{_names(apps)}: another incarnation committed these partitions while this "
                     f"commit (epoch {epoch}) was in flight; refused"
                 ) from None
-            if attempt < RETRIES and any(c in text for c in _CONFLICTS):
-                continue
             raise
         return {
             "state": {**state, **new},

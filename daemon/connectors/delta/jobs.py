@@ -43,7 +43,7 @@ from typing import Any
 from daemon import errors
 from daemon.connectors.delta import log as dlog
 from daemon.connectors.delta import txns as dtxns
-from daemon.connectors.delta.commit import check_owners, commit_rows, fence, now_ms, owned
+from daemon.connectors.delta.commit import claim, commit_rows, fence, now_ms, owned
 from daemon.connectors.delta.txns import app_id, parse_app_id
 from daemon.connectors.parquet.write import micros_timestamps
 from daemon.connectors.tables.jobs import job
@@ -154,7 +154,7 @@ def alter_offsets(
         wanted = {(str(t), int(p)): o for t, p, o in offsets}
         if reset:
             wanted = dict.fromkeys(parse_app_id(a, connector) for a in owned(txns, connector))  # type: ignore[misc]
-        check_owners(txn, txns, connector, wanted, (), where)
+        claimed = claim(txn, txns, connector, wanted, (), where)
         entries = {}
         for (t, p), offset in wanted.items():
             app = app_id(connector, t, p)
@@ -163,7 +163,7 @@ def alter_offsets(
         if entries:
             when = dtxns.stamp(txns, wanted, now_ms())
             meta = dtxns.metadata(connector, -1, -1, "alter", entries)
-            sets = {a: (int(v), when) for a, (v, _) in entries.items()}
+            sets = {**{a: (int(v), when) for a, (v, _) in entries.items()}, **claimed.sets(when)}
             dlog.commit_actions(spark, txn, [], sets, meta, partition_by=None)
         return {}
 

@@ -10,7 +10,12 @@ log's files, without Spark.
 - ``lastUpdated`` (milliseconds): every transaction the sink sets for a partition is stamped
   later than every other connector's of that partition (``stamp``), so the partition's owner
   is the connector whose transaction has the newest stamp (``owners``): the one that fenced
-  or committed it last, as in ParquetSink's commit log.
+  or committed it last, as in ParquetSink's commit log;
+- ``connectd-partition/<topic>/<partition>`` (``claim_app``), one per partition whatever the
+  connector: every fence and commit of the partition reads it and sets it (a counter), so any
+  two of them that overlap in time conflict in Delta, and the later one decides again on what
+  the earlier one committed. Without it, the first commits of two connectors into a new table
+  would be blind appends that Delta lets both land.
 """
 
 from __future__ import annotations
@@ -55,6 +60,10 @@ def parse_app_id(app: str, connector: str) -> tuple[str, int] | None:
     """``(topic, partition)`` of one of ``connector``'s app ids, else None."""
     found = split_app_id(app)
     return None if found is None or found[0] != connector else (found[1], found[2])
+
+
+def claim_app(topic: str, partition: int) -> str:
+    return f"connectd-partition/{topic}/{partition}"
 
 
 def epoch_of(version: int) -> int:

@@ -3,30 +3,7 @@ it opens per table. ParquetSink (``parquet.format``: a local table's commit log 
 a Hadoop table's in executor jobs), DeltaSink and IcebergSink (``tables.jobtables`` with their
 jobs) provide one; the task (``tables.task``) never subclasses a format, it holds one.
 
-Guarantees a format gives the task, whatever the table:
-
-- A table's own storage is the only source of truth for progress: committed offsets, the
-  epochs that wrote them, and which connector owns a partition. Every commit records, with
-  its data and atomically, the offsets it covers and the incarnation's epoch.
-- ``claim`` fences: once it returned, no commit of an older epoch of the connector (a zombie)
-  can land on those partitions, not even one already in flight; and it refuses partitions
-  another connector owns in the table (``PartitionsOwned``) unless that one is in
-  ``takeover`` (then this connector continues from its offsets and it can write no more).
-  With ``probe`` a table that has seen an epoch of the connector at least as large as the
-  incarnation's is fenced by nothing: it says so (``Claim.behind``), the task raises its
-  epoch above it (``context.raise_epoch``: the table, not the daemon's state directory, is
-  the authority) and claims again.
-- ``commit`` lands all of its rows and offsets or none; a commit that does not continue
-  exactly where a partition's offsets are, or comes from a fenced epoch, is refused
-  (``OffsetsDiverged``, ``ZombieEpoch``) and leaves the table as it was. Killed at any instant
-  it leaves nothing a reader sees. When it raised otherwise (deadline, executor died) it may
-  still have landed: ``read_back`` says what the table holds.
-- ``skip`` records, fenced like a commit, that offsets were skipped (with the reason), and
-  moves the partition past them.
-- Everything that blocks runs in a thread or an executor job under a deadline; a method that
-  is cancelled leaves nothing of its own running (an executor job is killed and reaped).
-
-Methods of a handle are called by one task, one at a time, from its writer or its callbacks.
+``TableFormat``'s docstring states what every format guarantees the task.
 """
 
 from __future__ import annotations
@@ -148,7 +125,36 @@ class Layout(Protocol):
 
 class TableFormat(Protocol):
     """A table format: its parsed configuration, its handles for a task, Connect's offsets
-    API and the pre-creation check answered from its tables."""
+    API and the pre-creation check answered from its tables. Held by the one table sink task
+    and its connector, never subclassed into them. What a format guarantees, whatever the
+    table:
+
+    - A table's own storage is the only source of truth for progress: committed offsets, the
+      epochs that wrote them, and which connector owns a partition. Every commit records, with
+      its data and atomically, the offsets it covers and the incarnation's epoch.
+    - ``claim`` fences: once it returned, no commit of an older epoch of the connector (a zombie)
+      can land on those partitions, not even one already in flight; and it refuses partitions
+      another connector owns in the table (``PartitionsOwned``) unless that one is in
+      ``takeover`` (then this connector continues from its offsets and it can write no more).
+      With ``probe`` a table that has seen an epoch of the connector at least as large as the
+      incarnation's is fenced by nothing: it says so (``Claim.behind``), the task raises its
+      epoch above it (``context.raise_epoch``: the table, not the daemon's state directory, is
+      the authority) and claims again.
+    - ``commit`` lands all of its rows and offsets or none; a commit that does not continue
+      exactly where a partition's offsets are, or comes from a fenced epoch, is refused
+      (``OffsetsDiverged``, ``ZombieEpoch``) and leaves the table as it was. Killed at any instant
+      it leaves nothing a reader sees. When it raised otherwise (deadline, executor died) it may
+      still have landed: ``read_back`` says what the table holds.
+    - ``skip`` records, fenced like a commit, that offsets were skipped (with the reason), and
+      moves the partition past them.
+    - Everything that blocks runs in a thread or an executor job under a deadline. An executor
+      job that a cancelled method awaited is killed and reaped before the cancellation ends; a
+      thread's step (a local commit log) runs to its end, and leaves the log consistent.
+    - ``owners`` and the offsets API answer for the partitions a connector owns, from the same
+      storage the claims and commits use.
+
+    Methods of a handle are called by one task, one at a time, from its writer or its callbacks.
+    """
 
     @property
     def settings(self) -> Layout: ...

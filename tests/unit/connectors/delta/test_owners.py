@@ -32,6 +32,7 @@ def test_the_newest_stamp_owns_and_a_new_stamp_is_newer_than_all() -> None:
         Txn("connectd/new/t/0", 2 << 40, 2000),  # a smaller epoch: epochs are per connector
         Txn("connectd/old/t/1", 5 << 40, 1500),
         Txn("other/t/0", 1, 9000),
+        Txn(txns.claim_app("t", 0), 7, 9000),  # every connector's serialisation point
     ]
     assert txns.owners(held) == {("t", 0): "new", ("t", 1): "old"}
     assert txns.owners(held, [("t", 1)]) == {("t", 1): "old"}
