@@ -7,7 +7,7 @@ through ``job``, which returns such an error as ``{"error": [class name, message
 task's side turns it back into its class with ``raise_for``.
 
 Executor processes import this module (Parquet's Hadoop jobs, Delta's, Iceberg's): standard
-library and ``daemon.errors`` only at import time.
+library and ``daemon.errors`` (with the ``daemon.structs`` it imports) only at import time.
 """
 
 from __future__ import annotations
