@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,6 +90,18 @@ def _conflict(exc: Exception) -> bool:
     return "ConcurrentTransactionException" in text or "DELTA_CONCURRENT_TRANSACTION" in text
 
 
+def again_on_conflict(work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``work()`` (one Delta transaction), done again when it lost a race to another
+    transaction of its partitions (``claim``): the next one decides on what that committed."""
+    for attempt in range(RETRIES + 1):
+        try:
+            return work()
+        except Exception as exc:
+            if attempt == RETRIES or not _conflict(exc):
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 def fence(
     spark: Any,
     path: str | None,
@@ -99,26 +111,8 @@ def fence(
     partitions: Sequence[Sequence[Any]],
     takeover: Collection[str],
 ) -> dict[str, Any]:
-    """``partitions`` fenced with ``epoch`` in one transaction, their offsets read back; a
-    fence that lost a race to another commit of them decides again."""
-    for attempt in range(RETRIES + 1):
-        try:
-            return _fence(spark, path, connector, task, epoch, partitions, takeover)
-        except Exception as exc:
-            if attempt == RETRIES or not _conflict(exc):
-                raise
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-def _fence(
-    spark: Any,
-    path: str | None,
-    connector: str,
-    task: int,
-    epoch: int,
-    partitions: Sequence[Sequence[Any]],
-    takeover: Collection[str],
-) -> dict[str, Any]:
+    """``partitions`` fenced with ``epoch`` in one transaction (none on a table that does not
+    exist yet), their offsets read back."""
     apps = {app_id(connector, str(t), int(p)): (str(t), int(p)) for t, p in partitions}
     log = None if path is None else dlog.delta_log(spark, path)
     if log is None or path is None or not log.tableExists():

@@ -43,7 +43,14 @@ from typing import Any
 from daemon import errors
 from daemon.connectors.delta import log as dlog
 from daemon.connectors.delta import txns as dtxns
-from daemon.connectors.delta.commit import claim, commit_rows, fence, now_ms, owned
+from daemon.connectors.delta.commit import (
+    again_on_conflict,
+    claim,
+    commit_rows,
+    fence,
+    now_ms,
+    owned,
+)
 from daemon.connectors.delta.txns import app_id, parse_app_id
 from daemon.connectors.parquet.write import micros_timestamps
 from daemon.connectors.tables.jobs import job
@@ -65,11 +72,12 @@ def open_table(
 ) -> dict[str, Any]:
     """Fence ``partitions`` with ``epoch`` and read their committed offsets (see the module).
     ``table``: a catalog table instead of ``path`` (its location comes from the catalog)."""
-    return job(
-        lambda: fence(
-            spark, dlog.location(spark, path, table), connector, task, epoch, partitions, takeover
-        )
-    )
+
+    def run() -> dict[str, Any]:
+        where = dlog.location(spark, path, table)
+        return fence(spark, where, connector, task, epoch, partitions, takeover)
+
+    return job(lambda: again_on_conflict(run))
 
 
 def commit(

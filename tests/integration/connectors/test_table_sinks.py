@@ -1,53 +1,76 @@
-"""ParquetSink with what the table sinks share, in the daemon, on a real broker and the session's
-warm Spark pool: one table per topic (``${topic}`` in ``path``) with Connect's offsets API
-answered per table, and a field that changes type refused (errant), also by a connector that
-knows the table's column types only from the files Spark wrote."""
+"""What every table sink does, one test per behaviour run against ParquetSink and DeltaSink in
+the daemon, on a real broker and real Spark (the session's warm pool; ``delta_pool`` with the
+Delta jars): one table per topic (``${topic}``) with Connect's offsets API answered per table;
+a field that changes type refused (errant), also by a connector that knows the table's column
+types only from the table (ParquetSink: the files Spark wrote; DeltaSink: its log). Tables are
+read by pyarrow (ParquetSink) and delta-rs (DeltaSink), never through the daemon."""
 
 from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
+import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
+from support import delta, tables
 from support.daemon import DaemonFactory, wait_until, worker_properties
 from support.fake_worker import Client
 from support.kafka import consume_all, delete_topic, produce
 from support.kafka_fixtures import TopicFactory
-from support.spark import ThreadedPool
-from support.tables import committed
 
 from daemon.runtime.model import State
-from daemon.storage.commitlog import CommitLog
 
 pytestmark = pytest.mark.integration
 
 
-def offsets_of(table: Path) -> list[int]:
-    data = ds.dataset(table, format="parquet").to_table(columns=["kafka_offset"])
-    return sorted(data.column("kafka_offset").to_pylist())
+@dataclass(frozen=True)
+class Sink:
+    name: str  # connector.class
+    pool: str  # the fixture of its executors
+    committed: Callable[[Path], int]  # offsets committed into a table, summed
+    read: Callable[[Path, list[str]], pa.Table]  # a table's rows
+
+
+def _parquet_rows(table: Path, columns: list[str]) -> pa.Table:
+    return ds.dataset(table, format="parquet").to_table(columns=columns)
+
+
+SINKS = [
+    Sink("ParquetSink", "sink_pool", tables.committed, _parquet_rows),
+    Sink("DeltaSink", "delta_pool", delta.committed, delta.rows_with_deltalake),
+]
+
+
+@pytest.fixture(params=SINKS, ids=[s.name for s in SINKS])
+def sink(request: pytest.FixtureRequest) -> Sink:
+    return request.param  # type: ignore[no-any-return]
 
 
 async def test_one_table_per_topic_and_the_offsets_api(
+    sink: Sink,
+    request: pytest.FixtureRequest,
     run_daemon: DaemonFactory,
     kafka_bootstrap: str,
     kafka_topic: TopicFactory,
-    sink_pool: ThreadedPool,
     tmp_path: Path,
 ) -> None:
-    """``path`` with ``${topic}``: each topic lands in its own table, with its own commit log;
-    GET/PATCH/DELETE /connectors/<name>/offsets answer from those logs."""
+    """``path`` with ``${topic}``: each topic lands in its own table, with its own
+    exactly-once state; GET/PATCH/DELETE /connectors/<name>/offsets answer from the tables."""
     topics = [await kafka_topic(partitions=2), await kafka_topic(partitions=1)]
     for i, topic in enumerate(topics):
         await produce(kafka_bootstrap, topic, 40 * (i + 1))
     daemon = await run_daemon(
-        worker_properties(kafka_bootstrap, tmp_path / "state"), executors=sink_pool
+        worker_properties(kafka_bootstrap, tmp_path / "state"),
+        executors=request.getfixturevalue(sink.pool),
     )
     name = "per-topic"
     config = {
-        "connector.class": "ParquetSink",
+        "connector.class": sink.name,
         "topics": ",".join(topics),
         "tasks.max": "2",
         "path": str(tmp_path / "tables" / "${topic}"),
@@ -55,13 +78,10 @@ async def test_one_table_per_topic_and_the_offsets_api(
     }
     assert daemon.worker is not None and daemon.rest_url is not None
     await daemon.worker.create_connector(name, config)
-    tables = [tmp_path / "tables" / t for t in topics]
-    await wait_until(lambda: [committed(t) for t in tables] == [40, 80], 180, "both topics in")
-    for topic, table in zip(topics, tables, strict=True):
-        data = ds.dataset(table, format="parquet").to_table(columns=["kafka_topic"])
-        assert set(data.column("kafka_topic").to_pylist()) == {topic}
-        with CommitLog(table) as log:
-            assert {tp.topic for tp in log.owners()} == {topic}
+    dirs = [tmp_path / "tables" / t for t in topics]
+    await wait_until(lambda: [sink.committed(t) for t in dirs] == [40, 80], 180, "both in")
+    for topic, table in zip(topics, dirs, strict=True):
+        assert set(sink.read(table, ["kafka_topic"]).column("kafka_topic").to_pylist()) == {topic}
     async with aiohttp.ClientSession(daemon.rest_url) as session:
         client = Client(session)
         assert (await client.call("PUT", f"/connectors/{name}/stop")).status == 204
@@ -81,37 +101,38 @@ async def test_one_table_per_topic_and_the_offsets_api(
         wanted = {"offsets": [{"partition": partition, "offset": {"kafka_offset": 7}}]}
         altered = await client.call("PATCH", f"/connectors/{name}/offsets", json=wanted)
         assert altered.status == 200, altered.text
-        assert committed(tables[1]) == 7 and committed(tables[0]) == 40
+        assert [sink.committed(t) for t in dirs] == [40, 7]
         assert (await client.call("DELETE", f"/connectors/{name}/offsets")).status == 200
         assert (await client.get(f"/connectors/{name}/offsets")).json == {"offsets": []}
-    assert [len(offsets_of(t)) for t in tables] == [40, 80]  # the rows stay
+    assert [sink.read(t, ["kafka_offset"]).num_rows for t in dirs] == [40, 80]  # rows stay
 
 
 async def test_a_field_that_changes_type_is_errant(
+    sink: Sink,
+    request: pytest.FixtureRequest,
     run_daemon: DaemonFactory,
     kafka_bootstrap: str,
     kafka_topic: TopicFactory,
-    sink_pool: ThreadedPool,
     tmp_path: Path,
 ) -> None:
     """JSON values with their fields as columns: a record whose ``id`` turns from a number
-    into text goes to the dead-letter topic (errors.tolerance=all) and the others land; before,
-    it was written and the table held an ``id`` of two types. A connector that never saw a
-    numeric ``id`` (its converter infers text) meets the bigint column Spark wrote into the
-    table's files: with errors.tolerance=none its task fails naming the field and the record,
-    and the table is unchanged."""
+    into text goes to the dead-letter topic (errors.tolerance=all) and the others land
+    (ParquetSink wrote it before, and its table held an ``id`` of two types). A connector that
+    never saw a numeric ``id`` (its converter infers text) meets the table's bigint column:
+    with errors.tolerance=none its task fails naming the field and the record, and the table
+    is unchanged."""
     topic, other = await kafka_topic(partitions=1), await kafka_topic(partitions=1)
     props = worker_properties(
         kafka_bootstrap,
         tmp_path / "state",
         **{"value.converter": "json", "value.converter.schemas.enable": "false"},
     )
-    daemon = await run_daemon(props, executors=sink_pool)
+    daemon = await run_daemon(props, executors=request.getfixturevalue(sink.pool))
     worker = daemon.worker
     assert worker is not None
     dlq = f"dlq-{uuid.uuid4().hex[:8]}"
     base = {
-        "connector.class": "ParquetSink",
+        "connector.class": sink.name,
         "value.converter.mode": "infer",
         "flush.linger.ms": "200",
         "errors.restart.enabled": "false",
@@ -130,15 +151,15 @@ async def test_a_field_that_changes_type_is_errant(
             "errors.deadletterqueue.topic.replication.factor": "1",
         },
     )
-    await wait_until(lambda: committed(table) == 10, 180, "10 records in")
+    await wait_until(lambda: sink.committed(table) == 10, 180, "10 records in")
     await produce(kafka_bootstrap, topic, [(None, b'{"id": "eleven", "name": "x"}')])
     more = [(None, json.dumps({"id": i, "name": f"n{i}"}).encode()) for i in range(11, 16)]
     await produce(kafka_bootstrap, topic, more)
     try:
-        await wait_until(lambda: committed(table) == 16, 180, "the tolerant one past it")
-        assert offsets_of(table) == [*range(10), *range(11, 16)]
-        schema = ds.dataset(table, format="parquet").schema
-        assert str(schema.field("id").type) == "int64"
+        await wait_until(lambda: sink.committed(table) == 16, 180, "the tolerant one past it")
+        data = sink.read(table, ["kafka_offset", "id"])
+        assert sorted(data.column("kafka_offset").to_pylist()) == [*range(10), *range(11, 16)]
+        assert data.schema.field("id").type == pa.int64()
         assert (await consume_all(kafka_bootstrap, dlq, 1))[0].offset == 0
     finally:
         await delete_topic(kafka_bootstrap, dlq)
@@ -153,4 +174,4 @@ async def test_a_field_that_changes_type_is_errant(
     trace = await wait_until(failed, 120, "the strict one FAILED")
     assert f"topic {other} partition 0 offset 0" in trace
     assert "field id is string here but the table's column is bigint" in trace
-    assert len(offsets_of(table)) == 15
+    assert sink.read(table, ["kafka_offset"]).num_rows == 15
