@@ -47,8 +47,8 @@ from daemon.connectors.api import (
     in_range,
 )
 from daemon.connectors.converters import convert_poll, make_converter
-from daemon.connectors.parquet.settings import write_timeout
 from daemon.connectors.records import RawBatch, RecordBatch
+from daemon.connectors.tables.settings import write_timeout
 from daemon.errors import ConnectdError, WriteFailed, WriteTimeout
 
 __all__ = [

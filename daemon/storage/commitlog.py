@@ -243,6 +243,20 @@ class CommitLog:
             if data is not None:  # else deleted by a clean-up meanwhile
                 yield CommitRecord.from_json(data, source=self.fs.uri(name))
 
+    def newest_records(self) -> Iterator[CommitRecord]:
+        """The records still on disk, newest first, read one at a time (stop when done): for
+        what only the latest commits say, such as the columns of the table's newest files."""
+        with self._lock:
+            self._check_open()
+            self._file.refresh()
+            last = self._state.seq
+        for seq in range(last, 0, -1):
+            name = join(LOG, record_name(seq))
+            data = self.fs.read(name)
+            if data is None:  # cleaned up: a clean-up deletes the oldest first
+                return
+            yield CommitRecord.from_json(data, source=self.fs.uri(name))
+
     def clean_up(
         self, *, deadline: float | None = None, sweep_temps: bool | None = None
     ) -> CleanUp:

@@ -106,3 +106,44 @@ def zombie_in_flight(
     )
     thread.join()
     return out
+
+
+def owners(spark: Any, batch: Any, *, path: str) -> list[list[Any]]:
+    """In an executor: every partition's owner as the jobs see it (``delta.txns.owners``)."""
+    from daemon.connectors.delta import log, txns
+
+    snapshot = log.latest(spark, log.delta_log(spark, path))
+    found = txns.owners(log.transactions(snapshot))
+    return [[t, p, c] for (t, p), c in sorted(found.items())]
+
+
+def racing_first_commits(spark: Any, batch: Any, *, path: str) -> dict[str, Any]:
+    """In an executor: connectors ``a`` and ``b`` commit ``batch`` (partition 0 of ``t``, from
+    offset 0) into the table at ``path`` that does not exist yet, from two threads started
+    together. Both results, by connector."""
+    import threading
+
+    from daemon.connectors.delta import jobs
+
+    out: dict[str, Any] = {}
+    start = threading.Barrier(2)
+
+    def commit(connector: str) -> None:
+        start.wait()
+        out[connector] = jobs.commit(
+            spark,
+            batch,
+            path=path,
+            connector=connector,
+            task=0,
+            epoch=1,
+            ranges=[["t", 0, 0, batch.num_rows]],
+            state={},
+        )
+
+    threads = [threading.Thread(target=commit, args=(c,)) for c in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return out

@@ -7,12 +7,14 @@ normally (the restarted task writes everything once)."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
 from typing import Any
 
 from daemon.connectors.delta import jobs
 from daemon.connectors.delta.jobs import alter_offsets, open_table, read_offsets, upkeep
-from daemon.connectors.delta.sink import DeltaSinkConnector, DeltaSinkTask
+from daemon.connectors.delta.sink import DELTA, DeltaSinkConnector, DeltaSinkTask, delta_format
 
 __all__ = ["alter_offsets", "open_table", "read_offsets", "upkeep"]
 
@@ -49,7 +51,9 @@ def commit(spark: Any, batch: Any, **kwargs: Any) -> Any:
 
 
 class HangOnceDeltaTask(DeltaSinkTask):
-    jobs = "support.delta_hang"
+    table_format = functools.partial(
+        delta_format, kind=dataclasses.replace(DELTA, jobs="support.delta_hang")
+    )
 
 
 class HangOnceDeltaSink(DeltaSinkConnector):

@@ -1,6 +1,7 @@
-"""A table format's jobs without Spark, for unit tests of the table sinks' shared task
-(``daemon.connectors.tables.task``) run by ``LocalRunner``: the "table" is a JSON file of each
-partition's committed offset; ``open_table`` takes ``delay`` seconds (an executor starting)."""
+"""A job format's jobs without Spark (``daemon.connectors.tables.jobtables``), for unit tests of
+the one table sink task (``daemon.connectors.tables.task``) run by ``LocalRunner``: the "table"
+is a JSON file of each partition's committed offset; ``open_table`` takes ``delay`` seconds
+(an executor starting)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ def open_table(
     epoch: int,
     partitions: Sequence[Sequence[Any]],
     delay: float = 0.0,
+    takeover: Sequence[str] = (),
 ) -> dict[str, Any]:
     time.sleep(delay)
     offsets = _read(path)

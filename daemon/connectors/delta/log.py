@@ -1,38 +1,20 @@
 """Reading a Delta table's state through its log, in an executor: connectd's application
-transactions (app ids, versions), the offsets their commits recorded, catalog tables, and the
-py4j plumbing the jobs share (``jobs.py`` says what exactly once rests on).
+transactions (``txns.py``), the offsets their commits recorded, catalog tables, and the py4j
+plumbing the jobs share (``jobs.py`` says what exactly once rests on).
 
 Imports only the standard library and ``daemon`` modules at import time.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from daemon.connectors.delta.txns import Txn, parse_metadata
 from daemon.connectors.tables.names import quote
 
-EPOCH_SHIFT = 40
 #: How many commits of the history a read-back reads, then more (None: all that are left).
 HISTORY_PAGES = (64, 1024, None)
-
-
-def app_id(connector: str, topic: str, partition: int) -> str:
-    return f"connectd/{connector}/{topic}/{partition}"
-
-
-def parse_app_id(app: str, connector: str) -> tuple[str, int] | None:
-    """``(topic, partition)`` of one of ``connector``'s app ids, else None."""
-    prefix = f"connectd/{connector}/"
-    if not app.startswith(prefix):
-        return None
-    topic, _, partition = app[len(prefix) :].rpartition("/")
-    return (topic, int(partition)) if topic and "/" not in topic and partition.isdigit() else None
-
-
-def epoch_of(version: int) -> int:
-    return version >> EPOCH_SHIFT if version >= 0 else -1
 
 
 # ---- reading offsets back -----------------------------------------------------------------
@@ -65,16 +47,6 @@ def committed_offsets(
     return found
 
 
-def parse_metadata(user_metadata: str | None) -> dict[str, tuple[int, Any]]:
-    if not user_metadata:
-        return {}
-    try:
-        meta = json.loads(user_metadata)
-        return {str(a): (int(v[0]), v[1]) for a, v in meta["partitions"].items()}
-    except (ValueError, KeyError, TypeError, IndexError):
-        return {}  # another writer's metadata
-
-
 def offset_from_rows(spark: Any, path: str, app: str) -> int | None:
     from pyspark.sql import functions as F
 
@@ -89,10 +61,25 @@ def offset_from_rows(spark: Any, path: str, app: str) -> int | None:
     return None if top is None else int(top) + 1
 
 
-def connector_versions(spark: Any, log: Any, connector: str) -> dict[str, int]:
-    txns = log.update(False, none(spark), none(spark)).transactions()
-    java = spark._jvm.scala.jdk.javaapi.CollectionConverters.asJava(txns)
-    return {str(a): int(v) for a, v in java.items() if parse_app_id(str(a), connector)}
+def transactions(snapshot: Any) -> list[Txn]:
+    """The application transactions of a snapshot (``DeltaLog.update()``, or a transaction's
+    ``snapshot()``)."""
+    out = []
+    for action in to_list(snapshot.setTransactions()):
+        updated = action.lastUpdated()
+        out.append(
+            Txn(
+                str(action.appId()),
+                int(action.version()),
+                int(updated.get()) if updated.isDefined() else 0,
+            )
+        )
+    return out
+
+
+def latest(spark: Any, log: Any) -> Any:
+    """The table's newest snapshot."""
+    return log.update(False, none(spark), none(spark))
 
 
 # ---- catalog tables ------------------------------------------------------------------------
@@ -145,6 +132,43 @@ def java_list(jvm: Any, items: Iterable[Any]) -> Any:
 
 def scala_seq(jvm: Any, items: list[Any]) -> Any:
     return jvm.scala.jdk.javaapi.CollectionConverters.asScala(java_list(jvm, items)).toList()
+
+
+def commit_actions(
+    spark: Any,
+    txn: Any,
+    files: list[Any],
+    sets: Mapping[str, tuple[int, int]],
+    meta: str,
+    partition_by: Sequence[str] | None,
+) -> int:
+    """Commit ``txn`` with ``files`` (``AddFile`` actions) and one ``SetTransaction`` per app
+    id of ``sets`` (``(version, lastUpdated)``), ``meta`` as the commit's ``userMetadata``;
+    the table's version it became."""
+    jvm = spark._jvm
+    actions = [
+        jvm.org.apache.spark.sql.delta.actions.SetTransaction.apply(
+            app, int(version), jvm.scala.Some(int(updated))
+        )
+        for app, (version, updated) in sets.items()
+    ]
+    seq = jvm.scala.jdk.javaapi.CollectionConverters.asScala(
+        java_list(jvm, [*files, *actions])
+    ).toList()
+    nothing = none(spark)
+    parts = nothing if partition_by is None else jvm.scala.Some(scala_seq(jvm, list(partition_by)))
+    operation = jvm.org.apache.spark.sql.delta.DeltaOperations.Write(
+        jvm.org.apache.spark.sql.SaveMode.Append,
+        parts,
+        nothing,
+        jvm.scala.Some(meta),
+        nothing,
+        nothing,
+        nothing,
+        nothing,
+        nothing,
+    )
+    return int(txn.commit(seq, operation))
 
 
 def to_list(scala_seq: Any) -> list[Any]:

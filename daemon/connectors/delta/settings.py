@@ -9,15 +9,17 @@ from typing import Any
 
 from daemon.config.definitions import ConfigType, Importance
 from daemon.config.problems import Problem, error
-from daemon.connectors.parquet.place import scheme_problem
-from daemon.connectors.parquet.settings import table_location
+from daemon.connectors.tables.location import check_path, table_location
 from daemon.connectors.tables.settings import (
     TOPIC,
+    Compaction,
     TableConfigDef,
     TableSettings,
     Target,
     check_topic,
-    table_config_def,
+    compaction_keys,
+    schema_key,
+    shared_keys,
     topic_table,
 )
 
@@ -28,16 +30,6 @@ def _check_table(value: Any) -> None:
     name = topic_table(str(value), "topic")
     if name and not _TABLE.match(name):
         raise ValueError(f"{value!r} is not [database.]name (letters, digits, _ and -)")
-
-
-def _check_path(value: Any) -> None:
-    if not str(value):
-        return
-    text = topic_table(str(value), "topic")
-    problem = scheme_problem(text)
-    if problem is not None:
-        raise ValueError(problem)
-    table_location(text)
 
 
 class DeltaConfigDef(TableConfigDef):
@@ -57,7 +49,7 @@ class DeltaConfigDef(TableConfigDef):
         return problems
 
 
-CONFIG_DEF = table_config_def(
+CONFIG_DEF = (
     DeltaConfigDef()
     .define(
         "path",
@@ -68,7 +60,7 @@ CONFIG_DEF = table_config_def(
         f"filesystem URI (hdfs://, s3a:// ...). {TOPIC} in it is replaced by each record's "
         "topic: one table per topic. With a Spark cluster master, a local path only if "
         "executor.spark.local.paths.shared=true. Give path or table.",
-        validator=_check_path,
+        validator=check_path,
         location=True,
     )
     .define(
@@ -83,6 +75,9 @@ CONFIG_DEF = table_config_def(
         validator=_check_table,
     )
 )
+shared_keys(CONFIG_DEF)
+schema_key(CONFIG_DEF, default=False)
+compaction_keys(CONFIG_DEF)
 
 
 @dataclass(frozen=True)
@@ -91,7 +86,12 @@ class DeltaSettings:
 
     path: str  # may hold ${topic}
     table: TableSettings
+    compaction: Compaction
     catalog_table: str = ""  # ``table``; may hold ${topic}
+
+    @property
+    def template(self) -> str:
+        return self.catalog_table or self.path
 
     def target(self, topic: str) -> Target:
         check_topic(topic)
@@ -107,6 +107,7 @@ class DeltaSettings:
         values = CONFIG_DEF.parse(config)
         return cls(
             path=values["path"].strip(),
-            table=TableSettings(**TableSettings.shared(values, config)),
+            table=TableSettings.parse(values, config),
+            compaction=Compaction.parse(values),
             catalog_table=values["table"].strip(),
         )

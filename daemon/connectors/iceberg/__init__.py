@@ -1,10 +1,12 @@
 """IcebergSink: Kafka records into an Apache Iceberg table, each offset once.
 
-``sink`` (the connector and its task: the table sinks' shared one), ``settings``, ``catalog``
-(the ``catalog.*`` settings as a Spark catalog), ``state`` (the committed offsets and epochs
-kept in the table's snapshot summaries), ``table`` (the compare-and-set publish), ``jobs`` (the
-executor jobs: open, commit, offsets, upkeep). Nothing is imported here: executor processes
-import ``jobs`` without the task side.
+``sink`` (the connector and its task: the table sinks' own, holding Iceberg's format),
+``settings``, ``existing`` (a local Hadoop-catalog table's owners read without Spark, for the
+pre-creation check), ``catalog`` (the ``catalog.*`` settings as a Spark catalog), ``state``
+(the committed offsets, epochs and owners kept in the table's snapshot summaries), ``table``
+(the compare-and-set publish), ``jobs`` (the executor jobs: open, commit, skip, offsets) and
+``upkeep`` (its job). Nothing is imported here: executor processes import ``jobs`` without the
+task side.
 """
 
 from __future__ import annotations

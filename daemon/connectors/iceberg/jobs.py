@@ -1,39 +1,40 @@
-"""IcebergSink's executor jobs (the interface of the table-format sinks: ``open_table``,
-``commit``, ``read_offsets``, ``alter_offsets``, ``upkeep``), called by name through
-``context.run_in_executor("daemon.connectors.iceberg.jobs:<fn>", ...)``.
+"""IcebergSink's executor jobs (the interface of ``tables.jobtables``: ``open_table``,
+``commit``, ``read_offsets``, ``alter_offsets``, ``upkeep``), called by name
+through ``context.run_in_executor("daemon.connectors.iceberg.jobs:<fn>", ...)``.
 
 Every job takes the table's location as ``catalog`` (the connector's ``catalog.*`` settings,
 keys as written: ``{"catalog.type": "hadoop", "catalog.warehouse": "/data/wh"}``) and
 ``table`` (``namespace.name``); it declares that catalog in the executor's session itself
 (``catalog.declare``), so the executor needs only the Iceberg jar and extensions at start.
 
-Offsets and epochs live in the table's snapshot summaries (``state``); every change of them
-is published by compare-and-set (``table.publish``), which is what refuses a zombie, also one
-whose commit was under way when it was fenced. Errors with a meaning (``ZombieEpoch``,
-``OffsetsDiverged``, ``ConfigError``) are returned as ``{"error": [class, message]}``:
-``daemon.connectors.parquet.jobs.raise_for`` raises them again on the task's side.
+Offsets, epochs and which connector owns each partition live in the table's snapshot
+summaries (``state``); every change of them is published by compare-and-set
+(``table.publish``), decided on ``main``'s head, which is what refuses a zombie, also one
+whose commit was under way when it was fenced, and a second connector on the same
+partitions (``PartitionsOwned``, unless it names the owner in ``takeover``: then it
+continues from the owner's offsets, and the owner can write them no more). Errors with a
+meaning (``ZombieEpoch``, ``OffsetsDiverged``, ``PartitionsOwned``, ``ConfigError``) are
+returned as ``{"error": [class, message]}`` (``tables.jobs``).
 
 Imports only the standard library and ``daemon`` modules that do at import time.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from daemon import errors
 from daemon.connectors.iceberg import state as state_module
 from daemon.connectors.iceberg import table as table_module
 from daemon.connectors.iceberg.catalog import Catalog, declare
-from daemon.connectors.parquet.jobs import _job
-
-#: Upkeep's defaults: snapshots younger than this stay (readers in progress, time travel), and
-#: a branch of the sink older than this was left by a killed commit.
-RETAIN_MS = 24 * 3600 * 1000
-BRANCH_TTL_MS = 3600 * 1000
+from daemon.connectors.iceberg.state import Entry, State
+from daemon.connectors.iceberg.upkeep import upkeep as upkeep  # the interface's, kept apart
+from daemon.connectors.tables.jobs import job
 
 
 def _where(catalog: Catalog, connector: str, task: int) -> str:
@@ -54,6 +55,39 @@ def _partition_by(table: Any) -> list[str]:
     return out
 
 
+def _decider(
+    connector: str,
+    task: int,
+    epoch: int,
+    where: str,
+    partitions: Sequence[Sequence[Any]],
+    change: Callable[[State, Mapping[tuple[str, int], int | None]], State],
+    *,
+    takeover: Collection[str] = (),
+    claims: bool = True,
+    extra: Mapping[str, str] | None = None,
+) -> Callable[[Any], dict[str, str]]:
+    """What ``table.publish`` decides on ``main``'s head: ``change`` of ``connector``'s state
+    (given the offsets of partitions taken over from a connector in ``takeover``), and, if
+    ``claims``, ``partitions`` owned by ``connector``; a partition another connector owns is
+    refused."""
+
+    def decide(tbl: Any) -> dict[str, str]:
+        owners = table_module.read_owners(tbl)
+        taken = state_module.claim(owners, connector, partitions, where, takeover)
+        offsets = {
+            tp: table_module.read_state(tbl, other)[0].get(tp, Entry(None, 0)).offset
+            for tp, other in taken.items()
+        }
+        new = change(table_module.read_state(tbl, connector)[0], offsets)
+        if claims:
+            owners = {**owners, **{state_module.as_tp(p): connector for p in partitions}}
+        props = state_module.properties(connector, task, epoch, new, owners)
+        return {**props, **(extra or {})}
+
+    return decide
+
+
 def open_table(
     spark: Any,
     batch: Any,
@@ -64,10 +98,12 @@ def open_table(
     task: int = 0,
     epoch: int = 0,
     partitions: Sequence[Sequence[Any]] = (),
+    takeover: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Fence ``partitions`` with ``epoch`` and read their committed offsets (see the
-    interface). A table that does not exist yet is not created (its columns come with the
-    first batch): nothing to fence, every offset ``None``."""
+    interface); a partition another connector owns is refused unless it is in ``takeover``.
+    A table that does not exist yet is not created (its columns come with the first batch):
+    nothing to fence, every offset ``None``."""
 
     def run() -> dict[str, Any]:
         cat = declare(spark, {**catalog, "table": table})
@@ -83,6 +119,9 @@ def open_table(
                 "schema": None,
                 "partition_by": None,
             }
+        where = _where(cat, connector, task)
+        owners = table_module.read_owners(tbl)
+        state_module.claim(owners, connector, partitions, where, takeover)
         current, _ = table_module.read_state(tbl, connector)
         mine = [state_module.as_tp(p) for p in partitions]
         newest = max((current[tp].epoch for tp in mine if tp in current), default=-1)
@@ -90,16 +129,21 @@ def open_table(
             # A newer incarnation, or this daemon lost its epochs: the task decides.
             return {"newest_epoch": newest, "fenced": False}
         fenced = False
-        if mine and any(current.get(tp, state_module.Entry(None, 0)).epoch != epoch for tp in mine):
-            where = _where(cat, connector, task)
+        if any(current.get(tp, Entry(None, 0)).epoch != epoch or owners.get(tp) != connector
+               for tp in mine):  # fmt: skip
             table_module.publish(
                 spark,
                 cat,
                 tbl,
-                connector=connector,
-                task=task,
-                epoch=epoch,
-                decide=lambda s: state_module.fence(s, epoch, partitions, where),
+                decide=_decider(
+                    connector,
+                    task,
+                    epoch,
+                    where,
+                    partitions,
+                    lambda s, taken: state_module.fence(s, epoch, partitions, where, taken),
+                    takeover=takeover,
+                ),
             )
             fenced = True
             current, _ = table_module.read_state(tbl, connector)
@@ -113,7 +157,7 @@ def open_table(
             "partition_by": _partition_by(tbl),
         }
 
-    return _job(run)
+    return job(run)
 
 
 def commit(
@@ -131,8 +175,11 @@ def commit(
     merge_schema: bool = False,
     before_publish: Mapping[str, Any] | None = None,
     crash_after: str | None = None,
+    reason: str = "",
 ) -> dict[str, Any]:
     """One atomic commit of ``batch``'s rows covering ``ranges`` (see the interface).
+    ``reason``: a skip, no rows: ``ranges`` were deleted from Kafka before they were written;
+    the snapshot's summary records them and ``reason`` under ``connectd.skipped.<connector>``.
     For fault tests: ``before_publish``, ``open_table`` kwargs run inside this commit just
     before its first swap, as a newer incarnation fencing at the worst instant would;
     ``crash_after="write"`` SIGKILLs this executor at that instant (rows written, not
@@ -160,10 +207,15 @@ def commit(
             spark,
             cat,
             tbl,
-            connector=connector,
-            task=task,
-            epoch=epoch,
-            decide=lambda s: state_module.commit(s, epoch, ranges, where),
+            decide=_decider(
+                connector,
+                task,
+                epoch,
+                where,
+                [r[:2] for r in ranges],
+                lambda s, _: state_module.commit(s, epoch, ranges, where),
+                extra=_skipped(connector, ranges, reason),
+            ),
             df=batch.df if rows else None,
             merge_schema=merge_schema,
             hook=hook,
@@ -178,11 +230,18 @@ def commit(
             "attempts": result["attempts"],
         }
 
-    return _job(run)
+    return job(run)
 
 
 def _die() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _skipped(connector: str, ranges: Sequence[Sequence[Any]], reason: str) -> dict[str, str]:
+    if not reason:
+        return {}
+    gap = {"skipped": [list(r) for r in ranges], "reason": reason}
+    return {state_module.SKIPPED_PREFIX + connector: json.dumps(gap)}
 
 
 def read_offsets(
@@ -195,10 +254,9 @@ def read_offsets(
         tbl = table_module.load(spark, cat)
         if tbl is None:
             return {"offsets": []}
-        current, _ = table_module.read_state(tbl, connector)
-        return {"offsets": state_module.offsets_out(current)}
+        return {"offsets": state_module.offsets_out(_owned(tbl, connector))}
 
-    return _job(run)
+    return job(run)
 
 
 def alter_offsets(
@@ -231,99 +289,31 @@ def alter_offsets(
         current, _ = table_module.read_state(tbl, connector)
         newest = max((e.epoch for e in current.values()), default=0)
         by = newest if epoch is None else epoch
-        changes = [[t, p, None] for t, p in sorted(current)] if reset else list(offsets)
+        owned = sorted(_owned(tbl, connector))
+        changes = [[t, p, None] for t, p in owned] if reset else list(offsets)
         if not changes:
             return {}
         table_module.publish(
             spark,
             cat,
             tbl,
-            connector=connector,
-            task=-1,
-            epoch=by,
-            decide=lambda s: state_module.alter(s, by, changes, where),
+            decide=_decider(
+                connector,
+                -1,
+                by,
+                where,
+                [c[:2] for c in changes],
+                lambda s, _: state_module.alter(s, by, changes, where),
+                claims=False,
+            ),
         )
         return {}
 
-    return _job(run)
+    return job(run)
 
 
-def upkeep(
-    spark: Any,
-    batch: Any,
-    *,
-    catalog: Mapping[str, Any],
-    table: str,
-    min_files: int,
-    small_bytes: int = 32 << 20,
-    retain_ms: int = RETAIN_MS,
-    branch_ttl_ms: int = BRANCH_TTL_MS,
-) -> dict[str, Any]:
-    """Compact partitions with at least ``min_files`` data files (``rewrite_data_files``),
-    drop branches left by killed commits, and expire snapshots older than ``retain_ms``
-    except the newest one carrying each connector's state and everything after it (counted
-    and by commit time: ``state_carriers``).
-    Killed at any instant: each step is one catalog commit, so the table is as before or
-    after that step; the rows never change."""
-    began = time.monotonic()
-
-    def run() -> dict[str, Any]:
-        cat = declare(spark, {**catalog, "table": table})
-        tbl = table_module.load(spark, cat)
-        report: dict[str, Any] = {
-            "compacted": 0,
-            "files_before": 0,
-            "files_after": 0,
-            "branches_dropped": 0,
-            "snapshots_expired": 0,
-        }
-        if tbl is None or tbl.currentSnapshot() is None:
-            return {**report, "seconds": time.monotonic() - began}
-        report["files_before"] = _data_files(tbl)
-        counts = spark.sql(
-            f"SELECT count(*) FROM {cat.table}.files WHERE file_size_in_bytes < {int(small_bytes)}"
-            " GROUP BY partition"
-        ).collect()
-        report["compacted"] = sum(1 for r in counts if int(r[0]) > max(1, min_files))
-        if report["compacted"]:
-            options = {
-                "min-input-files": str(max(2, int(min_files))),
-                "min-file-size-bytes": str(int(small_bytes)),
-            }
-            pairs = ", ".join(f"'{k}', '{v}'" for k, v in options.items())
-            spark.sql(
-                f"CALL {cat.name}.system.rewrite_data_files(table => '{cat.in_catalog}', "
-                f"options => map({pairs}))"
-            ).collect()
-            tbl.refresh()
-        report["files_after"] = _data_files(tbl)
-        for name in table_module.stale_branches(tbl, branch_ttl_ms):
-            try:
-                tbl.manageSnapshots().removeBranch(name).commit()
-                report["branches_dropped"] += 1
-            except Exception:  # raced with another commit: the next upkeep drops it
-                tbl.refresh()
-        before = _snapshot_count(tbl)
-        carriers = table_module.state_carriers(tbl).values()
-        keep = max((depth for depth, _ in carriers), default=0) + 1
-        # Never older than a state carrier: a commit or a compaction by another task landing
-        # after the depths were counted pushes a carrier deeper than ``keep``, not later in time.
-        cutoff = min(
-            int(time.time() * 1000) - int(retain_ms),
-            min((at for _, at in carriers), default=2**62),
-        )
-        tbl.expireSnapshots().expireOlderThan(cutoff).retainLast(keep).commit()
-        tbl.refresh()
-        report["snapshots_expired"] = before - _snapshot_count(tbl)
-        return {**report, "seconds": time.monotonic() - began}
-
-    return _job(run)
-
-
-def _data_files(table: Any) -> int:
-    snap = table.currentSnapshot()
-    return 0 if snap is None else int(snap.summary().get("total-data-files") or 0)
-
-
-def _snapshot_count(table: Any) -> int:
-    return sum(1 for _ in table.snapshots())
+def _owned(table: Any, connector: str) -> State:
+    """``connector``'s state of the partitions it owns (not one another took over)."""
+    owners = table_module.read_owners(table)
+    current, _ = table_module.read_state(table, connector)
+    return {tp: e for tp, e in current.items() if owners.get(tp, connector) == connector}

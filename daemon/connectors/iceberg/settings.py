@@ -11,11 +11,14 @@ from daemon.config.problems import Problem, error
 from daemon.connectors.iceberg.catalog import PREFIX, TYPES, resolve
 from daemon.connectors.tables.settings import (
     TOPIC,
+    Compaction,
     TableConfigDef,
     TableSettings,
     Target,
     check_topic,
-    table_config_def,
+    compaction_keys,
+    schema_key,
+    shared_keys,
     topic_table,
 )
 
@@ -42,7 +45,7 @@ class IcebergConfigDef(TableConfigDef):
         return problems + [error(key, message) for key, message in found]
 
 
-CONFIG_DEF = table_config_def(
+CONFIG_DEF = (
     IcebergConfigDef()
     .define(
         "table",
@@ -80,6 +83,9 @@ CONFIG_DEF = table_config_def(
         "thrift:// address (hive).",
     )
 )
+shared_keys(CONFIG_DEF)
+schema_key(CONFIG_DEF, default=False)
+compaction_keys(CONFIG_DEF)
 
 
 @dataclass(frozen=True)
@@ -88,7 +94,12 @@ class IcebergSettings:
 
     table_template: str
     table: TableSettings
+    compaction: Compaction
     catalog: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def template(self) -> str:
+        return self.table_template
 
     def target(self, topic: str) -> Target:
         check_topic(topic)
@@ -101,6 +112,7 @@ class IcebergSettings:
         values = CONFIG_DEF.parse(config)
         return cls(
             table_template=values["table"].strip(),
-            table=TableSettings(**TableSettings.shared(values, config)),
+            table=TableSettings.parse(values, config),
+            compaction=Compaction.parse(values),
             catalog=catalog_settings(config),
         )

@@ -1,24 +1,31 @@
 """IcebergSink: Kafka records into Apache Iceberg tables, each offset exactly once through the
-table's snapshots (``jobs.py`` and ``table.py`` say how; the task is the table sinks' shared
-one)."""
+table's snapshots (``jobs.py`` and ``table.py`` say how). The connector and task are the table
+sinks' own holding a format reached through Iceberg's executor jobs (``tables.jobtables``)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from daemon.connectors.iceberg.existing import iceberg_owners
 from daemon.connectors.iceberg.settings import CONFIG_DEF, IcebergSettings
 from daemon.connectors.tables.connector import TableSinkConnector
+from daemon.connectors.tables.jobtables import JobFormat, JobKind
 from daemon.connectors.tables.task import TableSinkTask
+
+#: Iceberg's jobs, session format and owners' reader.
+ICEBERG = JobKind(
+    format="iceberg", jobs="daemon.connectors.iceberg.jobs", key="table", owners=iceberg_owners
+)
+
+
+def iceberg_format(config: Mapping[str, str], kind: JobKind = ICEBERG) -> JobFormat:
+    return JobFormat(kind, IcebergSettings.from_config(config))
 
 
 class IcebergSinkTask(TableSinkTask):
     """One task of an IcebergSink."""
 
-    format = "iceberg"
-    jobs = "daemon.connectors.iceberg.jobs"
-
-    def load_settings(self, config: Mapping[str, str]) -> IcebergSettings:
-        return IcebergSettings.from_config(config)
+    table_format = iceberg_format
 
 
 class IcebergSinkConnector(TableSinkConnector):

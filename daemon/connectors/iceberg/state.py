@@ -12,23 +12,34 @@ upkeep's snapshot expiry keeps that one.
 Value (JSON): ``{"v": 1, "epoch": <the publishing epoch>, "task": n,
 "partitions": [[topic, partition, next_offset_or_null, epoch], ...]}``.
 
+Which connector owns a partition (the one that fenced or committed it last) is kept the same
+way, once for every connector: every snapshot the sink publishes carries, under
+``connectd.owners``, the whole map, decided on its parent's (``{"v": 1, "partitions":
+[[topic, partition, connector], ...]}``). A table written before that key existed has its
+owners derived from the connectors' states (``derive_owners``). A skip's gap and reason go
+under ``connectd.skipped.<connector>`` of the snapshot that records it.
+
 Pure data: the refusals follow ``daemon.storage.logstate``'s (``ZombieEpoch``,
-``OffsetsDiverged``), with messages naming partition and numbers.
+``OffsetsDiverged``, ``PartitionsOwned``), with messages naming partition and numbers.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from daemon.connectors.tables.jobs import partitions_owned
 from daemon.storage.logstate import OffsetsDiverged, ZombieEpoch
 
 KEY_PREFIX = "connectd.offsets."
+OWNERS = "connectd.owners"
+SKIPPED_PREFIX = "connectd.skipped."
 VERSION = 1
 
 TP = tuple[str, int]
+Owners = dict[TP, str]
 
 
 @dataclass(frozen=True)
@@ -78,15 +89,22 @@ def _zombie(where: str, tp: TP, theirs: int, ours: int) -> ZombieEpoch:
     )
 
 
-def fence(state: State, epoch: int, partitions: Iterable[Sequence[Any]], where: str) -> State:
-    """``state`` with ``partitions`` owned by ``epoch``; ``ZombieEpoch`` if a newer owns one."""
+def fence(
+    state: State,
+    epoch: int,
+    partitions: Iterable[Sequence[Any]],
+    where: str,
+    taken: Mapping[TP, int | None] | None = None,
+) -> State:
+    """``state`` with ``partitions`` owned by ``epoch``; ``ZombieEpoch`` if a newer owns one.
+    ``taken``: the offsets of partitions taken over from another connector, continued."""
     new = dict(state)
     for item in partitions:
         tp = as_tp(item)
         old = state.get(tp, Entry(None, 0))
         if old.epoch > epoch:
             raise _zombie(where, tp, old.epoch, epoch)
-        new[tp] = Entry(old.offset, epoch)
+        new[tp] = Entry(taken[tp] if taken and tp in taken else old.offset, epoch)
     return new
 
 
@@ -128,3 +146,68 @@ def offsets_out(state: State, partitions: Iterable[Sequence[Any]] | None = None)
     """``[[topic, partition, next_offset_or_None], ...]`` for ``partitions`` (all without)."""
     tps = sorted(state) if partitions is None else [as_tp(i) for i in partitions]
     return [[t, p, state[(t, p)].offset if (t, p) in state else None] for t, p in tps]
+
+
+# ---- owners ----
+
+
+def encode_owners(owners: Mapping[TP, str]) -> str:
+    parts = [[t, p, c] for (t, p), c in sorted(owners.items())]
+    return json.dumps({"v": VERSION, "partitions": parts}, separators=(",", ":"))
+
+
+def decode_owners(text: str) -> Owners:
+    doc = json.loads(text)
+    if doc.get("v") != VERSION:
+        raise ValueError(f"unknown connectd owners version {doc.get('v')!r}")
+    return {(str(t), int(p)): str(c) for t, p, c in doc["partitions"]}
+
+
+def owners_of(summaries: Iterable[Mapping[str, str]]) -> Owners:
+    """Which connector owns each partition, from the summaries of ``main``'s snapshots, the
+    head first: the newest ``connectd.owners``; on a table written before it existed, per
+    partition the connector whose newest state carrying it is the newest."""
+    best: dict[TP, tuple[int, str]] = {}
+    seen: set[str] = set()
+    for depth, summary in enumerate(summaries):
+        value = summary.get(OWNERS)
+        if value is not None:
+            return decode_owners(value)
+        for name, text in summary.items():
+            connector = name[len(KEY_PREFIX) :]
+            if not name.startswith(KEY_PREFIX) or connector in seen:
+                continue
+            seen.add(connector)
+            for tp in decode(text):
+                best.setdefault(tp, (depth, connector))
+    return {tp: connector for tp, (_, connector) in best.items()}
+
+
+def claim(
+    owners: Mapping[TP, str],
+    connector: str,
+    partitions: Iterable[Sequence[Any]],
+    where: str,
+    takeover: Collection[str] = (),
+) -> dict[TP, str]:
+    """The partitions of ``partitions`` another connector named in ``takeover`` owns, with
+    it; ``PartitionsOwned`` for one any other connector owns."""
+    taken = {}
+    for item in partitions:
+        tp = as_tp(item)
+        other = owners.get(tp, connector)
+        if other != connector:
+            if other not in takeover:
+                raise partitions_owned(connector, tp[0], tp[1], other, where)
+            taken[tp] = other
+    return taken
+
+
+def properties(
+    connector: str, task: int, epoch: int, state: State, owners: Mapping[TP, str]
+) -> dict[str, str]:
+    """The summary properties of a snapshot publishing ``state`` and ``owners``."""
+    return {
+        key(connector): encode(state, epoch=epoch, task=task),
+        OWNERS: encode_owners(owners),
+    }

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from daemon.connectors.iceberg import state as state_module
@@ -91,20 +91,40 @@ def create(spark: Any, catalog: Catalog, df: Any, partition_by: list[str]) -> An
     return table
 
 
-def read_state(table: Any, connector: str) -> tuple[state_module.State, int]:
-    """``connector``'s state from the newest snapshot of ``main`` that carries it, and how
-    many snapshots back that one is (0: the head)."""
-    key = state_module.key(connector)
+def _newest(table: Any, key: str) -> tuple[str | None, int]:
+    """The value of ``key`` in the newest snapshot of ``main`` that carries it, and how many
+    snapshots back that one is (0: the head)."""
     snap = table.currentSnapshot()
     depth = 0
     while snap is not None:
         value = snap.summary().get(key)
         if value is not None:
-            return state_module.decode(value), depth
+            return str(value), depth
         parent = snap.parentId()
         snap = None if parent is None else table.snapshot(parent)
         depth += 1
-    return {}, depth
+    return None, depth
+
+
+def read_state(table: Any, connector: str) -> tuple[state_module.State, int]:
+    """``connector``'s state from the newest snapshot of ``main`` that carries it, and how
+    many snapshots back that one is (0: the head)."""
+    value, depth = _newest(table, state_module.key(connector))
+    return state_module.decode(value), depth
+
+
+def read_owners(table: Any) -> state_module.Owners:
+    """Which connector owns each partition, as ``main``'s head has it (``state.owners_of``)."""
+
+    def summaries() -> Iterator[dict[str, str]]:
+        snap = table.currentSnapshot()
+        while snap is not None:
+            summary = snap.summary()
+            yield {str(k): str(summary.get(k)) for k in summary.keySet().toArray()}
+            parent = snap.parentId()
+            snap = None if parent is None else table.snapshot(parent)
+
+    return state_module.owners_of(summaries())
 
 
 def state_carriers(table: Any) -> dict[str, tuple[int, int]]:
@@ -127,19 +147,16 @@ def publish(
     catalog: Catalog,
     table: Any,
     *,
-    connector: str,
-    task: int,
-    epoch: int,
-    decide: Callable[[state_module.State], state_module.State],
+    decide: Callable[[Any], Mapping[str, str]],
     df: Any = None,
     merge_schema: bool = False,
     hook: Callable[[], object] | None = None,
 ) -> dict[str, Any]:
-    """Publish one snapshot on ``main`` whose state is ``decide(state of main's head)`` and
-    whose data is ``df``'s rows (none without), by compare-and-set (module docstring).
-    ``decide`` raises to refuse. ``hook``: called once just before the first swap (tests put
-    a newer incarnation's fence there). ``{"snapshot": id, "attempts": n, "files": n}``."""
-    key = state_module.key(connector)
+    """Publish one snapshot on ``main`` whose summary properties are ``decide(table)``,
+    decided on ``main``'s head (``read_state``, ``read_owners``), and whose data is ``df``'s
+    rows (none without), by compare-and-set (module docstring). ``decide`` raises to refuse.
+    ``hook``: called once just before the first swap (tests put a newer incarnation's fence
+    there). ``{"snapshot": id, "attempts": n, "files": n}``."""
     # The name carries its birth time, so upkeep can tell a killed commit's branch from a
     # live one (``stale_branches``).
     branch = f"connectd_{int(time.time() * 1000)}_{uuid.uuid4().hex[:8]}"
@@ -149,11 +166,10 @@ def publish(
         table.refresh()
         head = table.currentSnapshot().snapshotId()
         try:
-            decided = decide(read_state(table, connector)[0])
+            decided = decide(table)
         except BaseException:
             _drop_branch(table, branch)
             raise
-        value = state_module.encode(decided, epoch=epoch, task=task)
         try:
             if written is not None and not files:
                 # Read only when needed: listing a snapshot's files reads its manifests.
@@ -164,16 +180,18 @@ def publish(
             else:
                 manage.createBranch(branch, head).commit()
             if written is None and df is not None:
-                writer = df.writeTo(f"{catalog.table}.branch_{branch}").option(
-                    f"snapshot-property.{key}", value
-                )
+                writer = df.writeTo(f"{catalog.table}.branch_{branch}")
+                for key, value in decided.items():
+                    writer = writer.option(f"snapshot-property.{key}", value)
                 if merge_schema:
                     writer = writer.option("merge-schema", "true")
                 writer.append()
                 table.refresh()
                 written = table.snapshot(table.refs().get(branch).snapshotId())
             else:
-                append = table.newFastAppend().toBranch(branch).set(key, value)
+                append = table.newFastAppend().toBranch(branch)
+                for key, value in decided.items():
+                    append = append.set(key, value)
                 for data_file in files:
                     append.appendFile(data_file)
                 append.commit()

@@ -1,9 +1,12 @@
-"""ParquetSink: Kafka records into a file table (Parquet, ORC, JSON, CSV), each offset once.
+"""ParquetSink: Kafka records into file tables (Parquet, ORC, JSON, CSV), each offset once.
 
-``sink`` (the connector and its task), ``settings`` (its settings), ``buffer`` (what is not
-written yet), ``table`` (where the commit log runs), ``write`` (the Spark write, in an
-executor), ``jobs`` (executor jobs for tables on Hadoop filesystems). Nothing is imported
-here: executor processes import ``write`` and ``jobs`` without the task side.
+``sink`` (the connector and its task: the table sinks' own, holding ParquetSink's format),
+``settings`` (its settings), ``place`` (whether a ``path`` can hold a table), ``format`` (the
+table format: a table's handle), ``table`` (where a table's commit log runs: in the daemon,
+or in executor jobs), ``upkeep`` (the commit log's clean-up), ``columns`` (the table's columns
+read back from its files), ``write`` (the Spark write, in an executor), ``jobs`` (executor
+jobs for tables on Hadoop filesystems). Nothing is imported here: executor processes import
+``write`` and ``jobs`` without the task side.
 """
 
 from __future__ import annotations

@@ -15,17 +15,17 @@ its executor like a hung write.
   under the task's id and holds its one write slot either way, and this way it never delays a
   closing flush (which does not ask) nor waits for a free executor. ``clean_up`` alone
   exists for operators and tests.
-- ``open_table`` (fence and read at partition assignment), ``abort``, ``skip_offsets`` (a
-  gap left by retention, ``errors.offset.out.of.range=earliest``), and the connector's
-  offsets jobs (``read_offsets``, ``alter_offsets``, ``reset_offsets``).
+- ``open_table`` (at partition assignment: roll killed commits forward the first time, fence,
+  read the committed offsets and the table's columns, ``parquet.columns``), ``abort``,
+  ``skip_offsets`` (a gap left by retention, ``errors.offset.out.of.range=earliest``), and
+  the connector's offsets jobs (``read_offsets``, ``alter_offsets``, ``reset_offsets``).
 
-An opened ``CommitLog`` is cached per table (and its ``commit.log.*`` settings, which every
-job takes as ``checkpoint_interval`` and ``retention_ms``) in the executor process; it re-reads
+Every job takes its table as ``table``: ``path``, the staging lease (``stale_after``) and the
+connector's ``commit.log.*`` settings (``checkpoint_interval``, ``retention_ms``). An opened
+``CommitLog`` is cached per table and settings in the executor process; it re-reads
 the log before every decision, so another executor's commits are always seen (the filesystem
 is the truth). Errors with a meaning (``CommitRejected``, ``StorageCorrupt``, ``ConfigError`` …) are
-returned as ``{"error": [class name, message]}`` rather than raised, because the pool reports
-any raised exception as a retriable ``WriteFailed``; ``raise_for`` turns them back into the
-right class on the task's side.
+returned as ``{"error": [class name, message]}`` rather than raised (``tables.jobs``).
 
 Imports only the standard library and ``daemon`` modules that do at import time.
 """
@@ -39,14 +39,18 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from daemon import errors
+from daemon.connectors.parquet.columns import read_with_spark, table_columns
 from daemon.connectors.records import OffsetRange, TopicPartition
-from daemon.storage import commitlog as commitlog_module
+from daemon.connectors.tables.jobs import job, offsets_out
 from daemon.storage.commitlog import CommitLog, DataFile
 
+#: A table as every job takes it: ``path``, ``stale_after``, ``checkpoint_interval`` and
+#: ``retention_ms`` (``parquet.table.log_job_kwargs``).
+LogTable = Mapping[str, Any]
 _LOGS: dict[tuple[str, float, int, int], CommitLog] = {}
 #: ``commit.log.checkpoint.interval`` and ``commit.log.retention.ms`` when a caller passes none.
 INTERVAL, RETENTION_MS = 100, 7 * 24 * 3600 * 1000
@@ -57,18 +61,16 @@ _GUARD = threading.Lock()
 CRASH_POINTS = ("write", "publish")
 
 
-def commit_log(
-    spark: Any,
-    path: str,
-    stale_after: float,
-    checkpoint_interval: int = INTERVAL,
-    retention_ms: int = RETENTION_MS,
-) -> CommitLog:
-    """The opened commit log of the table at ``path`` (cached in this process, per settings:
-    the connector's ``commit.log.*`` settings decide when it checkpoints and what its
-    clean-up keeps)."""
+def commit_log(spark: Any, table: LogTable) -> CommitLog:
+    """The opened commit log of ``table`` (``path``, the staging lease ``stale_after``, and
+    the connector's ``commit.log.*`` settings as ``checkpoint_interval`` and
+    ``retention_ms``, which decide when it checkpoints and what its clean-up keeps), cached
+    in this process per those."""
     from daemon.storage.hadoopfs import HadoopFs
 
+    path, stale_after = str(table["path"]), float(table["stale_after"])
+    checkpoint_interval = int(table.get("checkpoint_interval", INTERVAL))
+    retention_ms = int(table.get("retention_ms", RETENTION_MS))
     if spark is None:
         raise errors.ConfigError(
             f"path: {path} is a Hadoop filesystem URI; its commit log needs executors with "
@@ -90,71 +92,54 @@ def commit_log(
         return log
 
 
-def _job(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    try:
-        return fn()
-    except errors.ConnectdError as exc:
-        return {"error": [type(exc).__name__, str(exc)]}
-
-
-def raise_for(result: Mapping[str, Any]) -> Mapping[str, Any]:
-    """``result`` of a job, or the error it returned raised as its ``daemon.errors`` class."""
-    error = result.get("error")
-    if error is None:
-        return result
-    name, message = error
-    # The commit log's refusals (``ZombieEpoch`` …) are subclasses of ``CommitRejected`` that
-    # live beside it; their class decides whether a restart may help.
-    cls = getattr(errors, name, None) or getattr(commitlog_module, name, None)
-    if not (isinstance(cls, type) and issubclass(cls, errors.ConnectdError)):
-        cls = errors.WriteFailed
-    raise cls(message)
-
-
 def _tps(items: Iterable[Sequence[Any]]) -> list[TopicPartition]:
     return [TopicPartition(str(t), int(p)) for t, p in items]
-
-
-def _offsets_out(offsets: Mapping[TopicPartition, int]) -> list[list[Any]]:
-    return [[tp.topic, tp.partition, o] for tp, o in sorted(offsets.items())]
 
 
 def open_table(
     spark: Any,
     batch: Any,
+    table: LogTable,
     *,
-    path: str,
-    stale_after: float,
-    checkpoint_interval: int = INTERVAL,
-    retention_ms: int = RETENTION_MS,
     connector: str = "",
     task: int = 0,
     epoch: int = 0,
     partitions: Sequence[Sequence[Any]] = (),
     unless_behind: bool = False,
     takeover: Sequence[str] = (),
+    recover: bool = False,
+    format: str = "",
 ) -> dict[str, Any]:
-    """Open (roll forward, clean up); with ``partitions``, fence them with ``epoch`` first and
-    return their committed offsets as ``{"offsets": [[topic, partition, offset], ...]}``.
+    """Open: with ``recover`` (or without ``partitions``) roll killed commits forward and
+    clean up; with ``partitions``, fence them with ``epoch`` and return their committed
+    offsets as ``{"offsets": [[topic, partition, offset], ...]}``, and, with ``format``, the
+    table's columns as ``"columns"`` (``parquet.columns``).
 
     ``unless_behind``: if the table has seen an epoch of ``connector`` at least ``epoch``
     (a lost state directory), fence nothing and return ``{"behind": that epoch}``; the task
     raises its epoch above it and asks again."""
 
     def run() -> dict[str, Any]:
-        log = commit_log(spark, path, stale_after, checkpoint_interval, retention_ms)
+        log = commit_log(spark, table)
         tps = _tps(partitions)
-        if not tps:
+        if recover or not tps:
             log.recover()
+        if not tps:
             return {"offsets": [], "fs": log.fs.kind}
         if unless_behind:
             last = max((log.last_epoch(connector, tp) for tp in tps), default=0)
             if last >= epoch:
                 return {"behind": last, "fs": log.fs.kind}
         log.fence(connector, task, epoch, tps, takeover=tuple(takeover))
-        return {"offsets": _offsets_out(log.committed_offsets(tps)), "fs": log.fs.kind}
+        result: dict[str, Any] = {
+            "offsets": offsets_out(log.committed_offsets(tps)),
+            "fs": log.fs.kind,
+        }
+        if format:
+            result["columns"] = table_columns(log, read_with_spark(spark, format))
+        return result
 
-    return _job(run)
+    return job(run)
 
 
 def _resolve(ref: str) -> Any:
@@ -168,16 +153,13 @@ def _resolve(ref: str) -> Any:
 def flush(
     spark: Any,
     batch: Any,
+    table: LogTable,
     *,
-    path: str,
-    stale_after: float,
-    checkpoint_interval: int = INTERVAL,
-    retention_ms: int = RETENTION_MS,
+    ranges: Sequence[Sequence[Any]],
     commit_id: str,
     connector: str,
     task: int,
     epoch: int,
-    ranges: Sequence[Sequence[Any]],
     write_function: str = "daemon.connectors.parquet.write:write_staged",
     write_kwargs: Mapping[str, Any] | None = None,
     crash_after: str | None = None,
@@ -194,7 +176,7 @@ def flush(
     offsets = [OffsetRange(str(t), int(p), int(s), int(e)) for t, p, s, e in ranges]
 
     def run() -> dict[str, Any]:
-        log = commit_log(spark, path, stale_after, checkpoint_interval, retention_ms)
+        log = commit_log(spark, table)
         files: list[DataFile] = []
         written: dict[str, Any] = {}
         try:
@@ -226,7 +208,7 @@ def flush(
                 result["clean_up_error"] = f"{type(exc).__name__}: {exc}"
         return result
 
-    return _job(run)
+    return job(run)
 
 
 def _die() -> None:
@@ -236,27 +218,21 @@ def _die() -> None:
 def abort(
     spark: Any,
     batch: Any,
+    table: LogTable,
     *,
-    path: str,
-    stale_after: float,
     commit_id: str,
-    checkpoint_interval: int = INTERVAL,
-    retention_ms: int = RETENTION_MS,
 ) -> dict[str, Any]:
     """Give up ``commit_id`` after its executor died: ``{"landed": True}`` if its record was
     created after all (the commit was finished), else its staged files are deleted."""
-    log = functools.partial(commit_log, spark, path, stale_after, checkpoint_interval, retention_ms)
-    return _job(lambda: {"landed": log().abort(commit_id)})
+    log = functools.partial(commit_log, spark, table)
+    return job(lambda: {"landed": log().abort(commit_id)})
 
 
 def skip_offsets(
     spark: Any,
     batch: Any,
+    table: LogTable,
     *,
-    path: str,
-    stale_after: float,
-    checkpoint_interval: int = INTERVAL,
-    retention_ms: int = RETENTION_MS,
     connector: str,
     task: int,
     epoch: int,
@@ -270,61 +246,52 @@ def skip_offsets(
     (tp,) = _tps([partition])
 
     def run() -> dict[str, Any]:
-        log = commit_log(spark, path, stale_after, checkpoint_interval, retention_ms)
+        log = commit_log(spark, table)
         record = log.skip(connector, task, epoch, tp, int(start), int(end), reason=reason)
         return {"seq": record.seq}
 
-    return _job(run)
+    return job(run)
 
 
 def clean_up(
     spark: Any,
     batch: Any,
+    table: LogTable,
     *,
-    path: str,
-    stale_after: float,
     budget: float,
-    checkpoint_interval: int = INTERVAL,
-    retention_ms: int = RETENTION_MS,
 ) -> dict[str, Any]:
     """Delete commit records no opener needs (``CommitLog.clean_up``) for ``budget`` s."""
 
     def run() -> dict[str, Any]:
-        log = commit_log(spark, path, stale_after, checkpoint_interval, retention_ms)
+        log = commit_log(spark, table)
         report = log.clean_up(deadline=time.monotonic() + budget)
         return {"report": dataclasses.asdict(report)}
 
-    return _job(run)
+    return job(run)
 
 
 def read_offsets(
     spark: Any,
     batch: Any,
+    table: LogTable,
     *,
-    path: str,
-    stale_after: float,
     connector: str = "",
-    checkpoint_interval: int = INTERVAL,
-    retention_ms: int = RETENTION_MS,
 ) -> dict[str, Any]:
     """The committed next offset of every partition ``connector`` owns (all without it)."""
 
     def run() -> dict[str, Any]:
-        log = commit_log(spark, path, stale_after, checkpoint_interval, retention_ms)
+        log = commit_log(spark, table)
         tps = log.owned_by(connector) if connector else None
-        return {"offsets": _offsets_out(log.committed_offsets(tps))}
+        return {"offsets": offsets_out(log.committed_offsets(tps))}
 
-    return _job(run)
+    return job(run)
 
 
 def alter_offsets(
     spark: Any,
     batch: Any,
+    table: LogTable,
     *,
-    path: str,
-    stale_after: float,
-    checkpoint_interval: int = INTERVAL,
-    retention_ms: int = RETENTION_MS,
     connector: str,
     offsets: Sequence[Sequence[Any]],
 ) -> dict[str, Any]:
@@ -334,28 +301,25 @@ def alter_offsets(
     }
 
     def run() -> dict[str, Any]:
-        log = commit_log(spark, path, stale_after, checkpoint_interval, retention_ms)
+        log = commit_log(spark, table)
         log.alter_offsets(wanted, connector=connector)
         return {}
 
-    return _job(run)
+    return job(run)
 
 
 def reset_offsets(
     spark: Any,
     batch: Any,
+    table: LogTable,
     *,
-    path: str,
-    stale_after: float,
     connector: str,
-    checkpoint_interval: int = INTERVAL,
-    retention_ms: int = RETENTION_MS,
 ) -> dict[str, Any]:
     """Forget every partition's committed offset."""
 
     def run() -> dict[str, Any]:
-        log = commit_log(spark, path, stale_after, checkpoint_interval, retention_ms)
+        log = commit_log(spark, table)
         log.reset_offsets(connector=connector)
         return {}
 
-    return _job(run)
+    return job(run)

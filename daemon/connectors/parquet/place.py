@@ -1,48 +1,29 @@
 """Whether a ParquetSink's ``path`` can hold its table, checked before the connector is
 created (REST ``POST``/``PUT``, ``/config/validate``, ``check-config``, daemon start):
 
-- ``scheme_problem``: the filesystem must keep the commit log exactly-once (an atomic,
-  exclusive create); others (``gs://``, ``wasb://``, ``s3://`` …) are refused by name.
+- ``scheme_problem`` (``tables.location``): the filesystem must keep the commit log
+  exactly-once (an atomic, exclusive create); others (``gs://``, ``wasb://`` …) are refused.
 - ``place_problems`` (local tables): the path is a directory or can be created as one, and the
   process can write there. Cheap ``stat``/``access`` calls only: validation may run on the
   event loop.
-- ``owner_problems``: the table's commit log shows no other connector owning (having
-  committed to or fenced) a partition of this connector's topics. Reads the log: may block;
-  the runtime calls it in a thread under a deadline (``SinkConnector.check_existing``).
-  Hadoop tables are not read here (their log is reachable only from an executor's JVM); the
-  commit log refuses the second connector there at its first fence, naming the first.
+- ``table_owners``: which connector owns (committed to or fenced last) each partition in the
+  table's commit log, for ``check_existing`` (``tables.owners`` words the refusal). Reads
+  the log: may block; the runtime calls it in a thread under a deadline
+  (``SinkConnector.check_existing``). Hadoop tables are not read here (their log is
+  reachable only from an executor's JVM); the commit log refuses the second connector there
+  at its first fence, naming the first.
 """
 
 from __future__ import annotations
 
 import os
-import re
-import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
 
 from daemon.config.problems import Problem, error
+from daemon.connectors.records import TopicPartition
+from daemon.connectors.tables.owners import owner_problems as _owner_problems
 from daemon.storage.commitlog import META, CommitLog
-from daemon.storage.hadoopfs import ATOMIC_RENAME
-
-#: Schemes a table may use (see docs/connectors.md, "Tables on Hadoop filesystems"): ``file``,
-#: the atomic-rename filesystems, ``viewfs`` (resolved to one of those when the table opens)
-#: and ``s3a`` (checked for conditional writes when the table opens).
-SCHEMES = ("file", *ATOMIC_RENAME, "viewfs", "s3a")
-
-
-def scheme_problem(uri: str) -> str | None:
-    """Why ``uri``'s scheme cannot hold a table, or ``None``."""
-    scheme = urllib.parse.urlsplit(uri.strip()).scheme.lower()
-    if scheme in ("", *SCHEMES) or len(scheme) == 1:  # "C:" is no scheme
-        return None
-    hint = " (use s3a:// with conditional writes)" if scheme in ("s3", "s3n") else ""
-    return (
-        f"{uri.strip()!r}: {scheme}:// offers no atomic exclusive create, so the commit log "
-        f"cannot keep each offset exactly once there{hint}; supported: "
-        + ", ".join(f"{s}://" for s in SCHEMES)
-        + " (docs/connectors.md)"
-    )
 
 
 def place_problems(path: Path) -> list[Problem]:
@@ -89,36 +70,17 @@ def _writable(key: str, directory: Path, what: str) -> list[Problem]:
     return []
 
 
-def _covers(config: Mapping[str, str]) -> tuple[set[str], re.Pattern[str] | None]:
-    topics = {t.strip() for t in config.get("topics", "").split(",") if t.strip()}
-    regex = config.get("topics.regex", "").strip()
-    try:
-        return topics, re.compile(regex) if regex else None
-    except re.error:
-        return topics, None  # reported by the framework's own check
+def table_owners(path: Path) -> dict[TopicPartition, str]:
+    """Per partition, the connector that owns it in the table at ``path`` (its commit log;
+    ``{}`` if there is none). Blocks on the log's files."""
+    if not (path / META / "log").is_dir():
+        return {}
+    log = CommitLog(path)
+    log.open_read_only()
+    return log.owners()
 
 
 def owner_problems(path: Path, name: str, config: Mapping[str, str]) -> list[Problem]:
     """Another connector owns partitions of the topics ``config`` reads in the table at
     ``path`` (its commit log): an error naming it. Blocks on the log's files."""
-    if not (path / META / "log").is_dir():
-        return []
-    topics, regex = _covers(config)
-    log = CommitLog(path)
-    log.open_read_only()
-    takeover = {c.strip() for c in config.get("takeover", "").split(",") if c.strip()}
-    owned: dict[str, set[str]] = {}
-    for tp, other in log.owners().items():
-        covered = tp.topic in topics or (regex is not None and regex.fullmatch(tp.topic))
-        if covered and other != name and other not in takeover:
-            owned.setdefault(other, set()).add(str(tp))
-    return [
-        error(
-            "path",
-            f"table {path} already holds {', '.join(sorted(tps)[:5])}"
-            f"{' …' if len(tps) > 5 else ''} written by connector {other!r}; two connectors "
-            "must not write the same partitions of one table",
-            f"another path, or, if this connector replaces {other!r}, takeover={other}",
-        )
-        for other, tps in sorted(owned.items())
-    ]
+    return _owner_problems("path", str(path), table_owners(path), name, config)

@@ -1,14 +1,13 @@
-"""Where a ParquetSink task's commit log runs: in the daemon for local tables, in executor jobs
-for tables on Hadoop filesystems. Both give the task the same four steps, with the same
-guarantees (``daemon.storage.commitlog``):
+"""Where a ParquetSink table's commit log runs: in the daemon for local tables, in executor
+jobs for tables on Hadoop filesystems. Both give the table's handle (``parquet.format``) the
+same steps, with the same guarantees (``daemon.storage.commitlog``):
 
-- ``open``: roll incomplete commits forward, delete killed writes' staging dirs;
-- ``claim(partitions)``: fence them with the incarnation's epoch, then read their committed
-  offsets (claim first, so nothing an older incarnation commits later can be missed). If the
-  table has seen an epoch of the connector at least as large (the daemon's state directory,
-  where epochs are counted, was lost or is another one), the incarnation first raises its epoch
-  above it (``context.raise_epoch``): the table, not the state directory, is the authority, so
-  the newest starter always wins and fences older incarnations out;
+- ``claim(partitions, probe)``: the first claim opens the table (rolls incomplete commits
+  forward, deletes killed writes' staging dirs, reads the table's columns back:
+  ``parquet.columns``); then fence the partitions with the incarnation's epoch and read their
+  committed offsets (claim first, so nothing an older incarnation commits later can be
+  missed). With ``probe``, a table that has seen an epoch of the connector at least as large
+  fences nothing and says so (``Claim.behind``): the task raises its epoch and claims again;
 - ``write(table, ranges, commit_id)``: stage, write through Spark in an executor, commit
   exclusively, move into place. Raises if anything failed; then ``abort(commit_id)`` must run
   (the executor is gone by then) and says whether the commit landed after all.
@@ -38,10 +37,12 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from daemon.connectors.api import SinkTaskContext
-from daemon.connectors.parquet.jobs import raise_for
+from daemon.connectors.parquet.columns import read_local, table_columns
 from daemon.connectors.parquet.settings import ParquetSettings
 from daemon.connectors.parquet.write import tidy
 from daemon.connectors.records import OffsetRange, TopicPartition
+from daemon.connectors.tables.format import Claim
+from daemon.connectors.tables.jobs import raise_for
 from daemon.storage.commitlog import CleanUp, CommitLog, DataFile
 
 log = logging.getLogger("connectd.connectors.parquet")
@@ -61,10 +62,10 @@ class Written:
 
 class TableLog(Protocol):
     kind: str
+    #: The table's columns as its files say, read by the first claim (``parquet.columns``).
+    columns: list[list[str]] | None
 
-    async def open(self) -> None: ...
-
-    async def claim(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]: ...
+    async def claim(self, partitions: Sequence[TopicPartition], *, probe: bool) -> Claim: ...
 
     async def write(
         self,
@@ -90,53 +91,37 @@ class TableLog(Protocol):
     async def close(self) -> None: ...
 
 
-def table_log(settings: ParquetSettings, ctx: SinkTaskContext, write_function: str) -> TableLog:
+def table_log(
+    location: str, settings: ParquetSettings, ctx: SinkTaskContext, write_function: str
+) -> TableLog:
+    """The commit log site of the table at ``location``."""
     if settings.hadoop:
-        return HadoopTable(settings, ctx, write_function)
-    return LocalTable(settings, ctx, write_function)
+        return HadoopTable(location, settings, ctx, write_function)
+    return LocalTable(location, settings, ctx, write_function)
 
 
-def log_job_kwargs(settings: ParquetSettings) -> dict[str, Any]:
+def log_job_kwargs(settings: ParquetSettings, location: str) -> dict[str, Any]:
     """Where a Hadoop table's commit-log jobs find the table, and how its log is kept (the
     executor caches one ``CommitLog`` per table and settings: ``parquet.jobs.commit_log``)."""
-    return {
-        "path": settings.path,
+    table = {
+        "path": location,
         "stale_after": settings.staging_lease,
         "checkpoint_interval": settings.checkpoint_interval,
         "retention_ms": settings.retention_ms,
     }
+    return {"table": table}
 
 
 def _write_kwargs(settings: ParquetSettings) -> dict[str, Any]:
     return {
         "format": settings.format,
-        "partition_by": list(settings.partition_by),
+        "partition_by": list(settings.table.partition_by),
         "compression": settings.compression,
     }
 
 
-async def _raise_epoch(ctx: SinkTaskContext, last: int) -> None:
-    """Take an epoch above ``last``, the table's newest epoch of this connector. If the runtime
-    cannot (no epoch source), the epoch stays and the fence refuses it as a zombie."""
-    before = ctx.epoch
-    after = await ctx.raise_epoch(above=last)
-    if after > before:
-        log.info(
-            "%s: table %s has seen epoch %d of %s; took epoch %d (was %d)",
-            ctx.task_id,
-            ctx.config.get("path", "?"),
-            last,
-            ctx.task_id.connector,
-            after,
-            before,
-        )
-
-
-def _last_epoch(log: CommitLog, connector: str, partitions: Sequence[TopicPartition]) -> int:
-    """The newest epoch of ``connector`` the table has seen on ``partitions``: only those
-    matter for this claim (a sibling task's newer epoch on its own partitions does not make
-    this one a zombie)."""
-    return max((log.last_epoch(connector, tp) for tp in partitions), default=0)
+def _claimed(partitions: Sequence[TopicPartition], offsets: Mapping[TopicPartition, int]) -> Claim:
+    return Claim({tp: offsets.get(tp) for tp in partitions})
 
 
 class LocalTable:
@@ -144,33 +129,47 @@ class LocalTable:
 
     kind = "local"
 
-    def __init__(self, settings: ParquetSettings, ctx: SinkTaskContext, write_function: str):
+    def __init__(
+        self, location: str, settings: ParquetSettings, ctx: SinkTaskContext, write_function: str
+    ):
         self.settings, self.ctx, self.write_function = settings, ctx, write_function
         self.log = CommitLog(
-            settings.path,
+            location,
             checkpoint_interval=settings.checkpoint_interval,
             retention_ms=settings.retention_ms,
         )
+        self.columns: list[list[str]] | None = None
+        self._opened = False
 
-    async def open(self) -> None:
-        await asyncio.to_thread(self.log.open)
+    def _open(self) -> None:
+        self.log.open()
+        self._opened = True
+        self.columns = table_columns(self.log, read_local(self.settings.format))
 
-    async def claim(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+    async def claim(self, partitions: Sequence[TopicPartition], *, probe: bool) -> Claim:
         ctx, log = self.ctx, self.log
-        last = await asyncio.to_thread(_last_epoch, log, ctx.task_id.connector, partitions)
-        if last >= ctx.epoch:
-            await _raise_epoch(ctx, last)
+        if not self._opened:
+            await asyncio.to_thread(self._open)
+        connector = ctx.task_id.connector
+        if probe:
+            # Only these partitions matter: a sibling task's newer epoch on its own
+            # partitions does not make this one a zombie.
+            last = await asyncio.to_thread(
+                lambda: max((log.last_epoch(connector, tp) for tp in partitions), default=0)
+            )
+            if last >= ctx.epoch:
+                return Claim({}, behind=last)
         await asyncio.to_thread(
             functools.partial(
                 log.fence,
-                ctx.task_id.connector,
+                connector,
                 ctx.task_id.task,
                 ctx.epoch,
                 partitions,
-                takeover=self.settings.takeover,
+                takeover=self.settings.table.takeover,
             )
         )
-        return await asyncio.to_thread(self.log.committed_offsets, partitions)
+        return _claimed(partitions, await asyncio.to_thread(log.committed_offsets, partitions))
 
     async def write(
         self,
@@ -188,7 +187,7 @@ class LocalTable:
             written = await ctx.run_in_executor(
                 self.write_function,
                 table,
-                timeout=self.settings.write_timeout,
+                timeout=self.settings.table.write_timeout,
                 path=stage,
                 **_write_kwargs(self.settings),
             )
@@ -236,9 +235,14 @@ class HadoopTable:
 
     kind = "hadoop"
 
-    def __init__(self, settings: ParquetSettings, ctx: SinkTaskContext, write_function: str):
+    def __init__(
+        self, location: str, settings: ParquetSettings, ctx: SinkTaskContext, write_function: str
+    ):
         self.settings, self.ctx, self.write_function = settings, ctx, write_function
-        self._where = log_job_kwargs(settings)
+        self.location = location
+        self.columns: list[list[str]] | None = None
+        self._opened = False
+        self._where = log_job_kwargs(settings, location)
 
     async def _job(self, fn: str, batch: pa.Table | None = None, **kwargs: Any) -> Any:
         timeout = kwargs.pop("timeout", LOG_JOB_TIMEOUT)
@@ -247,24 +251,27 @@ class HadoopTable:
         )
         return raise_for(result)
 
-    async def open(self) -> None:
-        result = await self._job("open_table")
-        log.info("%s: table %s on %s", self.ctx.task_id, self.settings.path, result.get("fs"))
-
-    async def claim(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+    async def claim(self, partitions: Sequence[TopicPartition], *, probe: bool) -> Claim:
         ctx = self.ctx
-        tps = [[tp.topic, tp.partition] for tp in partitions]
-        claim = {
-            "connector": ctx.task_id.connector,
-            "task": ctx.task_id.task,
-            "partitions": tps,
-            "takeover": list(self.settings.takeover),
-        }
-        result = await self._job("open_table", epoch=ctx.epoch, unless_behind=True, **claim)
-        if "behind" in result:
-            await _raise_epoch(ctx, int(result["behind"]))
-            result = await self._job("open_table", epoch=ctx.epoch, **claim)
-        return {TopicPartition(t, p): o for t, p, o in result["offsets"]}
+        first = not self._opened
+        result = await self._job(
+            "open_table",
+            epoch=ctx.epoch,
+            unless_behind=probe,
+            connector=ctx.task_id.connector,
+            task=ctx.task_id.task,
+            partitions=[[tp.topic, tp.partition] for tp in partitions],
+            takeover=list(self.settings.table.takeover),
+            recover=first,  # the first claim opens the table, as a local one's does
+            format=self.settings.format if first else "",
+        )
+        if "behind" in result:  # nothing fenced, no columns read: the next claim does it
+            return Claim({}, behind=int(result["behind"]))
+        if first:
+            log.info("%s: table %s on %s", ctx.task_id, self.location, result.get("fs"))
+            self.columns = result.get("columns")
+            self._opened = True
+        return _claimed(partitions, {TopicPartition(t, p): o for t, p, o in result["offsets"]})
 
     async def write(
         self,
@@ -278,7 +285,7 @@ class HadoopTable:
         result = await self._job(
             "flush",
             table if table.num_rows else None,
-            timeout=self.settings.write_timeout,
+            timeout=self.settings.table.write_timeout,
             commit_id=commit_id,
             connector=ctx.task_id.connector,
             task=ctx.task_id.task,

@@ -1,27 +1,26 @@
-"""The connector side of a table-format sink: settings, task configs and Connect's offsets
-API answered from the tables' own metadata (through the format's executor jobs)."""
+"""The connector of every table sink: settings, task configs, the pre-creation check and
+Connect's offsets API, all answered from the tables through the sink's format
+(``format.TableFormat``)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from daemon.config.definitions import ConfigDef
 from daemon.config.problems import Problem
 from daemon.connectors.api import ExecutorCall, SinkConnector, SinkTask
-from daemon.connectors.parquet.jobs import raise_for
-from daemon.connectors.parquet.sink import task_configs
 from daemon.connectors.records import TopicPartition
-from daemon.connectors.tables.settings import TOPIC, Target
-from daemon.connectors.tables.task import FormatSettings, TableSinkTask
+from daemon.connectors.tables.format import OffsetsCall, TableFormat
+from daemon.connectors.tables.owners import owner_problems
+from daemon.connectors.tables.settings import Target, task_configs, topic_targets
+from daemon.connectors.tables.task import TableSinkTask
 from daemon.errors import ConfigError
-
-#: Deadline of an offsets job (reading a table's history can take a while on a big table).
-OFFSETS_TIMEOUT = 120.0
 
 
 class TableSinkConnector(SinkConnector):
-    """A table sink's connector; a format sets ``task_type`` and ``CONFIG_DEF``."""
+    """A table sink's connector; a sink sets ``task_type`` (which names the format) and
+    ``CONFIG_DEF``."""
 
     task_type: ClassVar[type[TableSinkTask]]
     CONFIG_DEF: ClassVar[ConfigDef]
@@ -32,6 +31,22 @@ class TableSinkConnector(SinkConnector):
     def validate(self, config: Mapping[str, str]) -> list[Problem]:
         return self.CONFIG_DEF.validate(config)
 
+    def check_existing(self, name: str, config: Mapping[str, str]) -> list[Problem]:
+        """Another connector owning partitions of these topics in the tables, where the daemon
+        reads them without Spark (the format says where: ``TableFormat.owners``); elsewhere
+        the table's own claim refuses the second connector at its first claim."""
+        fmt = self._format(config)
+        problems: list[Problem] = []
+        try:
+            targets = self._targets(fmt, config)
+        except ConfigError:  # tables per topic of topics.regex: they cannot be named
+            return []
+        for target in targets:
+            owners = fmt.owners(target)
+            if owners is not None:
+                problems += owner_problems(fmt.location_key, target.name, owners, name, config)
+        return problems
+
     def task_class(self) -> type[SinkTask]:
         return self.task_type
 
@@ -39,17 +54,20 @@ class TableSinkConnector(SinkConnector):
         return task_configs(self.config, max_tasks)
 
     # ---- Connect's offsets API (the connector is stopped when offsets change) ----
+    #
+    # The runtime passes ``run_in_executor`` (``daemon.runtime.offsets``): tables reached only
+    # through an executor's JVM need it. A ``${topic}`` location answers for the tables of the
+    # topics listed in ``topics``.
 
     async def read_offsets(
         self, config: Mapping[str, str], *, run_in_executor: ExecutorCall | None = None
     ) -> dict[TopicPartition, int]:
-        """Next offset per partition this connector committed into its tables."""
+        """Next offset per partition this connector owns in its tables ({} if none): another
+        connector's partitions of a shared table are not this one's offsets."""
+        fmt, name = self._format(config), config.get("name", "")
         out: dict[TopicPartition, int] = {}
-        for target in _targets(self.task_type, config):
-            result = await _call(self.task_type, run_in_executor, "read_offsets", target, config)
-            for topic, partition, offset in result["offsets"]:
-                if offset is not None:
-                    out[TopicPartition(str(topic), int(partition))] = int(offset)
+        for target in self._targets(fmt, config):
+            out.update(await fmt.read_offsets(OffsetsCall(target, name, run_in_executor)))
         return out
 
     async def alter_offsets(
@@ -59,73 +77,31 @@ class TableSinkConnector(SinkConnector):
         *,
         run_in_executor: ExecutorCall | None = None,
     ) -> None:
-        """Set partitions' next offsets in their tables (``None``: forget the partition)."""
+        """Set partitions' next offsets in their tables (``None``: forget the partition; its
+        consumer-group offset, or ``auto.offset.reset``, decides where it starts)."""
         bad = {tp: o for tp, o in offsets.items() if o is not None and o < 0}
         if bad:
             raise ConfigError(f"offsets must be ≥ 0 (or null to reset): {bad}")
-        settings = self.task_type().load_settings(config)
-        by_table: dict[str, tuple[Target, list[list[Any]]]] = {}
+        fmt, name = self._format(config), config.get("name", "")
+        by_table: dict[str, tuple[Target, dict[TopicPartition, int | None]]] = {}
         for tp, offset in sorted(offsets.items()):
-            target = settings.target(tp.topic)
-            by_table.setdefault(target.name, (target, []))[1].append(
-                [tp.topic, tp.partition, offset]
-            )
+            target = fmt.settings.target(tp.topic)
+            by_table.setdefault(target.name, (target, {}))[1][tp] = offset
         for target, items in by_table.values():
-            await _call(
-                self.task_type, run_in_executor, "alter_offsets", target, config, offsets=items
-            )
+            await fmt.alter_offsets(OffsetsCall(target, name, run_in_executor), items)
 
     async def reset_offsets(
         self, config: Mapping[str, str], *, run_in_executor: ExecutorCall | None = None
     ) -> None:
-        """Forget every committed offset of this connector in its tables (the rows stay)."""
-        for target in _targets(self.task_type, config):
-            await _call(
-                self.task_type,
-                run_in_executor,
-                "alter_offsets",
-                target,
-                config,
-                offsets=[],
-                reset=True,
-            )
+        """Forget the committed offset of every partition this connector owns in its tables
+        (the rows stay; another connector's partitions of a shared table are untouched)."""
+        fmt, name = self._format(config), config.get("name", "")
+        for target in self._targets(fmt, config):
+            await fmt.reset_offsets(OffsetsCall(target, name, run_in_executor))
 
+    def _format(self, config: Mapping[str, str]) -> TableFormat:
+        return self.task_type().make_format(config)
 
-def _targets(task_type: type[TableSinkTask], config: Mapping[str, str]) -> list[Target]:
-    """The tables of ``config``: one, or one per topic of ``topics`` for a ``${topic}`` one."""
-    settings: FormatSettings = task_type().load_settings(config)
-    location = next((v for k, v in config.items() if TOPIC in v and k in ("path", "table")), None)
-    if location is None:
-        return [settings.target("_")]
-    topics = [t.strip() for t in config.get("topics", "").split(",") if t.strip()]
-    if not topics:
-        raise ConfigError(
-            f"{location}: a table per topic needs the topics listed in 'topics' for the "
-            "offsets API (with topics.regex the tables cannot be named)"
-        )
-    return [settings.target(t) for t in topics]
-
-
-async def _call(
-    task_type: type[TableSinkTask],
-    run: ExecutorCall | None,
-    fn: str,
-    target: Target,
-    config: Mapping[str, str],
-    **kwargs: Any,
-) -> Mapping[str, Any]:
-    if run is None:
-        raise ConfigError(
-            f"{task_type.format} tables are read through an executor; this runtime passed "
-            "none to the offsets call"
-        )
-    result = await run(
-        f"{task_type.jobs}:{fn}",
-        None,
-        timeout=OFFSETS_TIMEOUT,
-        formats=(task_type.format,),
-        connector=config.get("name", ""),
-        **target.kwargs,
-        **kwargs,
-    )
-    return raise_for(result)
+    @staticmethod
+    def _targets(fmt: TableFormat, config: Mapping[str, str]) -> list[Target]:
+        return topic_targets(fmt.settings.template, fmt.settings.target, config)

@@ -1,11 +1,12 @@
 """A batch's columns against a table's schema, in the daemon, before ``put``: which records a
 table sink must refuse (``SinkTask.reject``), checked with vectorised ``pyarrow.compute``.
 
-A table's schema comes back from the format's jobs as ``[[column, Spark type]]`` (Spark's
-simple type strings: ``bigint``, ``string``, ``array<string>`` ...). A batch column is
-compared through the Spark type its Arrow type becomes when Spark reads the batch. A column
-whose Arrow type has no known Spark name here is not judged: the commit job checks again with
-Spark's own types and refuses the whole batch then.
+A table's schema is ``[[column, Spark type]]`` (Spark's simple type strings: ``bigint``,
+``string``, ``array<string>`` ...; ``""``: a column of any type, such as a Hive-style
+partition column whose values are directory names), as the format's handle keeps it (from its
+jobs, or from the data files). A batch column is compared through the Spark type its Arrow type
+becomes when Spark reads the batch. A column whose Arrow type has no known Spark name here is
+not judged: a commit job that checks with Spark's own types refuses the whole batch then.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from daemon.errors import RecordRejected
+
+#: ``[[column, Spark type]]``; a type ``""`` takes any type.
+Schema = Sequence[Sequence[str]]
 
 _SIMPLE: dict[pa.DataType, str] = {
     pa.bool_(): "boolean",
@@ -61,7 +65,7 @@ def spark_type(t: pa.DataType) -> str | None:
 
 def refused_rows(
     table: pa.Table,
-    schema: Sequence[Sequence[str]],
+    schema: Schema,
     *,
     new_columns: bool,
     rows: pa.Array | None = None,
@@ -78,7 +82,7 @@ def refused_rows(
             if new_columns or column.null_count == len(column):
                 continue
             why = f"field {name} is not a column of the table and schema.evolution=false"
-        elif have is None or have == want or column.null_count == len(column):
+        elif have is None or want in (have, "") or column.null_count == len(column):
             continue
         else:
             why = (
@@ -92,19 +96,34 @@ def refused_rows(
     return refused
 
 
-def fitted(table: pa.Table, schema: Sequence[Sequence[str]] | None) -> pa.Table:
+def fitted(table: pa.Table, schema: Schema | None) -> pa.Table:
     """``table`` without columns that hold only nulls and that the table's schema would
     refuse (another type, or no such column): left after ``reject`` took their records out,
     they would fail the commit; the commit fills the table's columns a batch lacks with nulls."""
     columns = {str(c): str(t) for c, t in schema or ()}
+
+    def refused(name: str, column: pa.ChunkedArray) -> bool:
+        if pa.types.is_null(column.type):  # Spark's void type: no table format stores it
+            return True
+        want = columns.get(name)
+        if want is None:
+            return schema is not None
+        return want != "" and spark_type(column.type) not in (None, want)
+
     drop = [
         name
         for name, column in zip(table.column_names, table.columns, strict=True)
-        if column.null_count == len(column)
-        and (
-            pa.types.is_null(column.type)  # Spark's void type: no table format stores it
-            or (schema is not None and name not in columns)
-            or (name in columns and spark_type(column.type) not in (None, columns[name]))
-        )
+        if column.null_count == len(column) and refused(name, column)
     ]
     return table.drop_columns(drop) if drop else table
+
+
+def merged(schema: Schema | None, table: pa.Table) -> list[list[str]]:
+    """``schema`` with the columns of ``table`` (just committed) it lacks, by their Spark
+    types (``""`` where unknown here)."""
+    out = [[str(c), str(t)] for c, t in schema or ()]
+    known = {c for c, _ in out}
+    for name, column in zip(table.column_names, table.columns, strict=True):
+        if name not in known and not pa.types.is_null(column.type):
+            out.append([name, spark_type(column.type) or ""])
+    return out

@@ -1,62 +1,143 @@
-"""Settings every table-format sink (DeltaSink, IcebergSink) shares, declared once.
+"""Settings every table sink (ParquetSink, DeltaSink, IcebergSink) shares, declared once.
 
-The buffering and flushing keys are ParquetSink's own declarations (same names, same meaning);
-a format adds where its tables are (``path`` for Delta, ``table`` and ``catalog.*`` for Iceberg)
-and its own keys. A location may name the record's topic as ``${topic}``: one connector then
-lands each topic in its own table, each with its own exactly-once state.
+A format's ``ConfigDef`` declares where its tables are (``path``, ``table``, ``catalog.*``) and
+its own keys, and takes these from here: the buffering and flushing keys, ``partition.by``,
+``value.fields``, ``takeover`` (``shared_keys``), ``schema.evolution`` (``schema_key``, whose
+default is the format's) and, for formats that compact, ``compaction.*`` (``compaction_keys``).
+A location may name the record's topic as ``${topic}``: one connector then lands each topic in
+its own table, each with its own exactly-once state.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from daemon.config.definitions import ConfigDef, ConfigType, Importance, in_range
-from daemon.config.problems import Problem
-from daemon.connectors.parquet.settings import CONFIG_DEF as PARQUET_DEF
-from daemon.connectors.parquet.settings import stream_problems, write_timeout
-from daemon.connectors.parquet.writer import FlushPolicy
+from daemon.config.problems import Problem, error
+from daemon.config.worker import WRITE_TIMEOUT_KEY
+from daemon.connectors.tables.writer import FlushPolicy
+from daemon.errors import ConfigError
 
-#: ParquetSink's keys the table sinks take as they are.
-SHARED_KEYS = (
-    "partition.by",
-    "flush.max.records",
-    "flush.interval.ms",
-    "flush.linger.ms",
-    "buffer.max.records",
-    "buffer.max.bytes",
-    "value.fields",
-)
 TOPIC = "${topic}"
+DEFAULT_WRITE_TIMEOUT_MS = 60_000
+#: Defaults of flush.linger.ms, buffer.max.records and buffer.max.bytes (bench/README.md has
+#: what one Spark write costs by size, which these follow).
+LINGER_MS = 500
+BUFFER_RECORDS = 250_000
+BUFFER_BYTES = 128 << 20
 #: Topic names Kafka accepts (so a table name made from one stays a plain name).
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 
 
-class TableConfigDef(ConfigDef):
-    """A table sink's settings, checked against each other as ParquetSink's are (the write
-    deadline; ``value.fields`` against ``value.converter.fields``)."""
+def _check_partition_by(value: Any) -> None:
+    columns = list(value)
+    if len(set(columns)) != len(columns):
+        raise ValueError(f"{columns} names a column twice")
+    if "headers" in columns:
+        raise ValueError("headers is a list of structs and cannot be a partition column")
 
-    def cross_check(self, values: dict[str, Any], config: Mapping[str, str]) -> list[Problem]:
-        return stream_problems(values, config)
 
-
-def table_config_def(defn: ConfigDef) -> ConfigDef:
-    """``defn`` with the shared keys and the upkeep keys added (returns ``defn``)."""
-    for key in SHARED_KEYS:
-        defn.keys[key] = PARQUET_DEF.keys[key]
+def shared_keys(defn: ConfigDef) -> ConfigDef:
+    """``defn`` with the keys every table sink has (returns ``defn``)."""
     return (
         defn.define(
-            "schema.evolution",
-            ConfigType.BOOLEAN,
-            False,
+            "partition.by",
+            ConfigType.LIST,
+            [],
             Importance.MEDIUM,
-            "true: a field the table lacks becomes a new column. false: records carrying such a "
-            "field are errant (errors.tolerance decides). Either way a column's type never "
-            "changes: a record whose field has another type than the table's column is errant.",
+            "Columns to partition the table by, e.g. kafka_partition, or fields of the value "
+            "with value.fields: Hive-style col=value directories (ParquetSink), the table's "
+            "partition columns when the sink creates it (DeltaSink, IcebergSink).",
+            validator=_check_partition_by,
         )
         .define(
+            "flush.max.records",
+            ConfigType.INT,
+            50_000,
+            Importance.MEDIUM,
+            "Write (and commit) once this many records are buffered.",
+            validator=in_range(1, 10_000_000),
+        )
+        .define(
+            "flush.interval.ms",
+            ConfigType.MS,
+            10_000,
+            Importance.MEDIUM,
+            "Write (and commit) once the oldest buffered record waited this long; 0 writes "
+            "every batch.",
+        )
+        .define(
+            "flush.linger.ms",
+            ConfigType.MS,
+            LINGER_MS,
+            Importance.MEDIUM,
+            "Write (and commit) what is buffered once no record came for this long: the task "
+            "has read what there is, so its records need not wait for flush.interval.ms. Under "
+            "a steady stream writes still follow flush.max.records and flush.interval.ms; set "
+            "it to flush.interval.ms to write only by those.",
+        )
+        .define(
+            "buffer.max.records",
+            ConfigType.INT,
+            BUFFER_RECORDS,
+            Importance.LOW,
+            "The most records a task holds unwritten. A task reads on while its write is in "
+            "flight, and the next write takes all that came meanwhile: behind a backlog writes "
+            "grow up to this many records (fewer, larger Spark jobs); reading waits beyond it. "
+            "At least flush.max.records.",
+            validator=in_range(1, 100_000_000),
+        )
+        .define(
+            "buffer.max.bytes",
+            ConfigType.LONG,
+            BUFFER_BYTES,
+            Importance.LOW,
+            "The most bytes of Arrow data a task holds unwritten (see buffer.max.records): the "
+            "memory bound of a task's buffer; one write holds about this much at most.",
+            validator=in_range(1 << 20, 1 << 40),
+        )
+        .define(
+            "value.fields",
+            ConfigType.LIST,
+            [],
+            Importance.MEDIUM,
+            "With the JSON value converter: the value's fields to store as columns (with "
+            "optional types, e.g. id:int64,name), instead of one value column. Short for "
+            "value.converter.fields.",
+        )
+        .define(
+            "takeover",
+            ConfigType.LIST,
+            [],
+            Importance.LOW,
+            "Connectors whose partitions of this table this connector takes over (it replaces "
+            "them, e.g. after a rename): it continues from their committed offsets, and they "
+            "can no longer write those partitions. Without it, a partition of the table that "
+            "another connector owns is refused.",
+        )
+    )
+
+
+def schema_key(defn: ConfigDef, default: bool) -> ConfigDef:
+    """``defn`` with ``schema.evolution`` defaulting to ``default`` (returns ``defn``)."""
+    return defn.define(
+        "schema.evolution",
+        ConfigType.BOOLEAN,
+        default,
+        Importance.MEDIUM,
+        "true: a field the table lacks becomes a new column. false: records carrying such a "
+        "field are errant (errors.tolerance decides). Either way a column's type never "
+        "changes: a record whose field has another type than the table's column is errant.",
+    )
+
+
+def compaction_keys(defn: ConfigDef) -> ConfigDef:
+    """``defn`` with the compaction keys of formats that compact (returns ``defn``)."""
+    return (
+        defn.define(
             "compaction.min.files",
             ConfigType.INT,
             50,
@@ -85,6 +166,112 @@ def table_config_def(defn: ConfigDef) -> ConfigDef:
     )
 
 
+class TableConfigDef(ConfigDef):
+    """A table sink's settings, also checked against each other: ``value.fields`` against
+    ``value.converter.fields``, and the write deadline."""
+
+    def cross_check(self, values: dict[str, Any], config: Mapping[str, str]) -> list[Problem]:
+        problems = []
+        own = config.get("value.converter.fields")
+        given = config.get("value.fields", "").strip()
+        if values["value.fields"] and own is not None and own.strip() != given:
+            problems.append(
+                error(
+                    "value.fields",
+                    "value.converter.fields says otherwise",
+                    "only one of value.fields and value.converter.fields",
+                )
+            )
+        try:
+            _write_timeout(config)
+        except ValueError as e:
+            problems.append(error(WRITE_TIMEOUT_KEY, str(e), "milliseconds as an integer > 0"))
+        return problems
+
+
+def _write_timeout(config: Mapping[str, str]) -> int:
+    text = config.get(WRITE_TIMEOUT_KEY, str(DEFAULT_WRITE_TIMEOUT_MS)).strip()
+    if not text.isdigit() or int(text) == 0:
+        raise ValueError(f"{text!r} is not a positive number of milliseconds")
+    return int(text)
+
+
+def write_timeout(config: Mapping[str, str]) -> float:
+    """Seconds one executor write may take: ``task.write.timeout.ms`` from the task config
+    (the runtime passes the worker's value; a connector config may set its own), default 60 s.
+    ``ConfigError`` if it is not a positive integer."""
+    try:
+        return _write_timeout(config) / 1000.0
+    except ValueError as e:
+        raise ConfigError(f"{WRITE_TIMEOUT_KEY}: {e}") from None
+
+
+def task_configs(config: Mapping[str, str], max_tasks: int) -> list[dict[str, str]]:
+    """One config per task; ``value.fields`` is handed on as the value converter's ``fields``
+    option."""
+    out = dict(config)
+    if out.get("value.fields", "").strip():
+        out.setdefault("value.converter.fields", out["value.fields"])
+    return [dict(out) for _ in range(max_tasks)]
+
+
+@dataclass(frozen=True)
+class TableSettings:
+    """What the one table sink task needs of any format's configuration."""
+
+    partition_by: tuple[str, ...]
+    flush_policy: FlushPolicy
+    merge_schema: bool  # schema.evolution
+    write_timeout: float  # seconds
+    takeover: tuple[str, ...] = ()  # connectors whose partitions this one may take over
+
+    @classmethod
+    def parse(cls, values: Mapping[str, Any], config: Mapping[str, str]) -> TableSettings:
+        """From a format's ``ConfigDef.parse(config)`` typed ``values``."""
+        records = values["flush.max.records"]
+        return cls(
+            partition_by=tuple(values["partition.by"]),
+            flush_policy=FlushPolicy(
+                max_records=records,
+                interval=values["flush.interval.ms"] / 1000.0,
+                linger=values["flush.linger.ms"] / 1000.0,
+                buffer_records=max(values["buffer.max.records"], records),
+                buffer_bytes=values["buffer.max.bytes"],
+            ),
+            merge_schema=values["schema.evolution"],
+            write_timeout=write_timeout(config),
+            takeover=tuple(c.strip() for c in values["takeover"] if c.strip()),
+        )
+
+
+@dataclass(frozen=True)
+class Compaction:
+    """When a format that compacts runs its upkeep (``compaction_keys``)."""
+
+    min_files: int
+    small_bytes: int
+    interval: float  # seconds
+
+    @classmethod
+    def parse(cls, values: Mapping[str, Any]) -> Compaction:
+        return cls(
+            values["compaction.min.files"],
+            values["compaction.small.bytes"],
+            values["compaction.interval.ms"] / 1000.0,
+        )
+
+
+# ---- which tables ----
+
+
+@dataclass(frozen=True)
+class Target:
+    """One table: ``name`` for logs and keys, ``kwargs`` for the format's jobs."""
+
+    name: str
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+
 def topic_table(template: str, topic: str) -> str:
     """``template`` with ``${topic}`` replaced by ``topic``."""
     return template.replace(TOPIC, topic)
@@ -95,42 +282,18 @@ def check_topic(topic: str) -> None:
         raise ValueError(f"{topic!r} is not a Kafka topic name")
 
 
-@dataclass(frozen=True)
-class Target:
-    """One table a task writes: ``name`` for logs and keys, ``kwargs`` for the format's jobs."""
-
-    name: str
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class TableSettings:
-    """What the shared task needs of a table sink's configuration."""
-
-    partition_by: tuple[str, ...]
-    flush_policy: FlushPolicy
-    merge_schema: bool
-    compaction_min_files: int
-    compaction_small_bytes: int
-    upkeep_interval: float  # seconds
-    write_timeout: float  # seconds
-
-    @classmethod
-    def shared(cls, values: Mapping[str, Any], config: Mapping[str, str]) -> dict[str, Any]:
-        """The shared fields from ``defn.parse(config)``'s typed ``values``."""
-        records = values["flush.max.records"]
-        return {
-            "partition_by": tuple(values["partition.by"]),
-            "flush_policy": FlushPolicy(
-                max_records=records,
-                interval=values["flush.interval.ms"] / 1000.0,
-                linger=values["flush.linger.ms"] / 1000.0,
-                buffer_records=max(values["buffer.max.records"], records),
-                buffer_bytes=values["buffer.max.bytes"],
-            ),
-            "merge_schema": values["schema.evolution"],
-            "compaction_min_files": values["compaction.min.files"],
-            "compaction_small_bytes": values["compaction.small.bytes"],
-            "upkeep_interval": values["compaction.interval.ms"] / 1000.0,
-            "write_timeout": write_timeout(config),
-        }
+def topic_targets(
+    template: str, target: Callable[[str], Target], config: Mapping[str, str]
+) -> list[Target]:
+    """The tables of a configuration whose location is ``template``: one, or one per topic of
+    ``topics`` for a ``${topic}`` one (``ConfigError`` with ``topics.regex``: they cannot be
+    named)."""
+    if TOPIC not in template:
+        return [target("_")]
+    topics = [t.strip() for t in config.get("topics", "").split(",") if t.strip()]
+    if not topics:
+        raise ConfigError(
+            f"{template}: a table per topic needs the topics listed in 'topics' (with "
+            "topics.regex the tables cannot be named)"
+        )
+    return [target(t) for t in topics]

@@ -120,7 +120,11 @@ async def test_viewfs_table_exactly_once_through_executor_kills(
 
     await wait_until(settled, 300, "every offset committed and every commit finished", 0.2)
     assert CrashingTask.crashes == [], "the executor kills did not happen"
-    failures = [r.getMessage() for r in caplog.records if "failed, staged files" in r.message]
+    failures = [
+        r.getMessage()
+        for r in caplog.records
+        if r.getMessage().startswith("hsink-0: commit of") and " failed: " in r.getMessage()
+    ]
     assert len(failures) >= 2 and all("ExecutorDied" in m for m in failures[:2]), failures
 
     data = ds.dataset(table, format="parquet").to_table(

@@ -7,14 +7,10 @@ from pathlib import Path
 import pytest
 
 from daemon.connectors import default_registry
-from daemon.connectors.parquet.sink import (
-    ParquetSettings,
-    ParquetSinkConnector,
-    ParquetSinkTask,
-    table_location,
-    table_path,
-    write_timeout,
-)
+from daemon.connectors.parquet.settings import ParquetSettings
+from daemon.connectors.parquet.sink import ParquetSinkConnector, ParquetSinkTask
+from daemon.connectors.tables.location import table_location, table_path
+from daemon.connectors.tables.settings import write_timeout
 from daemon.connectors.testing import EchoSinkConnector, HangSinkConnector
 from daemon.errors import ConfigError, InvalidConfig
 
@@ -38,8 +34,8 @@ def test_hadoop_uris_are_taken_as_given(uri: str) -> None:
     assert table_location(uri) == uri.rstrip("/")
     assert "path" not in problems({"path": uri})
     s = ParquetSettings.from_config({"path": uri})
-    assert s.hadoop and s.path == uri.rstrip("/")
-    assert s.staging_lease >= 2 * s.write_timeout
+    assert s.hadoop and s.target("t").name == uri.rstrip("/")
+    assert s.staging_lease >= 2 * s.table.write_timeout
     with pytest.raises(ValueError, match="not a local path"):
         table_path(uri)
 
@@ -60,8 +56,10 @@ def test_relative_paths_and_remote_file_hosts_are_refused() -> None:
 
 def test_defaults() -> None:
     s = ParquetSettings.from_config({"path": "/t"})
-    assert (s.format, s.partition_by, s.compression) == ("parquet", (), "")
-    assert (s.flush_max_records, s.flush_interval, s.write_timeout) == (50_000, 10.0, 60.0)
+    assert (s.format, s.table.partition_by, s.compression) == ("parquet", (), "")
+    policy = s.table.flush_policy
+    assert (policy.max_records, policy.interval, s.table.write_timeout) == (50_000, 10.0, 60.0)
+    assert s.table.merge_schema  # new value fields become new columns, as before
 
 
 def test_every_setting_parsed() -> None:
@@ -76,10 +74,11 @@ def test_every_setting_parsed() -> None:
             "task.write.timeout.ms": "1500",
         }
     )
-    assert s.path == "/t" and s.format == "orc" and s.compression == "zstd"
+    assert s.target("x").name == "/t" and s.format == "orc" and s.compression == "zstd"
     assert not s.hadoop
-    assert s.partition_by == ("kafka_partition", "region")
-    assert (s.flush_max_records, s.flush_interval, s.write_timeout) == (500, 0.25, 1.5)
+    assert s.table.partition_by == ("kafka_partition", "region")
+    policy = s.table.flush_policy
+    assert (policy.max_records, policy.interval, s.table.write_timeout) == (500, 0.25, 1.5)
 
 
 @pytest.mark.parametrize(
@@ -142,3 +141,16 @@ def test_builtin_aliases_resolve() -> None:
     assert "daemon.connectors.parquet.ParquetSinkConnector" in names
     settings = default_registry.config_def("ParquetSink")
     assert settings is not None and settings.keys["path"].required
+
+
+def test_a_table_per_topic_and_schema_evolution_by_format() -> None:
+    s = ParquetSettings.from_config({"path": "/data/${topic}/t"})
+    assert s.target("orders.eu").name == "/data/orders.eu/t"
+    assert s.target("orders").kwargs == {"path": "/data/orders/t"}
+    hadoop = ParquetSettings.from_config({"path": "hdfs://nn/tables/${topic}"})
+    assert hadoop.hadoop and hadoop.target("a").name == "hdfs://nn/tables/a"
+    assert "path" in problems({"path": "gs://b/${topic}"})  # the scheme is still checked
+    # JSON and CSV files carry no types: the table's columns cannot be read back from them.
+    found = problems({"path": "/t", "format": "json", "schema.evolution": "false"})
+    assert set(found) == {"schema.evolution"} and "parquet or orc" in found["schema.evolution"]
+    assert problems({"path": "/t", "format": "orc", "schema.evolution": "false"}) == {}

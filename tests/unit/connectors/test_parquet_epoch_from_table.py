@@ -70,30 +70,29 @@ async def test_only_the_opening_path_raises_an_epoch(tmp_path: Path) -> None:
 async def test_a_hadoop_table_raises_the_epoch_through_its_jobs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The same through ``HadoopTable``: its ``open_table`` job reports the table's newer
-    epoch instead of fencing, the task raises its epoch and claims again. (The job's log is a
-    local one here: ``LocalRunner`` runs jobs in-process, without a JVM.)"""
+    """The same on a Hadoop table, whose log only executor jobs reach: its ``open_table`` job
+    reports the table's newer epoch instead of fencing, the task raises its epoch and claims
+    again. (The job's log is a local one here: ``LocalRunner`` runs jobs in-process, without a
+    JVM.)"""
     from daemon.connectors.parquet import jobs
-    from daemon.connectors.parquet.settings import ParquetSettings
-    from daemon.connectors.parquet.table import HadoopTable
 
     local = tmp_path / "t"
     claimed(local, 10)
-    monkeypatch.setattr(
-        jobs, "commit_log", lambda spark, path, stale_after, *settings: CommitLog(local).open()
-    )
+    monkeypatch.setattr(jobs, "commit_log", lambda spark, table: CommitLog(local).open())
     store = EpochStore(tmp_path / "fresh-state")
     ctx, config = context(local, store.next_epoch("orders"))
+    config = {**config, "path": "hdfs://nn/t"}
 
     async def raiser(floor: int) -> int:
         epoch = await store.next_epoch_async("orders", floor=floor)
         ctx.set_epoch(epoch)
         return epoch
 
-    settings = ParquetSettings.from_config({**config, "path": "hdfs://nn/t"})
-    table = HadoopTable(settings, ctx, "unused:write")
+    task = ParquetSinkTask()
+    await task.start(config, ctx)
     with ctx.opening(raiser):
-        assert await table.claim([TP0]) == {}
-    assert ctx.epoch == 11
+        await task.open([TP0])
+    assert ctx.epoch == 11 and task.committed == {}
     with CommitLog(local) as log:
         assert log.last_epoch("orders", TP0) == 11
+    await task.stop()

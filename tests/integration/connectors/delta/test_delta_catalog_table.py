@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 from support.spark import spark_settings
 
-from daemon.connectors.parquet.jobs import raise_for
+from daemon.connectors.tables.jobs import raise_for
 from daemon.executor import ExecutorPool
 from daemon.storage.logstate import ZombieEpoch
 

@@ -5,6 +5,7 @@ Rows are counted by Spark's Delta reader and by delta-rs."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +15,9 @@ import pytest
 from support.delta import committed_offsets, rows_with_deltalake
 from support.spark import ThreadedPool
 
-from daemon.connectors.parquet.jobs import raise_for
+from daemon.connectors.tables.jobs import raise_for
 from daemon.errors import RecordRejected, WriteTimeout
-from daemon.storage.logstate import ZombieEpoch
+from daemon.storage.logstate import OffsetsDiverged, PartitionsOwned, ZombieEpoch
 
 pytestmark = pytest.mark.integration
 
@@ -47,10 +48,10 @@ def _physical_type(path: Path, column: str) -> str:
 
 
 class Table:
-    """A Delta table driven through the jobs, as one task of connector ``c`` would."""
+    """A Delta table driven through the jobs, as one task of ``connector`` would."""
 
-    def __init__(self, pool: ThreadedPool, path: Path) -> None:
-        self.pool, self.path = pool, str(path)
+    def __init__(self, pool: ThreadedPool, path: Path, connector: str = "c") -> None:
+        self.pool, self.path, self.connector = pool, str(path), connector
         self.state: dict[str, int] = {}
 
     async def job(
@@ -61,22 +62,25 @@ class Table:
         )
         return raise_for(result)
 
-    async def open(self, epoch: int, partitions: list[int]) -> dict[int, int | None]:
+    async def open(self, epoch: int, partitions: list[int], **kw: Any) -> dict[int, int | None]:
         result = await self.job(
             "open_table",
-            connector="c",
+            connector=self.connector,
             task=0,
             epoch=epoch,
             partitions=[["t", p] for p in partitions],
+            **kw,
         )
         self.state.update(result["state"])
         return {p: o for _, p, o in result["offsets"]}
 
-    async def commit(self, epoch: int, batch: pa.Table, ranges: list[list[Any]], **kw: Any) -> Any:
+    async def commit(
+        self, epoch: int, batch: pa.Table | None, ranges: list[list[Any]], **kw: Any
+    ) -> Any:
         result = await self.job(
             "commit",
             batch,
-            connector="c",
+            connector=self.connector,
             task=0,
             epoch=epoch,
             ranges=ranges,
@@ -220,3 +224,83 @@ async def test_schema_rules(delta_pool: ThreadedPool, tmp_path: Path) -> None:
     await t.commit(1, rows(0, 10, 5), [["t", 0, 10, 15]])
     data = rows_with_deltalake(tmp_path / "t", ["kafka_offset", "extra"])
     assert data.num_rows == 15 and data.column("extra").null_count == 10
+
+
+async def test_another_connector_is_refused_and_a_takeover_continues(
+    delta_pool: ThreadedPool, tmp_path: Path
+) -> None:
+    """Each connector has app ids of its own, so Delta alone would let two connectors write
+    the same partitions (both would write every record). The newest stamp owns a partition:
+    another connector's fence and commit are refused, before anything is written."""
+    old, new = Table(delta_pool, tmp_path / "t", "old"), Table(delta_pool, tmp_path / "t", "new")
+    await old.open(1, [0, 1])
+    await old.commit(1, rows(0, 0, 10), [["t", 0, 0, 10]])
+    with pytest.raises(PartitionsOwned, match=r"connector .old. owns it.*takeover=old"):
+        await new.open(1, [0])
+    assert await new.open(1, [1]) == {1: None}  # nobody wrote it yet: free to claim
+    with pytest.raises(PartitionsOwned, match="connector 'new' owns it"):
+        await old.commit(1, rows(1, 0, 5), [["t", 1, 0, 5]])
+    assert await new.open(3, [0], takeover=["old"]) == {0: 10}  # continues old's offsets
+    with pytest.raises(PartitionsOwned, match="connector 'new' owns it"):
+        await old.commit(1, rows(0, 10, 5), [["t", 0, 10, 15]])
+    with pytest.raises(PartitionsOwned, match="connector 'new' owns it"):
+        await old.open(2, [0])
+    await new.commit(3, rows(0, 10, 5), [["t", 0, 10, 15]])
+    assert await new.count() == {"rows": 15, "distinct": 15}
+    owners = await delta_pool.run(
+        "delta-0", f"{S}:owners", timeout=120, kwargs={"path": new.path}, formats=("delta",)
+    )
+    assert owners == [["t", 0, "new"], ["t", 1, "new"]]
+
+
+async def test_two_connectors_first_commits_into_a_new_table_land_once(
+    delta_pool: ThreadedPool, tmp_path: Path
+) -> None:
+    """Two connectors commit the same partition's first records into a table that does not
+    exist yet, at the same instant (nothing to fence before: a first commit creates the
+    table): their commits both read and set the partition's claim app id, so Delta refuses
+    one of them, which decides again and finds the other connector owning the partition."""
+    path = str(tmp_path / "t")
+    out = await delta_pool.run(
+        "delta-0",
+        f"{S}:racing_first_commits",
+        rows(0, 0, 200),
+        timeout=300,
+        kwargs={"path": path},
+        formats=("delta",),
+    )
+    errors = sorted(o["error"][0] for o in out.values() if "error" in o)
+    assert errors == ["PartitionsOwned"], out
+    count = await delta_pool.run(
+        "delta-count", f"{S}:spark_count", timeout=120, kwargs={"path": path}
+    )
+    assert count == {"rows": 200, "distinct": 200}
+
+
+async def test_a_skip_moves_the_offset_and_says_why(
+    delta_pool: ThreadedPool, tmp_path: Path
+) -> None:
+    t = Table(delta_pool, tmp_path / "t")
+    await t.open(1, [0])
+    await t.commit(1, rows(0, 0, 10), [["t", 0, 0, 10]])
+    before = dict(t.state)
+    reason = "errors.offset.out.of.range=earliest: offsets 10..39 were deleted"
+    await t.commit(1, None, [["t", 0, 10, 40]], reason=reason)
+    after, t.state = dict(t.state), before
+    with pytest.raises(OffsetsDiverged):  # versioned like a commit: a second one is refused
+        await t.commit(1, None, [["t", 0, 10, 40]], reason=reason)
+    t.state = after
+    assert (await Table(delta_pool, tmp_path / "t").open(2, [0]))[0] == 40
+    with pytest.raises(ZombieEpoch):  # fenced like a commit
+        await t.commit(1, None, [["t", 0, 40, 50]], reason=reason)
+    from deltalake import DeltaTable
+
+    skips = [
+        json.loads(c["userMetadata"])
+        for c in DeltaTable(t.path).history()
+        if c.get("userMetadata") and json.loads(c["userMetadata"])["kind"] == "skip"
+    ]
+    assert [(s["skipped"], s["reason"], s["epoch"]) for s in skips] == [
+        ([["t", 0, 10, 40]], reason, 1)
+    ]
+    assert await t.count() == {"rows": 10, "distinct": 10}

@@ -22,8 +22,9 @@ import pytest
 from support.spark import ThreadedPool
 
 from daemon import errors
-from daemon.connectors.parquet.jobs import raise_for
-from daemon.storage.logstate import OffsetsDiverged, ZombieEpoch
+from daemon.connectors.iceberg import state
+from daemon.connectors.tables.jobs import raise_for
+from daemon.storage.logstate import OffsetsDiverged, PartitionsOwned, ZombieEpoch
 
 pytestmark = pytest.mark.integration
 
@@ -264,3 +265,49 @@ async def test_merge_schema_adds_a_column(table: Table) -> None:
     wider = wider.append_column("extra", pa.array([1.5] * 10, pa.float64()))
     result = await table.commit(wider, 1, [["top", 0, 10, 20]], merge_schema=True)
     assert ["extra", "double"] in result["schema"] and table.rows() == 20
+
+
+async def test_a_skip_moves_the_offset_and_says_why(table: Table) -> None:
+    await table.commit(rows([["top", 0, 0, 10]]), 1, [["top", 0, 0, 10]])
+    reason = "errors.offset.out.of.range=earliest: offsets 10..39 were deleted"
+    await table.commit(rows([]), 1, [["top", 0, 10, 40]], reason=reason)
+    with pytest.raises(OffsetsDiverged):  # a skip continues the offsets like a commit
+        await table.commit(rows([]), 1, [["top", 0, 50, 60]], reason=reason)
+    await table.job("open_table", connector=CONNECTOR, task=0, epoch=2, partitions=PARTS[:1])
+    with pytest.raises(ZombieEpoch):  # fenced like a commit
+        await table.commit(rows([]), 1, [["top", 0, 40, 50]], reason=reason)
+    read = await table.job("read_offsets", connector=CONNECTOR)
+    assert read["offsets"] == [["top", 0, 40]]
+    summaries = [s["summary"] for s in table.metadata()["snapshots"]]
+    skips = [
+        json.loads(s[state.SKIPPED_PREFIX + CONNECTOR])
+        for s in summaries
+        if state.SKIPPED_PREFIX + CONNECTOR in s
+    ]
+    assert skips == [{"skipped": [["top", 0, 10, 40]], "reason": reason}]
+    assert table.rows() == 10
+
+
+async def test_another_connector_is_refused_and_a_takeover_continues(table: Table) -> None:
+    """Each connector keeps its state under a key of its own, so Iceberg alone would let two
+    connectors write the same partitions; ``connectd.owners`` says whose a partition is."""
+    await table.commit(rows([["top", 0, 0, 10]]), 1, [["top", 0, 0, 10]])
+    open_as = {"task": 0, "epoch": 1, "partitions": PARTS[:1]}
+    with pytest.raises(PartitionsOwned, match=f"connector '{CONNECTOR}' owns it"):
+        await table.job("open_table", connector="other", **open_as)
+    with pytest.raises(PartitionsOwned):
+        await table.job(
+            "commit", rows([["top", 0, 0, 5]]), connector="other", task=0, epoch=1,
+            ranges=[["top", 0, 0, 5]],
+        )  # fmt: skip
+    taken = await table.job("open_table", connector="other", takeover=[CONNECTOR], **open_as)
+    assert taken["offsets"] == [["top", 0, 10]]  # continues the owner's offsets
+    with pytest.raises(PartitionsOwned, match="connector 'other' owns it"):
+        await table.commit(rows([["top", 0, 10, 15]]), 1, [["top", 0, 10, 15]])
+    await table.job(
+        "commit", rows([["top", 0, 10, 15]]), connector="other", task=0, epoch=1,
+        ranges=[["top", 0, 10, 15]],
+    )  # fmt: skip
+    assert table.rows() == 15
+    assert (await table.job("read_offsets", connector=CONNECTOR))["offsets"] == []
+    assert (await table.job("read_offsets", connector="other"))["offsets"] == [["top", 0, 15]]

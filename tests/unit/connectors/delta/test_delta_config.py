@@ -44,7 +44,7 @@ def test_settings_take_parquet_sinks_flush_keys_and_their_own() -> None:
         }
     )
     assert s.table.flush_policy.max_records == 7
-    assert s.table.merge_schema and s.table.compaction_min_files == 0
+    assert s.table.merge_schema and s.compaction.min_files == 0
     assert s.table.partition_by == ("kafka_partition",)
     assert s.target("orders").kwargs == {"path": "/data/orders/events"}
     with pytest.raises(ValueError, match="not a Kafka topic name"):

@@ -1,4 +1,4 @@
-"""The table sinks' shared task on a fake format (``support.fake_table_jobs``, no Spark): an
+"""The one table sink task on a fake job format (``support.fake_table_jobs``, no Spark): an
 ``open`` whose jobs outlast ``OPEN_WAIT`` returns (it runs inside the consumer's rebalance
 callback) and ``put`` finishes it: seeks to the committed offsets, leaves out the records
 until then."""
@@ -16,7 +16,8 @@ import pytest
 from daemon.connectors import TaskId, TopicPartition
 from daemon.connectors.delta.settings import DeltaSettings
 from daemon.connectors.records import OffsetRange, RecordBatch
-from daemon.connectors.tables import task as task_module
+from daemon.connectors.tables import opening
+from daemon.connectors.tables.jobtables import JobFormat, JobKind
 from daemon.connectors.tables.settings import Target
 from daemon.connectors.tables.task import TableSinkTask
 from daemon.connectors.testing import LocalRunner
@@ -34,23 +35,28 @@ class FakeSettings:
     def table(self) -> Any:
         return self.inner.table
 
+    @property
+    def compaction(self) -> Any:
+        return self.inner.compaction
+
+    @property
+    def template(self) -> str:
+        return self.inner.template
+
     def target(self, topic: str) -> Target:
         path = self.inner.target(topic).kwargs["path"]
         return Target(path, {"path": path, "delay": self.delay})
 
 
+FAKE = JobKind(format="delta", jobs="support.fake_table_jobs", key="path", owners=lambda t: None)
+
+
+def fake_format(config: Mapping[str, str]) -> JobFormat:
+    return JobFormat(FAKE, FakeSettings(config))
+
+
 class FakeTask(TableSinkTask):
-    format = "delta"
-    jobs = "support.fake_table_jobs"
-
-    def load_settings(self, config: Mapping[str, str]) -> Any:
-        return FakeSettings(config)
-
-    async def _job(self, fn: str, target: Target, batch: Any = None, **kw: Any) -> Any:
-        if fn != "open_table":
-            kw.pop("delay", None)
-            target = Target(target.name, {"path": target.kwargs["path"]})
-        return await super()._job(fn, target, batch, **kw)
+    table_format = fake_format
 
 
 def batch(start: int, n: int) -> RecordBatch:
@@ -68,7 +74,7 @@ def batch(start: int, n: int) -> RecordBatch:
 async def test_a_slow_open_returns_and_put_finishes_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(task_module, "OPEN_WAIT", 0.05)
+    monkeypatch.setattr(opening, "OPEN_WAIT", 0.05)
     table = tmp_path / "table.json"
     table.write_text(json.dumps({"t/0": 5}))
     config = {"path": str(table), "fake.delay": "0.5", "flush.linger.ms": "0"}
@@ -105,7 +111,7 @@ async def test_a_quick_open_seeks_at_once(tmp_path: Path) -> None:
 async def test_close_cancels_an_opening_of_its_partitions_and_lets_a_wider_one_finish(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(task_module, "OPEN_WAIT", 0.01)
+    monkeypatch.setattr(opening, "OPEN_WAIT", 0.01)
     table = tmp_path / "table.json"
     table.write_text(json.dumps({"t/0": 5, "t/1": 7}))
     config = {"path": str(table), "fake.delay": "0.3"}

@@ -1,4 +1,4 @@
-"""ParquetSink's writer (``parquet/writer.py``) on its own: one write in flight, writes that
+"""The table sinks' writer (``tables/writer.py``) on its own: one write in flight, writes that
 grow behind a backlog, the bound on the buffer, the linger, a failure that stops writing."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 import pyarrow as pa
 import pytest
 
-from daemon.connectors.parquet.buffer import RecordBuffer
-from daemon.connectors.parquet.writer import FlushPolicy, Writer
 from daemon.connectors.records import OffsetRange, TopicPartition
+from daemon.connectors.tables.buffer import RecordBuffer
+from daemon.connectors.tables.writer import FlushPolicy, Writer
 from daemon.connectors.testing import sample_batch
 from daemon.errors import WriteTimeout
 

@@ -1,13 +1,13 @@
-"""ParquetSink's write buffer: when to write, redeliveries trimmed, gaps refused, closes."""
+"""The table sinks' write buffer: when to write, redeliveries trimmed, gaps refused, closes."""
 
 from __future__ import annotations
 
 import pyarrow as pa
 import pytest
 
-from daemon.connectors.parquet.buffer import RecordBuffer
-from daemon.connectors.parquet.writer import FlushPolicy
 from daemon.connectors.records import OffsetRange, RecordBatch, TopicPartition
+from daemon.connectors.tables.buffer import RecordBuffer
+from daemon.connectors.tables.writer import FlushPolicy
 from daemon.connectors.testing import sample_batch
 from daemon.errors import CommitRejected
 

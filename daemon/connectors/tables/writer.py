@@ -1,4 +1,5 @@
-"""ParquetSink's writer: one write in flight per task, while the task goes on reading.
+"""A table sink task's writer: one write (one commit per table) in flight per task, while the
+task goes on reading.
 
 A task's ``put`` only buffers (``buffer.py``). The writer is one background coroutine per
 incarnation (``SinkTaskContext.start_background``: the runtime cancels it, and the executor
@@ -11,17 +12,18 @@ buffer and writes and commits it as one batch when a write is due:
   it holds is written now instead of at the end of the interval;
 - the task asks (``drain``: a closing ``pre_commit``, a skip record to write after the data).
 
-Writes and commits happen one at a time, in the order the records came: the commit log sees the
+Writes and commits happen one at a time, in the order the records came: the table sees the
 same sequence a task that wrote inside ``put`` would produce. While a write runs, the task keeps
 reading and converting; what arrives meanwhile goes into the next write. So behind a backlog
 each write holds what came during the one before, and writes grow until the buffer reaches
 ``buffer.max.records`` / ``buffer.max.bytes``, where ``put`` waits for the write in flight (the
 bound on memory); once the task has caught up they shrink to what comes in a linger.
 
-A failed write has had its staged files deleted (the sink's ``write`` callable does that); the
-writer keeps the failure, writes nothing more, and the task's next ``put``, ``pre_commit`` or
-``drain`` raises it (``take_failure``), where the sink drops the buffer and asks to re-read from
-the committed offsets. A failure is never swallowed, and nothing is written past it.
+A failed write has been cleaned up by the table format (a staged write deleted, or what
+landed read back); the writer keeps the failure, writes nothing more, and the task's next
+``put``, ``pre_commit`` or ``drain`` raises it (``take_failure``), where the sink drops the
+buffer and asks to re-read from the committed offsets. A failure is never swallowed, and
+nothing is written past it.
 """
 
 from __future__ import annotations
@@ -32,11 +34,11 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from daemon.connectors.parquet.buffer import RecordBuffer
 from daemon.connectors.protocols import SinkTaskContext
 from daemon.connectors.records import OffsetRange, TopicPartition
+from daemon.connectors.tables.buffer import RecordBuffer
 
-#: Writes and commits one batch; raises (after deleting its staged files) when it failed.
+#: Writes and commits one batch; raises (after cleaning up what it can) when it failed.
 WriteBatch = Callable[[pa.Table, tuple[OffsetRange, ...]], Awaitable[None]]
 
 

@@ -1,4 +1,5 @@
-"""ParquetSink's write buffer: the batches not written yet, and the offset ranges they cover.
+"""A table sink task's write buffer: the batches not written yet, and the offset ranges they
+cover.
 
 Everything here is columnar (Arrow compute over whole tables, never a Python loop over rows)
 and synchronous; it runs on the event loop and does no I/O.
