@@ -21,7 +21,8 @@ from types import ModuleType, TracebackType
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka import TopicPartition as KafkaTP
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic, RecordsToDelete
 from aiokafka.errors import for_code
 from aiokafka.structs import ConsumerRecord
 
@@ -280,3 +281,34 @@ async def consume_all(
     finally:
         await consumer.stop()
     return sorted(got, key=lambda r: (r.partition, r.offset))
+
+
+async def topic_size(bootstrap: str, topic: str, partitions: int = 1) -> int:
+    """Records in ``topic`` (end minus beginning offsets, read_committed)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed")
+    await consumer.start()
+    try:
+        parts = [KafkaTP(topic, p) for p in range(partitions)]
+        consumer.assign(parts)
+        ends = await consumer.end_offsets(parts)
+        first = await consumer.beginning_offsets(parts)
+        return sum(ends[p] - first[p] for p in parts)
+    finally:
+        await consumer.stop()
+
+
+async def delete_before(bootstrap: str, topic: str, partition: int, offset: int) -> int:
+    """``kafka-delete-records``: the partition's log starts at ``offset`` afterwards."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        tp = KafkaTP(topic, partition)
+        low = await admin.delete_records({tp: RecordsToDelete(offset)}, timeout_ms=30_000)
+        return int(low[tp])
+    finally:
+        await admin.close()
+
+
+async def produce_to(bootstrap: str, topic: str, partition: int, first: int, count: int) -> None:
+    values = [(None, b"p%d-%d" % (partition, i)) for i in range(first, first + count)]
+    await produce(bootstrap, topic, values, partition=partition)

@@ -1,8 +1,11 @@
-"""Reading a file table's commit log from a test, never through the daemon."""
+"""Reading a file table from a test, never through the daemon: what its commit log committed,
+and the (partition, offset) of every row readers see."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import pyarrow.dataset as ds
 
 from daemon.storage.commitlog import META, CommitLog
 
@@ -22,3 +25,20 @@ def committed(table: Path, *, attempts: int = 5) -> int:
             if attempt == attempts - 1:
                 raise
     raise AssertionError("unreachable")
+
+
+def coordinates(table: Path) -> list[tuple[int, int]]:
+    """(kafka_partition, kafka_offset) of every row readers see."""
+    if not table.is_dir():
+        return []
+    dataset = ds.dataset(table, format="parquet")
+    if not dataset.files:
+        return []
+    data = dataset.to_table(columns=["kafka_partition", "kafka_offset"])
+    return list(
+        zip(
+            data.column("kafka_partition").to_pylist(),
+            data.column("kafka_offset").to_pylist(),
+            strict=True,
+        )
+    )

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import pyarrow.dataset as ds
 import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka import TopicPartition as KafkaTP
@@ -20,29 +19,13 @@ from support.daemon import DaemonFactory, wait_until, worker_properties
 from support.kafka import produce
 from support.kafka_fixtures import TopicFactory
 from support.spark import ThreadedPool
+from support.tables import coordinates
 
 from daemon.runtime.model import State
 
 pytestmark = pytest.mark.integration
 
 PER_PARTITION = 100
-
-
-def rows(table: Path) -> list[tuple[int, int]]:
-    """(kafka_partition, kafka_offset) of every row readers see."""
-    if not table.is_dir():
-        return []
-    dataset = ds.dataset(table, format="parquet")
-    if not dataset.files:
-        return []
-    data = dataset.to_table(columns=["kafka_partition", "kafka_offset"])
-    return list(
-        zip(
-            data.column("kafka_partition").to_pylist(),
-            data.column("kafka_offset").to_pylist(),
-            strict=True,
-        )
-    )
 
 
 async def test_a_rebalance_commits_the_buffered_records_before_closing(
@@ -88,7 +71,7 @@ async def test_a_rebalance_commits_the_buffered_records_before_closing(
     await wait_until(
         lambda: d.metrics.totals()[0] >= 2 * PER_PARTITION, 120, "every record consumed"
     )
-    assert rows(table) == []  # all buffered, nothing written yet
+    assert coordinates(table) == []  # all buffered, nothing written yet
     epoch = worker.task_status(name, 0).epoch or 0
 
     # A second member joins the group: the task's partitions are revoked (aiokafka's eager
@@ -105,7 +88,7 @@ async def test_a_rebalance_commits_the_buffered_records_before_closing(
     try:
         await wait_until(lambda: other.assignment(), 120, "the second member's partitions")
         landed = await wait_until(
-            lambda: (r := rows(table)) and len(r) >= 2 * PER_PARTITION and r,
+            lambda: (r := coordinates(table)) and len(r) >= 2 * PER_PARTITION and r,
             240,
             "the buffered records written at the revoke",
         )
@@ -133,6 +116,6 @@ async def test_a_rebalance_commits_the_buffered_records_before_closing(
     total = 2 * (PER_PARTITION + 50)
     await wait_until(lambda: d.metrics.totals()[0] >= total, 120, "the new records consumed")
     await worker.stop_connector(name)
-    final = rows(table)
+    final = coordinates(table)
     assert len(final) == total and len(set(final)) == total
     assert sorted(final) == [(p, o) for p in (0, 1) for o in range(PER_PARTITION + 50)]

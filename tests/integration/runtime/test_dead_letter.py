@@ -20,10 +20,8 @@ from pathlib import Path
 
 import pyarrow.dataset as ds
 import pytest
-from aiokafka import AIOKafkaConsumer
-from aiokafka import TopicPartition as KafkaTP
 from support.daemon import DaemonFactory, ProcessFactory, wait_until, worker_properties
-from support.kafka import consume_all, delete_topic, produce
+from support.kafka import consume_all, delete_topic, produce, topic_size
 from support.kafka_fixtures import TopicFactory
 from support.spark import ThreadedPool
 from support.tables import committed
@@ -41,20 +39,6 @@ def rows(table: Path) -> int:
     if not table.is_dir():
         return 0
     return int(ds.dataset(table, format="parquet").count_rows())
-
-
-async def topic_size(bootstrap: str, topic: str, partitions: int = 1) -> int:
-    """Records in ``topic`` (end minus beginning offsets, read_committed)."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed")
-    await consumer.start()
-    try:
-        parts = [KafkaTP(topic, p) for p in range(partitions)]
-        consumer.assign(parts)
-        ends = await consumer.end_offsets(parts)
-        first = await consumer.beginning_offsets(parts)
-        return sum(ends[p] - first[p] for p in parts)
-    finally:
-        await consumer.stop()
 
 
 async def test_bad_records_end_in_the_dead_letter_topic_exactly_once_through_kills(

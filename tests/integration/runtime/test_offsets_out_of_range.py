@@ -28,10 +28,8 @@ from pathlib import Path
 
 import pyarrow.dataset as ds
 import pytest
-from aiokafka import TopicPartition as KafkaTP
-from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 from support.daemon import DaemonFactory, put_offsets, wait_until, worker_properties
-from support.kafka import produce
+from support.kafka import delete_before, produce_to
 from support.kafka_fixtures import TopicFactory
 from support.spark import ThreadedPool
 from support.tables import committed
@@ -45,18 +43,6 @@ pytestmark = pytest.mark.integration
 NAME = "gap"
 
 
-async def delete_before(bootstrap: str, topic: str, partition: int, offset: int) -> int:
-    """``kafka-delete-records``: the partition's log starts at ``offset`` afterwards."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        tp = KafkaTP(topic, partition)
-        low = await admin.delete_records({tp: RecordsToDelete(offset)}, timeout_ms=30_000)
-        return int(low[tp])
-    finally:
-        await admin.close()
-
-
 def pairs(table: Path) -> list[tuple[int, int]]:
     data = ds.dataset(table, format="parquet").to_table(columns=["kafka_partition", "kafka_offset"])
     return list(
@@ -66,11 +52,6 @@ def pairs(table: Path) -> list[tuple[int, int]]:
             strict=True,
         )
     )
-
-
-async def produce_to(bootstrap: str, topic: str, partition: int, first: int, count: int) -> None:
-    values = [(None, b"p%d-%d" % (partition, i)) for i in range(first, first + count)]
-    await produce(bootstrap, topic, values, partition=partition)
 
 
 async def test_out_of_range_fails_or_skips_explicitly(

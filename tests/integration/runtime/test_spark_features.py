@@ -15,20 +15,21 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pyarrow.dataset as ds
 import pytest
 from support.daemon import DaemonFactory, wait_until, worker_properties
-from support.kafka import consume_all, delete_topic, produce
+from support.kafka import consume_all, delete_topic, produce, topic_size
 from support.kafka_fixtures import TopicFactory
 from support.restarts import restart_daemon, restart_metric
 from support.spark import ThreadedPool, walk_tree
+from support.spark_sinks import FirstIncarnationTask, exactly_once_rows, parquet_sink, staged_files
 from support.tables import committed
 
-from daemon.connectors.api import SinkTask, SinkTaskContext
+from daemon.connectors.api import SinkTask
 from daemon.connectors.parquet import ParquetSinkConnector, ParquetSinkTask
 from daemon.connectors.records import OffsetRange, RecordBatch
 from daemon.connectors.testing import sample_batch
@@ -36,9 +37,7 @@ from daemon.errors import CommitRejected, PoolClosed
 from daemon.executor.process import ProcStat, read_stat
 from daemon.runtime.model import State
 from daemon.runtime.standalone import StandaloneHerder
-from daemon.storage.commitlog import META, CommitLog, CommitRecord
-from tests.integration.runtime.test_closing_commit import rows
-from tests.integration.runtime.test_dead_letter import topic_size
+from daemon.storage.commitlog import CommitLog, CommitRecord
 
 pytestmark = pytest.mark.integration
 
@@ -47,21 +46,6 @@ WRITE_STAGED = "daemon.connectors.parquet.write:write_staged"
 
 
 # -- sinks that misbehave on purpose -----------------------------------------------------------
-
-
-class FirstIncarnationTask(ParquetSinkTask):
-    """A ParquetSink task whose connector's first incarnation (counted by connector name)
-    writes with ``first_write`` instead of ParquetSink's write; later ones write normally."""
-
-    first_write: ClassVar[str]
-    starts: ClassVar[dict[str, int]]
-
-    async def start(self, config: Mapping[str, str], context: SinkTaskContext) -> None:
-        name = context.task_id.connector
-        self.starts[name] = self.starts.get(name, 0) + 1
-        if self.starts[name] == 1:
-            self.write_function = self.first_write
-        await super().start(config, context)
 
 
 class BlockOnceTask(FirstIncarnationTask):
@@ -107,18 +91,6 @@ class TaskOneFailsSink(ParquetSinkConnector):
 # -- helpers -----------------------------------------------------------------------------------
 
 
-def _sink(topic: str, table: Path, **extra: str) -> dict[str, str]:
-    return {
-        "connector.class": "ParquetSink",
-        "topics": topic,
-        "tasks.max": "1",
-        "path": str(table),
-        "flush.max.records": "50",
-        "flush.interval.ms": "300",
-        **extra,
-    }
-
-
 async def _worker(
     run_daemon: DaemonFactory, bootstrap: str, tmp_path: Path, pool: ThreadedPool, **props: str
 ) -> StandaloneHerder:
@@ -130,28 +102,6 @@ async def _worker(
 def _log(table: Path) -> list[CommitRecord]:
     with CommitLog(table) as log:
         return log.records()
-
-
-async def _exactly_once(table: Path, expected: Collection[tuple[int, int]]) -> None:
-    """The table's rows are ``expected`` (partition, offset) pairs, each exactly once.
-
-    The commit record is the commit point; its files are moved into place just after. So the
-    rows are read once as many are visible as expected (or after 30 s): duplicates, missing
-    rows and strangers all fail the comparison.
-    """
-    await wait_until(lambda: len(rows(table)) >= len(expected), 30, "the files in place")
-    landed = rows(table)
-    assert len(landed) == len(expected), f"{len(landed)} rows, {len(expected)} expected"
-    assert len(set(landed)) == len(landed), "a record landed twice"
-    assert set(landed) == set(expected)
-
-
-def _staged(table: Path) -> list[str]:
-    """Files in the table's staging dirs (writes not committed, or not cleaned up)."""
-    staging = table / META / "staging"
-    if not staging.is_dir():
-        return []
-    return [str(p) for p in staging.rglob("*") if p.is_file()]
 
 
 def _present(stats: Iterable[ProcStat]) -> list[int]:
@@ -203,7 +153,7 @@ async def test_spark_pause_resume_restart_stop_resume(
     table = tmp_path / "table"
     worker = await _worker(run_daemon, kafka_bootstrap, tmp_path, warm_spark)
     name = "life"
-    await worker.create_connector(name, _sink(topic, table))
+    await worker.create_connector(name, parquet_sink(topic, table))
     sent = await produce(kafka_bootstrap, topic, 100)
     await wait_until(lambda: committed(table) == sent, 120, f"{sent} offsets committed")
 
@@ -245,7 +195,7 @@ async def test_spark_pause_resume_restart_stop_resume(
     await wait_until(lambda: committed(table) == sent, 60, f"{sent} offsets after stop")
     assert (worker.task_status(name, 0).epoch or 0) > (after.epoch or 0)
     records = await consume_all(kafka_bootstrap, topic, sent)
-    await _exactly_once(table, [(r.partition, r.offset) for r in records])
+    await exactly_once_rows(table, [(r.partition, r.offset) for r in records])
     epochs = [r.epoch or 0 for r in _log(table) if r.kind == "commit"]
     assert epochs == sorted(epochs)
 
@@ -285,7 +235,7 @@ async def test_spark_dead_letters_once_through_a_failed_write_and_a_re_read(
         **{"value.converter": "json", "value.converter.schemas.enable": "false"},
     )
     name = f"dead-{uuid.uuid4().hex[:6]}"
-    config = _sink(
+    config = parquet_sink(
         topic,
         table,
         **{
@@ -313,7 +263,7 @@ async def test_spark_dead_letters_once_through_a_failed_write_and_a_re_read(
             "the failed write, the automatic restart, every offset committed",
         )
         assert task.auto_restart is not None and task.auto_restart.count == 1
-        await _exactly_once(table, set(coords) - bad_coords)
+        await exactly_once_rows(table, set(coords) - bad_coords)
 
         assert await topic_size(kafka_bootstrap, dlq) == len(bad)  # none twice, none lost
         letters = await consume_all(
@@ -353,7 +303,7 @@ async def test_spark_zombie_write_is_refused_by_the_commit_log_and_never_lands(
     table = tmp_path / "table"
     worker = await _worker(run_daemon, kafka_bootstrap, tmp_path, warm_spark)
     name = "zombie"
-    await worker.create_connector(name, _sink(topic, table))
+    await worker.create_connector(name, parquet_sink(topic, table))
     await produce(kafka_bootstrap, topic, 100)
     await wait_until(lambda: committed(table) == 100, 120, "100 offsets committed")
     old = worker.connectors[name].slots[0].inc
@@ -391,13 +341,13 @@ async def test_spark_zombie_write_is_refused_by_the_commit_log_and_never_lands(
         assert zombie_log.abort(commit_id) is False
     finally:
         zombie_log.close()
-    assert committed(table) == 150 and _staged(table) == []
-    await _exactly_once(table, [(0, o) for o in range(150)])
+    assert committed(table) == 150 and staged_files(table) == []
+    await exactly_once_rows(table, [(0, o) for o in range(150)])
 
     # The live incarnation writes offsets 150..159 itself, with its own records.
     await produce(kafka_bootstrap, topic, [(None, b"live-%d" % i) for i in range(10)])
     await wait_until(lambda: committed(table) == 160, 60, "the live incarnation's 10 records")
-    await _exactly_once(table, [(0, o) for o in range(160)])
+    await exactly_once_rows(table, [(0, o) for o in range(160)])
     data = ds.dataset(table, format="parquet").to_table(columns=["kafka_offset", "value"])
     tail = {o: v for o, v in zip(*data.to_pydict().values(), strict=True) if o >= 150}
     assert tail == {150 + i: f"live-{i}" for i in range(10)}
@@ -425,7 +375,7 @@ async def test_spark_partitions_moving_to_an_older_task_get_a_larger_epoch(
     table = tmp_path / "table"
     worker = await _worker(run_daemon, kafka_bootstrap, tmp_path, warm_spark)
     name = "moves"
-    config = _sink(
+    config = parquet_sink(
         topic,
         table,
         **{
@@ -476,7 +426,7 @@ async def test_spark_partitions_moving_to_an_older_task_get_a_larger_epoch(
             assert (c.epoch or 0) > epoch_1
     assert {rng.tp for c in commits for rng in c.ranges} >= moved
     parts = await consume_all(kafka_bootstrap, topic, sent)
-    await _exactly_once(table, [(r.partition, r.offset) for r in parts])
+    await exactly_once_rows(table, [(r.partition, r.offset) for r in parts])
 
 
 # -- auto-restart (last: it kills one of the session pool's executors) ---------------------------
@@ -499,18 +449,18 @@ async def test_spark_executor_killed_mid_write_is_reaped_and_the_task_auto_resta
     table = tmp_path / "table"
     d, worker, _ = await restart_daemon(run_daemon, kafka_bootstrap, tmp_path, warm_spark)
     name = f"kill-{uuid.uuid4().hex[:6]}"
-    config = _sink(topic, table, **{"errors.restart.max": "1"})
+    config = parquet_sink(topic, table, **{"errors.restart.max": "1"})
     await worker.create_connector(name, {**config, "connector.class": f"{HERE}:BlockOnceSink"})
 
     # The first write staged Spark's files and blocks: the executor is mid-write.
     old_pid = await wait_until(
-        lambda: _staged(table) and worker.task_status(name, 0).executor_pid,
+        lambda: staged_files(table) and worker.task_status(name, 0).executor_pid,
         240,
         "the first write staged by Spark and blocked in its executor",
     )
     first = worker.task_status(name, 0)
     assert first.state is State.RUNNING and committed(table) == 0
-    assert any(f.endswith(".parquet") for f in _staged(table))
+    assert any(f.endswith(".parquet") for f in staged_files(table))
     tree = walk_tree(old_pid)
     assert any(s.comm == "java" for s in tree.values()), f"no JVM under executor {old_pid}"
 
@@ -541,7 +491,9 @@ async def test_spark_executor_killed_mid_write_is_reaped_and_the_task_auto_resta
     assert seen, "no write of the restarted incarnation was seen in the status"
     assert old_pid not in seen, "the killed executor wrote again"
     assert restart_metric(d, name, "auto") == 1
-    await _exactly_once(table, [(0, o) for o in range(n)])
+    await exactly_once_rows(table, [(0, o) for o in range(n)])
     # (A commit's own staging dir is removed a moment after its record: poll.)
-    await wait_until(lambda: _staged(table) == [], 30, "the killed write's staged files deleted")
+    await wait_until(
+        lambda: staged_files(table) == [], 30, "the killed write's staged files deleted"
+    )
     assert {r.epoch for r in _log(table) if r.kind == "commit"} == {task.epoch}

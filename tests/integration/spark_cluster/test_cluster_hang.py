@@ -19,17 +19,17 @@ from support.daemon import DaemonFactory, wait_until, worker_properties
 from support.kafka import produce
 from support.kafka_fixtures import TopicFactory
 from support.spark_cluster import SparkCluster, cluster_worker_settings
+from support.spark_sinks import (
+    FirstIncarnationTask,
+    exactly_once_rows,
+    parquet_sink,
+    staged_files,
+)
 from support.tables import committed
 
 from daemon.connectors.api import SinkTask
 from daemon.connectors.parquet import ParquetSinkConnector
 from daemon.executor.process import read_stat
-from tests.integration.runtime.test_spark_features import (
-    FirstIncarnationTask,
-    _exactly_once,
-    _sink,
-    _staged,
-)
 
 pytestmark = pytest.mark.integration
 
@@ -173,7 +173,10 @@ async def test_parquet_write_hung_in_a_cluster_udf_is_killed_and_unpublished(
     worker = daemon.herder
     assert worker is not None
     name = "udf-hang"
-    config = {**_sink(topic, table, **{"errors.restart.max": "1"}), "flush.max.records": "100"}
+    config = {
+        **parquet_sink(topic, table, **{"errors.restart.max": "1"}),
+        "flush.max.records": "100",
+    }
     await worker.create_connector(name, {**config, "connector.class": f"{HERE}:HangInUdfOnceSink"})
     await wait_until(marker.exists, 240, "the UDF hanging on a cluster executor")
     udf_pid = int(marker.read_text())
@@ -182,7 +185,7 @@ async def test_parquet_write_hung_in_a_cluster_udf_is_killed_and_unpublished(
     app = app_of(spark_cluster, executor_pid)
     assert app is not None, spark_cluster.active_apps()
     assert udf_pid in spark_cluster.app_executors(app), "the UDF does not run on the cluster"
-    assert _staged(table), "the hung write staged nothing"
+    assert staged_files(table), "the hung write staged nothing"
     assert committed(table) == 0
     # The deadline kills the executor: the application and its cluster processes end.
     await wait_until(lambda: read_stat(executor_pid) is None, 90, "the deadline's kill")
@@ -190,6 +193,8 @@ async def test_parquet_write_hung_in_a_cluster_udf_is_killed_and_unpublished(
     stat = read_stat(udf_pid)  # a zombie kept by its Spark worker (tests only) has ended
     assert stat is None or not stat.running, "the UDF's Python worker outlived its application"
     await wait_until(lambda: committed(table) >= n, 240, "the restarted task caught up")
-    await _exactly_once(table, [(0, o) for o in range(n)])
-    await wait_until(lambda: _staged(table) == [], 30, "the killed write's staged files deleted")
+    await exactly_once_rows(table, [(0, o) for o in range(n)])
+    await wait_until(
+        lambda: staged_files(table) == [], 30, "the killed write's staged files deleted"
+    )
     print(f"\nafter the deadline: app gone {gone:.2f} s, its cluster processes gone {left:.2f} s")

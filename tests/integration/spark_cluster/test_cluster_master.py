@@ -17,10 +17,10 @@ from support.daemon import DaemonFactory, ProcessFactory, wait_until, worker_pro
 from support.kafka import free_port, produce
 from support.kafka_fixtures import TopicFactory
 from support.spark_cluster import SparkCluster, cluster_worker_settings
+from support.spark_sinks import exactly_once_rows, parquet_sink
 from support.tables import committed
 
 from daemon.runtime.model import State
-from tests.integration.runtime.test_spark_features import _exactly_once, _sink
 
 pytestmark = pytest.mark.integration
 
@@ -84,7 +84,7 @@ async def test_a_master_that_dies_under_a_stream_loses_nothing(
     worker = daemon.herder
     assert worker is not None
     name = "through-master-loss"
-    config = _sink(topic, table, **{"errors.restart.backoff.max.ms": "2000"})
+    config = parquet_sink(topic, table, **{"errors.restart.backoff.max.ms": "2000"})
     await worker.create_connector(name, config)
     await produce(kafka_bootstrap, topic, [(None, b"a%05d" % i) for i in range(300)])
     await wait_until(lambda: committed(table) >= 300, 240, "the first records committed")
@@ -116,4 +116,4 @@ async def test_a_master_that_dies_under_a_stream_loses_nothing(
     await wait_until(lambda: committed(table) >= 900, 300, "caught up once the master is back")
     print(f"caught up {time.monotonic() - began:.1f} s after the master came back")
     assert worker.task_status(name, 0).state is State.RUNNING
-    await _exactly_once(table, [(0, o) for o in range(900)])
+    await exactly_once_rows(table, [(0, o) for o in range(900)])

@@ -21,13 +21,12 @@ import pyarrow.compute as pc
 import pytest
 from support.daemon import DaemonFactory, wait_until, worker_properties
 from support.delta import committed, committed_offsets, rows_with_deltalake
-from support.kafka import produce
+from support.kafka import delete_before, produce, produce_to
 from support.kafka_fixtures import TopicFactory
 from support.spark import ThreadedPool
 
 from daemon.errors import InvalidConfig
 from daemon.runtime.model import State, TargetState
-from tests.integration.runtime.test_offsets_out_of_range import delete_before, produce_to
 
 pytestmark = pytest.mark.integration
 
