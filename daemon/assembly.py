@@ -97,3 +97,15 @@ def rest_server(
         log_level=config.log_level.value,
         log_format=config.log_format.value,
     )
+
+
+def advertised_url(c: WorkerConfig, urls: list[str]) -> str:
+    """The URL other workers reach this one at: ``rest.advertised.*`` over the first bound
+    listener of ``urls``, as Connect advertises."""
+    assert urls, "no REST listener is bound"
+    scheme, _, address = urls[0].partition("://")
+    host, _, port = address.rpartition(":")
+    scheme = c.rest_advertised_listener or scheme
+    host = c.rest_advertised_host_name or host
+    port = str(c.rest_advertised_port) if c.rest_advertised_port else port
+    return f"{scheme}://{host}:{port}"

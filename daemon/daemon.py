@@ -38,17 +38,23 @@ import gc
 import importlib.util
 import logging
 import os
-import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
-from daemon.assembly import RestServer, kill_timeout, new_pool, rest_server, start_relay
+from daemon.assembly import (
+    RestServer,
+    advertised_url,
+    kill_timeout,
+    new_pool,
+    rest_server,
+    start_relay,
+)
 from daemon.config import Mode, WorkerConfig
+from daemon.config.executors import PoolStart
 from daemon.config.placement import SparkPlacement
 from daemon.config.plan import LaunchPlan, reread
-from daemon.config.worker import PoolStart
 from daemon.connectors.registry import (
     ConnectorRegistry,
     default_registry,
@@ -64,13 +70,12 @@ from daemon.runtime.executors import Executors
 from daemon.runtime.looplag import LoopLag
 from daemon.runtime.standalone import StandaloneHerder
 from daemon.runtime.standalone.files import origins_of
+from daemon.signals import Signals
 from daemon.storage.standalone import ConfigStore, StandaloneStore
 from daemon.storage.statelock import StateDirLock
 from daemon.systemd import Notifier, StatusLine
 
 log = logging.getLogger("connectd.daemon")
-
-EX_FORCED = 1
 
 
 class Daemon:
@@ -117,9 +122,7 @@ class Daemon:
         self._state_lock = StateDirLock(self.config.state_dir)
         self._relay: Any = None  # executors' output relayed through logging (log.format=json)
         self.outages = BrokerOutageFilter()
-        self._stop = asyncio.Event()
-        self._reload = asyncio.Event()
-        self._signals = 0
+        self.signals = Signals(force=self.force_kill)
         self._started = False
         self._running = False  # something was started that shutdown must stop
         self._closed = False
@@ -141,10 +144,10 @@ class Daemon:
 
     def request_stop(self) -> None:
         """Ask ``serve`` to shut down (thread-unsafe: call from the daemon's loop)."""
-        self._stop.set()
+        self.signals.stop.set()
 
     def request_reload(self) -> None:
-        self._reload.set()
+        self.signals.reload.set()
 
     async def start(self) -> None:
         if self._started:
@@ -209,21 +212,11 @@ class Daemon:
         if not self._want_rest:
             raise ConnectdError("distributed mode needs its REST API: other workers call it")
         await self._start_rest(herder)
-        url = self._advertised_url()
+        assert self.rest is not None
+        url = advertised_url(self.config, self.rest.urls)
         loop.set_address(url, url.split("://", 1)[1])
         timeout = max(30.0, self.config.startup_kafka_timeout.total_seconds())
         await herder.start(timeout)
-
-    def _advertised_url(self) -> str:
-        """``rest.advertised.*`` over the first bound listener, as Connect advertises."""
-        assert self.rest is not None and self.rest.urls
-        scheme, _, address = self.rest.urls[0].partition("://")
-        host, _, port = address.rpartition(":")
-        c = self.config
-        scheme = c.rest_advertised_listener or scheme
-        host = c.rest_advertised_host_name or host
-        port = str(c.rest_advertised_port) if c.rest_advertised_port else port
-        return f"{scheme}://{host}:{port}"
 
     async def _start_standalone(self) -> None:
         store = self._store or StandaloneStore(self.config.state_dir)
@@ -297,21 +290,22 @@ class Daemon:
 
     async def serve(self) -> None:
         """Start (if needed), run until asked to stop, shut down."""
-        with self._signal_handlers():
+        with self.signals.installed() if self.handle_signals else contextlib.nullcontext():
             try:
                 await self.start()
-                while not self._stop.is_set():
+                stop, reload = self.signals.stop, self.signals.reload
+                while not stop.is_set():
                     waiters = [
-                        asyncio.ensure_future(self._stop.wait()),
-                        asyncio.ensure_future(self._reload.wait()),
+                        asyncio.ensure_future(stop.wait()),
+                        asyncio.ensure_future(reload.wait()),
                     ]
                     try:
                         await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
                     finally:
                         for w in waiters:
                             w.cancel()
-                    if self._reload.is_set() and not self._stop.is_set():
-                        self._reload.clear()
+                    if reload.is_set() and not stop.is_set():
+                        reload.clear()
                         await self.reload()
             finally:
                 await self.shutdown()
@@ -389,39 +383,7 @@ class Daemon:
         self._state_lock.release()  # last: nothing this daemon started is left
         log.info("connectd stopped in %.2f s", time.monotonic() - started)
 
-    # ---- signals ----
-
-    @contextlib.contextmanager
-    def _signal_handlers(self) -> Iterator[None]:
-        if not self.handle_signals:
-            yield
-            return
-        loop = asyncio.get_running_loop()
-        sigs = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-        old = {s: signal.getsignal(s) for s in sigs}
-        for s in sigs:
-            loop.add_signal_handler(s, self._on_signal, s)
-        try:
-            yield
-        finally:
-            for s in sigs:
-                loop.remove_signal_handler(s)
-                signal.signal(s, old[s])
-
-    def _on_signal(self, sig: int) -> None:
-        if sig == signal.SIGHUP:
-            self._reload.set()
-            return
-        self._signals += 1
-        if self._signals == 1:
-            log.info("%s received: shutting down (again to force)", signal.Signals(sig).name)
-            self._stop.set()
-            return
-        log.error(
-            "%s received again: killing every executor and exiting now", signal.Signals(sig).name
-        )
-        self.force_kill()
-        os._exit(EX_FORCED)
+    # ---- the way out ----
 
     def force_kill(self) -> None:
         """Kill every executor's process tree now (blocking; only on the way out)."""

@@ -16,7 +16,7 @@ each other either)::
     runtime
     metrics
     rest | systemd
-    daemon      daemon.daemon, daemon.assembly
+    daemon      daemon.daemon, daemon.assembly, daemon.signals
     cli         daemon.cli, daemon.__main__
 
 A module may import its own layer and any layer below it. Within a layer, imports must still form
@@ -58,7 +58,7 @@ LAYERS: tuple[tuple[tuple[str, ...], ...], ...] = (
     (("daemon.runtime",),),
     (("daemon.metrics",),),
     (("daemon.rest",), ("daemon.systemd",)),
-    (("daemon.daemon", "daemon.assembly"),),
+    (("daemon.daemon", "daemon.assembly", "daemon.signals"),),
     (("daemon.cli", "daemon.__main__"),),
 )
 

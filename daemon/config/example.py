@@ -92,15 +92,33 @@ def _setting_lines(info: SettingInfo, indent: str = "") -> list[str]:
     return lines
 
 
+#: The worker's sections in the order the example shows them (``WorkerConfig`` gathers its
+#: settings from several models; each section's settings keep their declaration order).
+GROUPS = (
+    "Kafka",
+    "REST API",
+    "Converters",
+    "Tasks",
+    "Startup (connectd)",
+    "Storage",
+    "Distributed mode",
+    "Config providers",
+    "Executors (connectd)",
+    "Logging (connectd)",
+)
+
+
 def render_example() -> str:
     """The text of ``config.example.toml``."""
     out = [_HEADER]
-    group = None
-    for info in settings_of(WorkerConfig):
-        if info.group != group:
-            group = info.group
-            out.append(f"# == {group} " + "=" * (90 - len(group)) + "\n")
-        out.append("\n".join(_setting_lines(info)) + "\n")
+    infos = settings_of(WorkerConfig)
+    order = {g: i for i, g in enumerate(GROUPS)}
+    groups = sorted(dict.fromkeys(i.group for i in infos), key=lambda g: order.get(g, len(order)))
+    for group in groups:
+        out.append(f"# == {group} " + "=" * (90 - len(group)) + "\n")
+        for info in infos:
+            if info.group == group:
+                out.append("\n".join(_setting_lines(info)) + "\n")
     out.append(_CONNECTORS)
     for info in settings_of(ConnectorConfig):
         out.append("\n".join(_setting_lines(info, indent=" ")) + "\n#")

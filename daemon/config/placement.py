@@ -20,9 +20,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from daemon.config.definitions import ConnectorConfigDef
+from daemon.config.executors import LOCAL_PATHS_SHARED_KEY, SPARK_MASTER_KEY
 from daemon.config.problems import Problem, error
 from daemon.config.providers import has_reference
-from daemon.config.worker import LOCAL_PATHS_SHARED_KEY, SPARK_MASTER_KEY, WorkerConfig
+from daemon.config.worker import WorkerConfig
 
 #: Filesystems every node of a cluster can reach, as examples for the refusal's hint (the
 #: connector's own check says which of them it supports).

@@ -9,16 +9,19 @@ problem at once. ``Mode`` and what each mode needs are in ``daemon.config.modes`
 
 from __future__ import annotations
 
-import enum
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BeforeValidator, ConfigDict, ValidationInfo, model_validator
+from pydantic import ConfigDict, ValidationInfo, model_validator
 
 from daemon.config import fields as f
 from daemon.config import values
 from daemon.config.clients import KafkaClient, client_problems
+from daemon.config.distributed import DistributedSettings
+from daemon.config.executors import (
+    ExecutorSettings,
+)
 from daemon.config.fields import setting
 from daemon.config.kafka import KafkaSettings
 from daemon.config.problems import Problem
@@ -31,54 +34,10 @@ from daemon.config.values import (
     LogFormatName,
     LogLevel,
     LogLevelName,
-    SparkMaster,
 )
 
 WRITE_TIMEOUT_KEY = "task.write.timeout.ms"
 """connectd's write deadline; the runtime also passes it to each task in its configuration."""
-
-SPARK_MASTER_KEY = "executor.spark.master"
-LOCAL_PATHS_SHARED_KEY = "executor.spark.local.paths.shared"
-"""Named by the refusal of a local table path with a cluster master (``config.placement``)."""
-
-#: The table formats ``daemon.executor.formats.FORMATS`` defines (the config layer cannot import
-#: it; tests/unit/executor/test_formats.py keeps the two equal).
-TABLE_FORMATS = ("delta", "iceberg")
-
-
-def _parse_formats(value: object) -> tuple[str, ...]:
-    names = tuple(dict.fromkeys(n.lower() for n in f.parse_list(value)))
-    unknown = [n for n in names if n not in TABLE_FORMATS]
-    if unknown:
-        raise ValueError(f"unknown table format {', '.join(map(repr, unknown))}")
-    return names
-
-
-TableFormats = Annotated[
-    tuple[str, ...],
-    BeforeValidator(_parse_formats),
-    f.Expect(f"a comma-separated list of: {', '.join(TABLE_FORMATS)}"),
-]
-
-POOL_START_KEY = "executor.pool.start"
-
-
-class PoolStart(enum.StrEnum):
-    """When the executor pool starts (``executor.pool.start``); whatever this says, a write to a
-    pool not started yet starts it and waits for an executor under its own deadlines."""
-
-    #: With the daemon, as connectd always did.
-    EAGER = "eager"
-    #: At the first executor call (a write, or an offsets hook that runs a job).
-    ON_DEMAND = "on-demand"
-    #: As soon as a task of a connector class that needs executors
-    #: (``SinkConnector.needs_executors``) is set up on this worker; never without one.
-    AUTO = "auto"
-
-
-PoolStartName = Annotated[
-    PoolStart, BeforeValidator(f.choice(PoolStart)), f.Expect("eager, on-demand or auto")
-]
 
 DEFAULT_STATE_DIR = Path("/var/lib/connectd")
 """Where the packaged service keeps its state (systemd ``StateDirectory=connectd``)."""
@@ -98,7 +57,7 @@ _REST, _CONV, _TASK, _START, _STORE, _GROUP, _PROV, _EXEC, _LOG = (
 _DISTRIBUTED_ONLY = "; distributed mode only, required there"
 
 
-class WorkerConfig(KafkaSettings, RestApiSettings):
+class WorkerConfig(KafkaSettings, RestApiSettings, DistributedSettings, ExecutorSettings):
     """A worker's configuration. Frozen; durations are ``timedelta``; ``None`` means unset."""
 
     model_config = ConfigDict(frozen=True, populate_by_name=True, extra="forbid")
@@ -283,113 +242,6 @@ class WorkerConfig(KafkaSettings, RestApiSettings):
         default_doc="<state.dir>/connect.offsets",
         description="Standalone mode: the offsets file (the sink's commit log is the truth).",
     )
-    # -- Distributed mode --------------------------------------------------------------------
-    group_id: f.OptStr = setting(
-        None,
-        key="group.id",
-        example="connect-cluster",
-        group=_GROUP,
-        description="The cluster this worker joins: workers with one group.id share the work"
-        + _DISTRIBUTED_ONLY
-        + ".",
-    )
-    config_storage_topic: f.OptStr = setting(
-        None,
-        key="config.storage.topic",
-        example="connect-configs",
-        group=_GROUP,
-        description="Compacted one-partition topic of connector configs" + _DISTRIBUTED_ONLY + ".",
-    )
-    config_storage_replication_factor: f.TopicSetting = setting(
-        3,
-        key="config.storage.replication.factor",
-        group=_GROUP,
-        description="Replication factor if connectd creates the config topic.",
-    )
-    offset_storage_topic: f.OptStr = setting(
-        None,
-        key="offset.storage.topic",
-        example="connect-offsets",
-        group=_GROUP,
-        description="Compacted topic of committed offsets" + _DISTRIBUTED_ONLY + ".",
-    )
-    offset_storage_replication_factor: f.TopicSetting = setting(
-        3,
-        key="offset.storage.replication.factor",
-        group=_GROUP,
-        description="Replication factor if connectd creates the offsets topic.",
-    )
-    offset_storage_partitions: f.TopicSetting = setting(
-        25,
-        key="offset.storage.partitions",
-        group=_GROUP,
-        description="Partitions if connectd creates the offsets topic.",
-    )
-    status_storage_topic: f.OptStr = setting(
-        None,
-        key="status.storage.topic",
-        example="connect-status",
-        group=_GROUP,
-        description="Compacted topic of connector and task states" + _DISTRIBUTED_ONLY + ".",
-    )
-    status_storage_replication_factor: f.TopicSetting = setting(
-        3,
-        key="status.storage.replication.factor",
-        group=_GROUP,
-        description="Replication factor if connectd creates the status topic.",
-    )
-    status_storage_partitions: f.TopicSetting = setting(
-        5,
-        key="status.storage.partitions",
-        group=_GROUP,
-        description="Partitions if connectd creates the status topic.",
-    )
-    heartbeat_interval: f.Millis = setting(
-        timedelta(milliseconds=3000),
-        key="heartbeat.interval.ms",
-        group=_GROUP,
-        description="Heartbeat to the group coordinator.",
-    )
-    session_timeout: f.Millis = setting(
-        timedelta(milliseconds=10000),
-        key="session.timeout.ms",
-        group=_GROUP,
-        description="A worker silent for this long leaves the group; its work is reassigned.",
-    )
-    rebalance_timeout: f.Millis = setting(
-        timedelta(milliseconds=60000),
-        key="rebalance.timeout.ms",
-        group=_GROUP,
-        description="How long workers have to stop their tasks and rejoin during a rebalance.",
-    )
-    scheduled_rebalance_max_delay: f.Millis = setting(
-        timedelta(milliseconds=300000),
-        key="scheduled.rebalance.max.delay.ms",
-        group=_GROUP,
-        description="How long the work of a worker that left on purpose (SIGTERM, a rolling"
-        " restart) stays reserved for it before it moves to the others.",
-    )
-    scheduled_rebalance_delay_crashed: f.Bool = setting(
-        False,
-        key="scheduled.rebalance.delay.crashed",
-        group=_GROUP,
-        description="true: a crashed worker's work waits scheduled.rebalance.max.delay.ms too,"
-        " exactly as in Kafka Connect; false: it moves as soon as the group notices the crash.",
-    )
-    worker_sync_timeout: f.Millis = setting(
-        timedelta(milliseconds=3000),
-        key="worker.sync.timeout.ms",
-        group=_GROUP,
-        description="How long a worker tries to read the config log to its end before it gives"
-        " up its work and rejoins.",
-    )
-    worker_unsync_backoff: f.Millis = setting(
-        timedelta(milliseconds=300000),
-        key="worker.unsync.backoff.ms",
-        group=_GROUP,
-        description="How long a worker that could not read the config log waits before it"
-        " rejoins the group.",
-    )
     # -- Config providers --------------------------------------------------------------------
     config_providers: f.StrList = setting(
         (),
@@ -408,75 +260,6 @@ class WorkerConfig(KafkaSettings, RestApiSettings):
         },
         group=_PROV,
         description="For each NAME: config.providers.NAME.class and config.providers.NAME.param.*.",
-    )
-    # -- Executors ---------------------------------------------------------------------------
-    executor_pool_size: f.PositiveInt = setting(
-        1,
-        key="executor.pool.size",
-        group=_EXEC,
-        description="Executor processes, each with a warm SparkSession.",
-    )
-    executor_pool_spares: f.NonNegInt = setting(
-        1,
-        key="executor.pool.spares",
-        group=_EXEC,
-        description="Extra warm executors, so a killed one is replaced without waiting for a JVM.",
-    )
-    executor_pool_start: PoolStartName = setting(
-        PoolStart.AUTO,
-        key=POOL_START_KEY,
-        group=_EXEC,
-        description="connectd: when the executors start. eager: with the daemon. on-demand: at"
-        " the first write (it waits for a JVM start). auto: as soon as a task of a connector"
-        " whose class needs executors (the Spark sinks; any connector not marked otherwise)"
-        " starts on this worker, so its first write waits no longer than with eager; a worker"
-        " whose connectors never write (EchoSink) starts none. Whatever the choice, a write"
-        " starts a pool not started yet.",
-    )
-    executor_spark_master: SparkMaster = setting(
-        "local[*]",
-        key=SPARK_MASTER_KEY,
-        group=_EXEC,
-        description="The Spark master each executor's session uses.",
-    )
-    executor_spark_local_paths_shared: f.Bool = setting(
-        False,
-        key=LOCAL_PATHS_SHARED_KEY,
-        group=_EXEC,
-        description="connectd: local paths (no scheme, or file:) name the same directory on "
-        "every node of the Spark cluster, e.g. a shared mount, or a cluster whose workers run "
-        "on this host. False: with a master other than local, a connector's local table path "
-        "is refused.",
-    )
-    executor_spark_conf: f.StrDict = setting(
-        {},
-        key="executor.spark.conf.*",
-        example={"spark.sql.shuffle.partitions": "4"},
-        group=_EXEC,
-        description="Spark settings of the executors, e.g. executor.spark.conf.spark.ui.enabled.",
-    )
-    executor_spark_formats: TableFormats = setting(
-        (),
-        key="executor.spark.formats",
-        example=("delta",),
-        group=_EXEC,
-        description="connectd: table formats every executor's session loads from the start (its"
-        " jars must be in executor.jars.dir). Unset: a format is loaded when a connector's write"
-        " first needs it, and executors without it are replaced then.",
-    )
-    executor_jars_dir: f.FilePath | None = setting(
-        None,
-        key="executor.jars.dir",
-        example="/var/lib/connectd/jars",
-        group=_EXEC,
-        default_doc="$XDG_CACHE_HOME/connectd/jars or ~/.cache/connectd/jars",
-        description="connectd: where the table formats' jars are (`connectd fetch-jars`).",
-    )
-    executor_start_timeout: f.Millis = setting(
-        timedelta(milliseconds=120000),
-        key="executor.start.timeout.ms",
-        group=_EXEC,
-        description="How long an executor may take to start its SparkSession.",
     )
     # -- Logging -----------------------------------------------------------------------------
     log_level: LogLevelName = setting(

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from daemon.config import Providers, WorkerConfig
-from daemon.config.worker import PoolStart
+from daemon.config.executors import PoolStart
 from daemon.connectors.api import ConnectorRegistry, default_registry
 from daemon.kafka.outages import BrokerOutageFilter
 from daemon.runtime.executors import Executors

@@ -11,7 +11,7 @@ import pytest
 from support.jars import stand_in_jar
 
 from daemon.config import parse_worker
-from daemon.config.worker import TABLE_FORMATS
+from daemon.config.executors import TABLE_FORMATS
 from daemon.errors import ConfigError, InvalidConfig
 from daemon.executor import PoolSettings, formats
 from daemon.executor.formats import FORMATS, JarsMissing

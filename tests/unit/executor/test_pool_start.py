@@ -12,7 +12,7 @@ import pytest
 from support.jars import stand_in_jar
 
 from daemon.config import parse_worker
-from daemon.config.worker import PoolStart
+from daemon.config.executors import PoolStart
 from daemon.connectors.registry import default_registry
 from daemon.errors import ExecutorUnavailable, PoolClosed
 from daemon.executor import ExecutorPool, PoolSettings, formats

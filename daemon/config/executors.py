@@ -1,0 +1,135 @@
+"""The executor pool's part of ``WorkerConfig`` (connectd's own keys, ``executor.*``): how many
+executors, when they start, their Spark master, session settings and table formats."""
+
+from __future__ import annotations
+
+import enum
+from datetime import timedelta
+from typing import Annotated
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict
+
+from daemon.config import fields as f
+from daemon.config.fields import setting
+from daemon.config.values import SparkMaster
+
+SPARK_MASTER_KEY = "executor.spark.master"
+LOCAL_PATHS_SHARED_KEY = "executor.spark.local.paths.shared"
+"""Named by the refusal of a local table path with a cluster master (``config.placement``)."""
+
+#: The table formats ``daemon.executor.formats.FORMATS`` defines (the config layer cannot import
+#: it; tests/unit/executor/test_formats.py keeps the two equal).
+TABLE_FORMATS = ("delta", "iceberg")
+
+
+def _parse_formats(value: object) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(n.lower() for n in f.parse_list(value)))
+    unknown = [n for n in names if n not in TABLE_FORMATS]
+    if unknown:
+        raise ValueError(f"unknown table format {', '.join(map(repr, unknown))}")
+    return names
+
+
+TableFormats = Annotated[
+    tuple[str, ...],
+    BeforeValidator(_parse_formats),
+    f.Expect(f"a comma-separated list of: {', '.join(TABLE_FORMATS)}"),
+]
+
+POOL_START_KEY = "executor.pool.start"
+
+
+class PoolStart(enum.StrEnum):
+    """When the executor pool starts (``executor.pool.start``); whatever this says, a write to a
+    pool not started yet starts it and waits for an executor under its own deadlines."""
+
+    #: With the daemon, as connectd always did.
+    EAGER = "eager"
+    #: At the first executor call (a write, or an offsets hook that runs a job).
+    ON_DEMAND = "on-demand"
+    #: As soon as a task of a connector class that needs executors
+    #: (``SinkConnector.needs_executors``) is set up on this worker; never without one.
+    AUTO = "auto"
+
+
+PoolStartName = Annotated[
+    PoolStart, BeforeValidator(f.choice(PoolStart)), f.Expect("eager, on-demand or auto")
+]
+
+
+_EXEC = "Executors (connectd)"
+
+
+class ExecutorSettings(BaseModel):
+    """The executor part of ``WorkerConfig``."""
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True, extra="forbid")
+
+    executor_pool_size: f.PositiveInt = setting(
+        1,
+        key="executor.pool.size",
+        group=_EXEC,
+        description="Executor processes, each with a warm SparkSession.",
+    )
+    executor_pool_spares: f.NonNegInt = setting(
+        1,
+        key="executor.pool.spares",
+        group=_EXEC,
+        description="Extra warm executors, so a killed one is replaced without waiting for a JVM.",
+    )
+    executor_pool_start: PoolStartName = setting(
+        PoolStart.AUTO,
+        key=POOL_START_KEY,
+        group=_EXEC,
+        description="connectd: when the executors start. eager: with the daemon. on-demand: at"
+        " the first write (it waits for a JVM start). auto: as soon as a task of a connector"
+        " whose class needs executors (the Spark sinks; any connector not marked otherwise)"
+        " starts on this worker, so its first write waits no longer than with eager; a worker"
+        " whose connectors never write (EchoSink) starts none. Whatever the choice, a write"
+        " starts a pool not started yet.",
+    )
+    executor_spark_master: SparkMaster = setting(
+        "local[*]",
+        key=SPARK_MASTER_KEY,
+        group=_EXEC,
+        description="The Spark master each executor's session uses.",
+    )
+    executor_spark_local_paths_shared: f.Bool = setting(
+        False,
+        key=LOCAL_PATHS_SHARED_KEY,
+        group=_EXEC,
+        description="connectd: local paths (no scheme, or file:) name the same directory on "
+        "every node of the Spark cluster, e.g. a shared mount, or a cluster whose workers run "
+        "on this host. False: with a master other than local, a connector's local table path "
+        "is refused.",
+    )
+    executor_spark_conf: f.StrDict = setting(
+        {},
+        key="executor.spark.conf.*",
+        example={"spark.sql.shuffle.partitions": "4"},
+        group=_EXEC,
+        description="Spark settings of the executors, e.g. executor.spark.conf.spark.ui.enabled.",
+    )
+    executor_spark_formats: TableFormats = setting(
+        (),
+        key="executor.spark.formats",
+        example=("delta",),
+        group=_EXEC,
+        description="connectd: table formats every executor's session loads from the start (its"
+        " jars must be in executor.jars.dir). Unset: a format is loaded when a connector's write"
+        " first needs it, and executors without it are replaced then.",
+    )
+    executor_jars_dir: f.FilePath | None = setting(
+        None,
+        key="executor.jars.dir",
+        example="/var/lib/connectd/jars",
+        group=_EXEC,
+        default_doc="$XDG_CACHE_HOME/connectd/jars or ~/.cache/connectd/jars",
+        description="connectd: where the table formats' jars are (`connectd fetch-jars`).",
+    )
+    executor_start_timeout: f.Millis = setting(
+        timedelta(milliseconds=120000),
+        key="executor.start.timeout.ms",
+        group=_EXEC,
+        description="How long an executor may take to start its SparkSession.",
+    )

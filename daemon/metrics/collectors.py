@@ -1,0 +1,221 @@
+"""The collectors ``Metrics`` adds for state that lives elsewhere: read when Prometheus scrapes,
+never copied into gauges, so they cannot go stale (connector and task states and freshness from
+the herder, the executor pool's status, a distributed member's share)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Protocol
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from daemon.errors import ConnectdError
+from daemon.executor.info import ExecutorInfo, PoolStatus
+from daemon.runtime.model import Herder, PartitionFreshness, State
+
+
+class ClusterView(Protocol):
+    """A distributed worker: ``cluster()`` has ``generation``, ``leader``, ``rebalances``,
+    ``rebalance_seconds``, ``connectors``, ``tasks`` (this member's share), ``config_lag``."""
+
+    def cluster(self) -> Mapping[str, Any]: ...
+
+
+class PoolView(Protocol):
+    """What the pool collector reads (``daemon.executor.ExecutorPool`` has both)."""
+
+    def status(self) -> PoolStatus: ...
+
+    def snapshot(self) -> list[ExecutorInfo]: ...
+
+
+class WorkerCollector(Collector):
+    def __init__(self, herder: Herder) -> None:
+        self._herder = herder
+
+    def describe(self) -> Iterable[Metric]:
+        return []  # contents depend on the connectors; no fixed description
+
+    def collect(self) -> Iterator[Metric]:
+        connector_state = GaugeMetricFamily(
+            "connectd_connector_state",
+            "1 for the connector's current state, 0 for the others.",
+            labels=["connector", "state"],
+        )
+        task_state = GaugeMetricFamily(
+            "connectd_task_state",
+            "1 for the task's current state, 0 for the others.",
+            labels=["connector", "task", "state"],
+        )
+        incarnation = GaugeMetricFamily(
+            "connectd_task_incarnation",
+            "The epoch of the task's live incarnation.",
+            labels=["connector", "task"],
+        )
+        restarts = GaugeMetricFamily(
+            "connectd_task_auto_restarts",
+            "Automatic restarts counted by the restart policy.",
+            labels=["connector", "task"],
+        )
+        stalled = GaugeMetricFamily(
+            "connectd_task_stalled",
+            "1 while the task is RUNNING with lag above 0 and no commit for task.stall.warn.ms.",
+            labels=["connector", "task"],
+        )
+        fresh = _FreshnessFamilies()
+        for name in self._herder.connector_names():
+            try:
+                status = self._herder.connector_status(name)
+            except ConnectdError:  # deleted while we looked
+                continue
+            for state in State:
+                connector_state.add_metric([name, state.value], float(status.state is state))
+            for t in status.tasks:
+                labels = [name, str(t.id)]
+                for state in State:
+                    task_state.add_metric([*labels, state.value], float(t.state is state))
+                if t.incarnation is not None:
+                    incarnation.add_metric(labels, t.incarnation)
+                if t.auto_restart is not None:
+                    restarts.add_metric(labels, t.auto_restart.count)
+                stalled.add_metric(labels, float(t.stalled is not None))
+                for p in t.freshness:
+                    fresh.add(labels, p)
+        yield from (connector_state, task_state, incarnation, restarts, stalled)
+        yield from fresh.families()
+
+
+class _FreshnessFamilies:
+    """Per task and partition: what the sink committed against the partition's log."""
+
+    def __init__(self) -> None:
+        labels = ["connector", "task", "topic", "partition"]
+        self.committed = GaugeMetricFamily(
+            "connectd_partition_committed_offset",
+            "The next offset the task's sink committed (pre_commit), per partition.",
+            labels=labels,
+        )
+        self.log_end = GaugeMetricFamily(
+            "connectd_partition_log_end_offset",
+            "The partition's end (highwater) at the task's latest poll.",
+            labels=labels,
+        )
+        self.lag = GaugeMetricFamily(
+            "connectd_partition_commit_lag_records",
+            "Records in the partition not committed by the sink yet: log end - committed.",
+            labels=labels,
+        )
+        self.last_commit = GaugeMetricFamily(
+            "connectd_partition_last_commit_timestamp_seconds",
+            "When the task's committed offset last advanced (Unix time).",
+            labels=labels,
+        )
+        self.event_time = GaugeMetricFamily(
+            "connectd_partition_committed_event_timestamp_seconds",
+            "kafka_timestamp of the newest committed record (Unix time): how fresh the sink's"
+            " data is.",
+            labels=labels,
+        )
+
+    def add(self, task: list[str], p: PartitionFreshness) -> None:
+        labels = [*task, p.topic, str(p.partition)]
+        for family, value in (
+            (self.committed, p.committed),
+            (self.log_end, p.log_end),
+            (self.lag, p.lag),
+            (self.last_commit, p.last_commit),
+            (self.event_time, p.event_time),
+        ):
+            if value is not None:  # unknown yet: no sample rather than a made-up one
+                family.add_metric(labels, value)
+
+    def families(self) -> Iterator[Metric]:
+        yield from (self.committed, self.log_end, self.lag, self.last_commit, self.event_time)
+
+
+class PoolCollector(Collector):
+    def __init__(self, pool: PoolView) -> None:
+        self._pool = pool
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        status = self._pool.status()
+        yield GaugeMetricFamily(
+            "connectd_executor_pool_started",
+            "1 once the executor pool has started; 0 while nothing needed an executor yet"
+            " (executor.pool.start).",
+            value=1.0 if status.started else 0.0,
+        )
+        executors = GaugeMetricFamily(
+            "connectd_executors", "Executor processes by state.", labels=["state"]
+        )
+        for state, count in (
+            ("starting", status.starting),
+            ("idle", status.idle),
+            ("busy", status.busy),
+            ("stopping", status.stopping),
+        ):
+            executors.add_metric([state], count)
+        yield executors
+        for name, help_text, value in (
+            ("connectd_executor_deaths", "Executors that died on their own.", status.deaths),
+            (
+                "connectd_executor_recycles",
+                "Executors replaced after a failed write.",
+                status.recycles,
+            ),
+            (
+                "connectd_executor_start_failures",
+                "Executors whose SparkSession never became ready.",
+                status.start_failures,
+            ),
+            ("connectd_executor_writes", "Writes the pool completed.", status.writes_done),
+        ):
+            yield CounterMetricFamily(name, help_text, value=value)
+        rss = GaugeMetricFamily(
+            "connectd_executor_rss_bytes",
+            "Resident memory of an executor's whole process tree (JVM included).",
+            labels=["executor"],
+        )
+        for info in self._pool.snapshot():
+            if info.rss_bytes is not None:
+                rss.add_metric([str(info.id)], info.rss_bytes)
+        yield rss
+
+
+class ClusterCollector(Collector):
+    def __init__(self, member: ClusterView) -> None:
+        self._member = member
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        c = self._member.cluster()
+        for name, help_text, value in (
+            (
+                "connectd_cluster_generation",
+                "The group generation this member joined.",
+                "generation",
+            ),
+            ("connectd_cluster_leader", "1 if this member leads the group.", "leader"),
+            ("connectd_cluster_connectors", "Connectors assigned to this member.", "connectors"),
+            ("connectd_cluster_tasks", "Tasks assigned to this member.", "tasks"),
+            (
+                "connectd_cluster_config_lag",
+                "Config-log records read but not yet applied to the work here.",
+                "config_lag",
+            ),
+        ):
+            yield GaugeMetricFamily(name, help_text, value=float(c[value]))
+        yield CounterMetricFamily(
+            "connectd_cluster_rebalances", "Rebalances this member completed.", c["rebalances"]
+        )
+        yield CounterMetricFamily(
+            "connectd_cluster_rebalance_seconds",
+            "Time spent applying rebalances (stopping and starting work).",
+            c["rebalance_seconds"],
+        )
