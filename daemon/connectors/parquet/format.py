@@ -137,7 +137,7 @@ class ParquetTable:
     def __init__(self, fmt: ParquetFormat, target: Target, context: SinkTaskContext) -> None:
         self._format, self.target, self._context = fmt, target, context
         self._log: TableLog = table_log(target.name, fmt.settings, context, fmt.write_function)
-        self._upkeep = LogUpkeep(self._log, context.task_id)
+        self._upkeep = LogUpkeep(self._log, context.task_id, fmt.settings.cleanup_interval)
         self._offsets: dict[TopicPartition, int | None] = {}
         self.schema: list[list[str]] | None = None
         self._cleaned: CleanUp | str | None = None  # the last flush job's clean-up (Hadoop)

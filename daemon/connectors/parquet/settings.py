@@ -59,6 +59,11 @@ class ParquetConfigDef(TableConfigDef):
         return problems
 
 
+#: Seconds between two clean-ups of a table's commit log by default
+#: (``commit.log.cleanup.interval.ms``; ``parquet.upkeep`` runs them).
+CLEAN_UP_EVERY = 60.0
+
+
 CONFIG_DEF = (
     ParquetConfigDef()
     .define(
@@ -114,6 +119,16 @@ CONFIG_DEF = (
         "this long; older ones that the checkpoint before the latest covers are deleted by "
         "a background clean-up.",
     )
+    .define(
+        "commit.log.cleanup.interval.ms",
+        ConfigType.MS,
+        int(CLEAN_UP_EVERY * 1000),
+        Importance.LOW,
+        "How often a task cleans its table's commit log up, at most (after a commit; each "
+        "clean-up takes at most 5 s, in a thread for a local table, in the flush job for a "
+        "Hadoop one). Shorter keeps the log smaller under many small commits.",
+        validator=in_range(1000, 24 * 3600 * 1000),
+    )
 )
 shared_keys(CONFIG_DEF)
 schema_key(CONFIG_DEF, default=True)
@@ -129,6 +144,7 @@ class ParquetSettings:
     table: TableSettings
     checkpoint_interval: int = 100  # commit.log.checkpoint.interval
     retention_ms: int = 7 * 24 * 3600 * 1000  # commit.log.retention.ms
+    cleanup_interval: float = CLEAN_UP_EVERY  # commit.log.cleanup.interval.ms, in seconds
 
     @property
     def template(self) -> str:
@@ -162,6 +178,7 @@ class ParquetSettings:
             table=TableSettings.parse(values, config),
             checkpoint_interval=values["commit.log.checkpoint.interval"],
             retention_ms=values["commit.log.retention.ms"],
+            cleanup_interval=values["commit.log.cleanup.interval.ms"] / 1000.0,
         )
 
 

@@ -1,8 +1,9 @@
 """When a ParquetSink task cleans its table's commit log up, so the log stays small over months.
 
 The clean-up (``CommitLog.clean_up``) deletes the records no opener needs any more. A task runs
-it after its first commit, then at most every ``CLEAN_UP_EVERY`` seconds after a commit, within
-``CLEAN_UP_BUDGET`` seconds, never for a closing flush:
+it after its first commit, then at most every ``commit.log.cleanup.interval.ms`` (default
+``CLEAN_UP_EVERY``, a minute) after a commit, within ``CLEAN_UP_BUDGET`` seconds, never for a
+closing flush:
 
 - a local table's in a thread, in the background; a stop cancels it (a clean-up is safe to stop
   at any instant, the next one goes on);
@@ -19,30 +20,32 @@ import contextlib
 import logging
 import time
 
+from daemon.connectors.parquet.settings import CLEAN_UP_EVERY
 from daemon.connectors.parquet.table import TableLog
 from daemon.storage.commitlog import CleanUp
 
 log = logging.getLogger("connectd.connectors.parquet")
 
-#: Seconds between two clean-ups of a table's commit log, and the deadline of one (short:
-#: a stop cancels it, and its thread ends by it, so the daemon's exit never waits longer).
-CLEAN_UP_EVERY, CLEAN_UP_BUDGET = 60.0, 5.0
+#: Seconds one clean-up may take (short: a stop cancels it, and its thread ends by it, so the
+#: daemon's exit never waits longer).
+CLEAN_UP_BUDGET = 5.0
 
 
 class LogUpkeep:
     """One task's clean-ups of its table's commit log (module docstring)."""
 
-    def __init__(self, table_log: TableLog, task_id: object) -> None:
+    def __init__(self, table_log: TableLog, task_id: object, every: float = CLEAN_UP_EVERY) -> None:
         self._log = table_log
         self._task_id = task_id
+        self._every = every
         self._cleaning: asyncio.Task[None] | None = None
         # The first clean-up comes after the first commit: a task restarted more often than
-        # CLEAN_UP_EVERY (reloads, rebalances, a daemon restarted often) still cleans up.
-        self._cleaned_at = -CLEAN_UP_EVERY
+        # the interval (reloads, rebalances, a daemon restarted often) still cleans up.
+        self._cleaned_at = time.monotonic() - every
 
     def _due(self, closing: bool) -> bool:
-        """Whether a clean-up starts now (and if so, the next one only in CLEAN_UP_EVERY s)."""
-        if closing or time.monotonic() - self._cleaned_at < CLEAN_UP_EVERY:
+        """Whether a clean-up starts now (and if so, the next one only an interval later)."""
+        if closing or time.monotonic() - self._cleaned_at < self._every:
             return False
         self._cleaned_at = time.monotonic()
         return True

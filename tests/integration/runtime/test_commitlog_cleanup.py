@@ -9,8 +9,8 @@ every 5 records (the settings reached the log the executor keeps for the Hadoop 
 SIGKILLed daemon's successor opens both tables and continues; every row is there once: rows ==
 distinct (partition, offset) == produced.
 
-The sink cleans up at most once a minute (``parquet.upkeep.CLEAN_UP_EVERY``) after a flush, so
-records are produced at a steady pace until both logs were cleaned (one or two minutes).
+The sink cleans up at most every ``commit.log.cleanup.interval.ms`` after a flush (a minute by
+default; 2 s here), so records are produced at a steady pace until both logs were cleaned.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ INTERVAL = 5
 #: (fewer than two intervals) and the few flushes committed since that clean-up.
 BOUND = 3 * INTERVAL
 #: Flushes before the logs must have been cleaned (with no clean-up: one record each).
-FLUSHES = 40
+FLUSHES = 30
 FIRST, SECOND = 50, 100  # records per topic produced before the start, and after the kill
 
 
@@ -105,6 +105,7 @@ async def test_the_sinks_clean_up_keeps_both_logs_small_and_a_restart_continues(
             "flush.interval.ms": "300",
             "commit.log.checkpoint.interval": str(INTERVAL),
             "commit.log.retention.ms": "0",
+            "commit.log.cleanup.interval.ms": "2000",
         }
         for name, topic, path in (
             ("cl-local", topics[0], str(local)),
