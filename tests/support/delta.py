@@ -5,13 +5,12 @@ whose executors carry the Delta jars (Spark's own reader, and the jobs run direc
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from support.spark import ThreadedPool, session_pool, spark_settings
+from support.spark import ThreadedPool
 
 
 def committed_offsets(table: Path) -> dict[str, int | None]:
@@ -62,9 +61,9 @@ def spark_count(spark: Any, batch: Any, *, path: str) -> dict[str, int]:
 
 
 @pytest.fixture(scope="session")
-def delta_pool() -> Iterator[ThreadedPool]:
-    """One warm executor (no spare) whose session has Delta's jars and extensions."""
-    yield from session_pool(spark_settings(spares=0, formats=frozenset({"delta"})))
+def delta_pool(formats_pool: ThreadedPool) -> ThreadedPool:
+    """Executors whose sessions have Delta's jars and extensions (the session's formats pool)."""
+    return formats_pool
 
 
 def zombie_in_flight(

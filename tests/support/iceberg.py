@@ -5,15 +5,13 @@ executors load Iceberg (Spark's own reader, and the jobs run directly)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from daemon.connectors.iceberg.state import KEY_PREFIX
-from daemon.executor.formats import missing_jars
-from support.spark import ThreadedPool, session_pool, spark_settings
+from support.spark import ThreadedPool
 
 
 def metadata(table_dir: Path) -> dict[str, Any] | None:
@@ -59,15 +57,6 @@ def spark_count(spark: Any, batch: Any, *, catalog: dict[str, str], table: str) 
 
 
 @pytest.fixture(scope="session")
-def iceberg_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedPool]:
-    """One warm executor (no spare) whose session loads Iceberg."""
-    if missing_jars(["iceberg"]):
-        pytest.fail(f"Iceberg's jar is missing: {missing_jars(['iceberg'])}; run `make jars`")
-    scratch = tmp_path_factory.mktemp("ice-pool")
-    settings = spark_settings(
-        spares=0,
-        formats=frozenset({"iceberg"}),
-        work_dir=scratch / "work",
-        handoff_dir=scratch / "shm",
-    )
-    yield from session_pool(settings)
+def iceberg_pool(formats_pool: ThreadedPool) -> ThreadedPool:
+    """Executors whose sessions load Iceberg (the session's formats pool)."""
+    return formats_pool

@@ -40,6 +40,7 @@ from typing import Any
 import pytest
 
 from daemon.executor import ExecutorInfo, ExecutorPool, PoolSettings, PoolStatus, WriteLease
+from daemon.executor import formats as table_formats
 from daemon.executor.process import ProcStat, read_stat, scan, tree
 from support import procs
 
@@ -267,6 +268,25 @@ def session_pool(settings: PoolSettings) -> Iterator[ThreadedPool]:
 def spark_pool() -> Iterator[ThreadedPool]:
     """The session's warm pool; see the module docstring."""
     yield from session_pool(spark_settings(cds_build=True))
+
+
+@pytest.fixture(scope="session")
+def formats_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedPool]:
+    """The session's warm pool for the table formats' tests: its sessions load Delta and
+    Iceberg; one executor and a spare that starts at once, so a test that kills an executor
+    finds the next one warm instead of waiting for a JVM with the formats' jars."""
+    missing = table_formats.missing_jars(("delta", "iceberg"), None)
+    if missing:
+        pytest.fail(f"the table formats' jars are missing: {missing}; run `make jars`")
+    scratch = tmp_path_factory.mktemp("formats-pool")
+    settings = spark_settings(
+        spares=1,
+        spare_quiet=0.0,
+        formats=frozenset({"delta", "iceberg"}),
+        work_dir=scratch / "work",
+        handoff_dir=scratch / "shm",
+    )
+    yield from session_pool(settings)
 
 
 @pytest.fixture

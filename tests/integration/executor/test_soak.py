@@ -21,7 +21,7 @@ T = "daemon.executor.testing"
 
 
 @pytest.mark.parametrize(
-    "count", [4, pytest.param(50, marks=[pytest.mark.soak, pytest.mark.timeout(3600)])]
+    "count", [3, pytest.param(50, marks=[pytest.mark.soak, pytest.mark.timeout(3600)])]
 )
 async def test_consecutive_hung_writes_never_exceed_the_pool(
     count: int, make_pool: Callable[..., Awaitable[ExecutorPool]], tmp_path: Path
