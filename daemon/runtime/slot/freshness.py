@@ -229,6 +229,9 @@ class Freshness:
     ) -> None:
         self._wall = wall
         self._mono = monotonic
+        # Monotonic readings become wall times with one offset, taken once: a stall's ``since``
+        # is then the same on every read (two clock readings per read differ by a jitter).
+        self._to_wall = wall() - monotonic()
         self._parts: dict[TopicPartition, _Partition] = {}
         self._consumer_lags: Mapping[TopicPartition, int] = {}
 
@@ -322,7 +325,7 @@ class Freshness:
             return None
         earliest = min(p.waiting for _, p in stalled if p.waiting is not None)
         return Stall(
-            since=iso(self._wall() - (now - earliest)) or "",
+            since=iso(earliest + self._to_wall) or "",
             lag=sum(p.lag or 0 for _, p in stalled),
             partitions=tuple(str(tp) for tp, _ in stalled),
         )
