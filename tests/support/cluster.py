@@ -73,7 +73,8 @@ CLUSTER_DEFAULTS = {
     "task.shutdown.graceful.timeout.ms": "1000",
     "task.write.timeout.ms": "600000",
     "executor.pool.size": "1",
-    "executor.pool.spares": "1",
+    # No spare (see worker_properties): a JVM start fewer per worker that writes.
+    "executor.pool.spares": "0",
     "executor.spark.master": "local[1]",
 }
 

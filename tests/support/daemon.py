@@ -67,7 +67,9 @@ def worker_properties(bootstrap: str, state_dir: Path, **overrides: str) -> dict
         "task.shutdown.graceful.timeout.ms": "2000",
         "task.write.timeout.ms": "60000",
         "executor.pool.size": "1",
-        "executor.pool.spares": "1",
+        # No spare: a test daemon's spare would start only once its writes pause, and costs a
+        # JVM start of CPU each time; the executor tests prove what spares do.
+        "executor.pool.spares": "0",
         "executor.spark.master": "local[2]",
         "executor.spark.conf.spark.ui.enabled": "false",
         "executor.spark.conf.spark.driver.memory": "512m",
