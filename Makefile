@@ -17,6 +17,11 @@ BENCH_SPARK_PORT ?= 17270
 BENCH_SPARK_WEBUI_PORT ?= 18270
 SPARK_MASTER ?=
 PYTEST_ARGS ?=
+# make test runs the suite in two pytest worker processes (pytest-xdist), a test file per worker
+# at a time: most tests wait on a broker, a JVM or a deadline, and one process left half of the
+# machine's two cores idle. Each worker has its own broker and Spark pools (session fixtures).
+# TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 2
 
 export KAFKA_VERSION
 
@@ -90,7 +95,7 @@ fmt: $(STAMP)
 	$(VENV)/bin/ruff check --fix daemon tests bench dev
 
 test: lint check-java check-test-tools jars
-	$(VENV)/bin/pytest -m "not soak" --durations=40 $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -m "not soak" --durations=40 -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test-unit: $(STAMP) check-test-tools
 	$(VENV)/bin/pytest tests/unit $(PYTEST_ARGS)

@@ -5,7 +5,8 @@ Loaded from tests/conftest.py with `pytest_plugins = ["support.kafka_fixtures"]`
 - `kafka_bootstrap` (session): "host:port" of the cluster under test. With KAFKA_BOOTSTRAP set
   (e.g. `KAFKA_BOOTSTRAP=$(python3 dev/kafka/kafkactl.py up)`), that cluster is used and nothing
   is started. Otherwise a broker (KAFKA_VERSION, default 4.1.2) is started on free ports for the
-  session and stopped by PID at session end, whatever the tests did.
+  session and stopped by PID at session end, whatever the tests did. Under pytest-xdist
+  (``make test``: two workers) each worker process is a session of its own, with its own broker.
 - `kafka_broker` (session): the `KafkaBroker` behind it, or None for an external cluster.
 - `kafka_topic` (function, async): `await kafka_topic(partitions=1, config=None)` creates a topic
   named `t-<test name>-<uuid8>` and returns its name; every topic it made is deleted at teardown.
