@@ -62,6 +62,12 @@ class Census:
 
     def __init__(self, lines: BlockLines) -> None:
         self.lines = lines
+        # Each executor by pid and start time, as first seen (it is blocked, so alive, when its
+        # line is logged): once gone, a pid is not that executor any more. This machine reuses
+        # pids (pid_max 32768; every JVM thread takes one), and a later process given an old
+        # executor's pid must not count as that executor.
+        self._born: dict[int, int] = {}
+        self._ended: set[int] = set()
         self.most = 0
         self.samples = 0
         self._stop = threading.Event()
@@ -71,10 +77,20 @@ class Census:
         while not self._stop.is_set():
             alive = 0
             for pid in set(self.lines.seen()):
-                alive += read_stat(pid) is not None
+                alive += self.present(pid)
             self.most = max(self.most, alive)
             self.samples += 1
             self._stop.wait(0.005)
+
+    def present(self, pid: int) -> bool:
+        """The executor that logged ``pid`` is still there (running, or a zombie not reaped)."""
+        if pid in self._ended:
+            return False
+        stat = read_stat(pid)
+        if stat is None or self._born.setdefault(pid, stat.starttime) != stat.starttime:
+            self._ended.add(pid)
+            return False
+        return True
 
     def __enter__(self) -> Census:
         self._thread.start()
@@ -94,11 +110,6 @@ def block_lines() -> Iterator[BlockLines]:
         yield handler
     finally:
         logger.removeHandler(handler)
-
-
-def _gone(pid: int) -> bool:
-    """Reaped: no /proc entry. A zombie (state Z) has ended but is not reaped: not gone."""
-    return read_stat(pid) is None
 
 
 def _check_order(events: list[PoolEvent], pids: list[int]) -> None:
@@ -152,7 +163,9 @@ async def _restarts(
             began = time.monotonic()
             await worker.restart_task(name, 0)
             timings.append(time.monotonic() - began)
-            assert _gone(pid), f"restart {i}: old executor pid {pid} not reaped: {read_stat(pid)}"
+            assert not census.present(pid), (
+                f"restart {i}: old executor pid {pid} not reaped: {read_stat(pid)}"
+            )
             status = worker.task_status(name, 0)
             assert (status.incarnation or 0) > incarnation
             incarnation = status.incarnation or 0
