@@ -438,6 +438,7 @@ class BlockCensus(logging.Handler):
         self.pids: list[int] = []
         self.most = 0
         self.samples = 0
+        self._born: dict[int, int] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -453,7 +454,18 @@ class BlockCensus(logging.Handler):
             return list(self.pids)
 
     def alive(self, pids: Collection[int]) -> int:
-        return sum(1 for pid in pids if (s := read_stat(pid)) is not None and s.running)
+        """How many of ``pids`` are still the executors that logged them and run. A pid is known
+        by its start time as first seen (each was alive, blocked, when its line was logged):
+        pids are reused here (pid_max 32768, and every JVM thread takes one), and a later
+        process given a killed executor's pid is not that executor."""
+        count = 0
+        for pid in pids:
+            stat = read_stat(pid)
+            if stat is None or self._born.setdefault(pid, stat.starttime) != stat.starttime:
+                self._born[pid] = -1  # gone once: never that executor again
+                continue
+            count += stat.running
+        return count
 
     def _run(self) -> None:
         while not self._stop.is_set():
