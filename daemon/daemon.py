@@ -53,8 +53,8 @@ from daemon.assembly import (
 )
 from daemon.config import Mode, WorkerConfig
 from daemon.config.executors import PoolStart
-from daemon.config.placement import SparkPlacement
 from daemon.config.plan import LaunchPlan, reread
+from daemon.config.worker_checks import WorkerChecks
 from daemon.connectors.registry import (
     ConnectorRegistry,
     default_registry,
@@ -105,8 +105,9 @@ class Daemon:
         self.plan = plan
         self.config = plan.worker
         self.handle_signals = handle_signals
-        # Validation refuses what this worker's Spark cannot write (a local path on a cluster).
-        self.registry = registry.placed(SparkPlacement.of(plan.worker))
+        # Validation refuses what this worker cannot run (a local path on a cluster, more
+        # tasks than tasks.max.limit).
+        self.registry = registry.bound(WorkerChecks.of(plan.worker))
         self._pool: Any = None  # the ExecutorPool this daemon owns, if any
         self.executors: Executors | None = executors
         self._want_rest = rest

@@ -10,6 +10,14 @@ Run by `make demo` after `make kafka-up`:
 3. once every record is in the table, the demo prints the row count, a command that queries
    the table with pyarrow, and the REST status URL; connectd keeps running until Ctrl-C
    (``--exit-when-done`` stops it at once), then it is stopped with SIGTERM.
+
+Nothing outlives the demo. SIGTERM to the demo, or the death of whatever ran it (``make``: the
+demo takes SIGTERM as its parent-death signal), ends it as Ctrl-C does: connectd gets SIGTERM
+and stops cleanly. connectd itself runs with SIGKILL as its parent-death signal: should the demo
+be killed outright, connectd dies with it, and with connectd its executors, their JVMs and its
+REST front (each has a parent-death signal of its own), freeing the REST port and the state
+directory's lock. Not SIGTERM there: the kernel sends a parent-death signal once per thread
+that inherited it, and a second SIGTERM forces connectd's exit anyway.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ctypes
 import json
 import os
 import random
@@ -25,6 +34,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from aiokafka import AIOKafkaProducer
@@ -34,6 +44,7 @@ from aiokafka.errors import TopicAlreadyExistsError
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / ".demo"
 TOPIC = "demo-events"
+PR_SET_PDEATHSIG = 1
 
 
 async def make_topic(bootstrap: str, partitions: int) -> None:
@@ -85,7 +96,7 @@ def write_properties(path: Path, items: list[tuple[str, str]], note: str) -> Pat
 
 def demo_files(bootstrap: str, rest_port: int | None) -> tuple[Path, Path, Path, str]:
     """The example files for this run: (worker, connector, table path, REST URL)."""
-    DEMO.mkdir(exist_ok=True)
+    DEMO.mkdir(parents=True, exist_ok=True)
     worker = dict(read_properties(ROOT / "examples" / "worker.properties"))
     worker["bootstrap.servers"] = bootstrap
     worker["state.dir"] = str(DEMO / "state")
@@ -124,14 +135,38 @@ def rest_status(url: str) -> dict[str, object] | None:
         return None
 
 
+def die_with(parent: int, sig: signal.Signals) -> Callable[[], None]:
+    """Arms ``sig`` as the caller's parent-death signal (a ``preexec_fn``, or called in this
+    process): it comes when ``parent`` dies; if ``parent`` is already gone, exit at once."""
+
+    def arm() -> None:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return arm
+
+
+def _end_as_on_ctrl_c(signum: int, frame: object) -> None:
+    # Once: the kernel sends a parent-death signal once per thread that inherited it.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    sys.exit(128 + signal.SIGTERM)
+
+
 def main() -> int:
+    global DEMO
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bootstrap", default="127.0.0.1:9092")
     parser.add_argument("--records", type=int, default=5000)
     parser.add_argument("--rest-port", type=int, default=None, help="default: the example's")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for rows")
     parser.add_argument("--exit-when-done", action="store_true", help="stop once rows are in")
+    parser.add_argument("--dir", type=Path, default=DEMO, help="the demo's files (default .demo)")
     args = parser.parse_args()
+    DEMO = args.dir.resolve()
+    # Run by make (or any parent) that dies: end as on Ctrl-C, which stops connectd too.
+    signal.signal(signal.SIGTERM, _end_as_on_ctrl_c)
+    die_with(os.getppid(), signal.SIGTERM)()
 
     asyncio.run(make_topic(args.bootstrap, partitions=3))
     asyncio.run(produce(args.bootstrap, args.records))
@@ -142,16 +177,23 @@ def main() -> int:
     expected = already + args.records
     command = [sys.executable, "-m", "daemon", "standalone", str(worker), str(connector)]
     print("demo: connectd standalone examples/worker.properties examples/parquet-sink.properties")
-    print(f"      (run as: python {' '.join(command[1:])}; log in .demo/connectd.log)")
+    print(f"      (run as: python {' '.join(command[1:])}; log in {DEMO}/connectd.log)")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     with open(DEMO / "connectd.log", "ab") as log:
-        daemon = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=log)
+        daemon = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=log,
+            preexec_fn=die_with(os.getpid(), signal.SIGKILL),
+        )
     try:
         deadline = time.monotonic() + args.timeout
         rows = 0
         while (rows := table_rows(table)) < expected:
             if daemon.poll() is not None:
-                print(f"demo: connectd exited ({daemon.returncode}); see .demo/connectd.log")
+                print(f"demo: connectd exited ({daemon.returncode}); see {DEMO}/connectd.log")
                 return 1
             if time.monotonic() > deadline:
                 print(f"demo: only {rows} of {expected} rows after {args.timeout:g} s")

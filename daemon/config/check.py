@@ -4,8 +4,9 @@ Exit status: 0 when no file has an error (warnings allowed), 78 (EX_CONFIG) when
 64 (EX_USAGE) for bad arguments. The files are checked together as a command line would give
 them: two connector files that define one ``name`` differently are an error naming both files
 (``connectd standalone`` refuses any two files of one name). A connector file checked with a
-worker file, and a TOML file's connectors, are also checked against that worker's Spark master:
-a local table path with a cluster master is an error (``daemon.config.placement``).
+worker file, and a TOML file's connectors, are also checked against what that worker refuses: a
+local table path with a cluster master, more tasks than its ``tasks.max.limit``
+(``daemon.config.worker_checks``).
 """
 
 from __future__ import annotations
@@ -28,11 +29,11 @@ from daemon.config.loaders import (
 from daemon.config.modes import Mode
 from daemon.config.names import duplicate_names
 from daemon.config.parse import Loaded
-from daemon.config.placement import SparkPlacement
 from daemon.config.problems import Problem
 from daemon.config.properties import read_properties
 from daemon.config.toml import DaemonConfig, load_daemon_toml
 from daemon.config.worker import WorkerConfig
+from daemon.config.worker_checks import WorkerChecks
 from daemon.errors import InvalidConfig
 
 EX_OK, EX_USAGE, EX_CONFIG = 0, 64, 78
@@ -141,26 +142,26 @@ def _same_name(path: str, named: dict[str, tuple[str, dict[str, str]]]) -> list[
     return duplicate_names([(name, first), (name, path)])
 
 
-def _placement(
+def _worker_problems(
     loaded: Sequence[tuple[str, object]], resolver: ConnectorDefResolver
 ) -> list[Problem]:
     """Each connector file against each worker file checked with it (a command line runs them
-    together), and a TOML file's connectors against its own worker: the data locations that
-    worker's Spark cannot reach."""
-    workers = [SparkPlacement.of(c) for _, c in loaded if isinstance(c, WorkerConfig)]
+    together), and a TOML file's connectors against its own worker: what that worker refuses
+    (a data location its Spark cannot reach, more tasks than its bound)."""
+    workers = [WorkerChecks.of(c) for _, c in loaded if isinstance(c, WorkerConfig)]
     found: dict[str, Problem] = {}
     for path, config in loaded:
         if isinstance(config, ConnectorConfig):
             lines = connector_values(path)[1]
             definition = resolver(config.connector_class)
-            for placement in dict.fromkeys(workers):
-                for p in placement.problems(definition, config.properties):
+            for checks in dict.fromkeys(workers):
+                for p in checks.problems(definition, config.properties):
                     located = p.located(path, lines)
                     found.setdefault(str(located), located)
         elif isinstance(config, DaemonConfig):
-            placement = SparkPlacement.of(config.worker)
+            checks = WorkerChecks.of(config.worker)
             for i, c in enumerate(config.connectors):
-                for p in placement.problems(resolver(c.connector_class), c.properties):
+                for p in checks.problems(resolver(c.connector_class), c.properties):
                     located = Problem(
                         path, f"connectors[{i}].config.{p.key}", p.message, p.expected
                     )
@@ -210,7 +211,7 @@ def check_main(
             out.write(f"{problem.severity.value}: {problem}\n")
         errors += sum(p.is_error for p in problems)
         warnings += sum(not p.is_error for p in problems)
-    for problem in _placement(loaded, resolver) if resolver is not None else []:
+    for problem in _worker_problems(loaded, resolver) if resolver is not None else []:
         out.write(f"{problem.severity.value}: {problem}\n")
         errors += 1
     files = f"{len(items)} file" + ("s" if len(items) != 1 else "")

@@ -39,6 +39,10 @@ from daemon.config.values import (
 WRITE_TIMEOUT_KEY = "task.write.timeout.ms"
 """connectd's write deadline; the runtime also passes it to each task in its configuration."""
 
+TASKS_MAX_LIMIT_KEY = "tasks.max.limit"
+TASKS_MAX_LIMIT = 256
+"""connectd's bound on a connector's ``tasks.max`` (a worker setting)."""
+
 DEFAULT_STATE_DIR = Path("/var/lib/connectd")
 """Where the packaged service keeps its state (systemd ``StateDirectory=connectd``)."""
 
@@ -150,6 +154,14 @@ class WorkerConfig(KafkaSettings, RestApiSettings, DistributedSettings, Executor
         description="Other settings for the value converter.",
     )
     # -- Tasks -------------------------------------------------------------------------------
+    tasks_max_limit: f.TasksLimit = setting(
+        TASKS_MAX_LIMIT,
+        key=TASKS_MAX_LIMIT_KEY,
+        group=_TASK,
+        description="connectd: the most tasks one connector may ask for (tasks.max); a "
+        "connector asking for more is refused when created or validated, and one stored "
+        "with more fails at start. Each task is a Kafka consumer of its own.",
+    )
     offset_flush_interval: f.Millis = setting(
         timedelta(milliseconds=10000),
         key="offset.flush.interval.ms",

@@ -5,8 +5,9 @@ class: the framework's keys first (``daemon.config.parse_connector``), then the 
 (``validate``), then, where asked, the class's check against what exists
 (``check_existing``: a table another connector writes …), which may block on I/O and so runs
 in a thread under ``EXISTING_CHECK_TIMEOUT`` (``validate_connector_async`` from the event loop).
-A registry ``placed`` for a worker also refuses data locations its Spark cannot share
-(``daemon.config.placement``: a local table path with a cluster master).
+A registry ``bound`` to a worker also refuses what that worker cannot run
+(``daemon.config.worker_checks``: a local table path with a cluster master, more tasks than
+``tasks.max.limit``).
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from typing import Any, TypeVar
 
 from daemon.config import parse_connector
 from daemon.config.definitions import ConfigDef
-from daemon.config.placement import LOCAL, SparkPlacement
 from daemon.config.problems import error, raise_if_errors
+from daemon.config.worker_checks import NONE_REFUSED, WorkerChecks
 from daemon.connectors.base import SinkConnector
 from daemon.errors import ConfigError, ConnectorNotFound, InvalidConfig
 from daemon.structs import Problem
@@ -53,21 +54,21 @@ class ConnectorRegistry:
     """Connector classes by alias, imported lazily (uvicorn-style): an alias may name a module
     that does not exist yet, or fails to import, without hurting any other alias.
 
-    ``placement``: where the validated connectors' Spark writes run (``placed``); the default
-    refuses no location."""
+    ``checks``: what the worker validating through it refuses (``bound``); the default refuses
+    no location and bounds tasks at the default ``tasks.max.limit``."""
 
     def __init__(self, aliases: Mapping[str, str] | None = None) -> None:
         self._aliases: dict[str, str] = {}
-        self.placement = LOCAL
+        self.checks = NONE_REFUSED
         for alias, target in (aliases or {}).items():
             self.register_alias(alias, target)
 
-    def placed(self, placement: SparkPlacement) -> ConnectorRegistry:
-        """This registry for a worker whose executors run Spark as ``placement`` says: the same
-        alias table (an alias registered into either is in both), and validation refuses the
-        locations that placement cannot reach. A daemon validates through one of these."""
+    def bound(self, checks: WorkerChecks) -> ConnectorRegistry:
+        """This registry for a worker that refuses what ``checks`` says: the same alias table
+        (an alias registered into either is in both), and validation refuses what that worker
+        cannot run. A daemon validates through one of these."""
         view = copy.copy(self)  # shallow: shares ``_aliases``
-        view.placement = placement
+        view.checks = checks
         return view
 
     def register_alias(self, alias: str, target: str, *, replace: bool = False) -> None:
@@ -272,5 +273,5 @@ def _validated(name: str, config: Mapping[str, str], registry: ConnectorRegistry
     cls = registry.resolve(checked["connector.class"])
     if cls.validate is not SinkConnector.validate:  # the class checks more than its keys
         raise_if_errors(cls().validate(checked))
-    raise_if_errors(registry.placement.problems(cls().config_def(), checked))
+    raise_if_errors(registry.checks.problems(cls().config_def(), checked))
     return checked

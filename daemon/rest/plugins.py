@@ -130,6 +130,6 @@ async def validate_config(request: web.Request) -> web.Response:
     connector: SinkConnector = ctx.registry.resolve(found[1])()
     return json_reply(
         await validate_async(
-            class_name, config, connector, ctx.registry.config_def, ctx.registry.placement
+            class_name, config, connector, ctx.registry.config_def, ctx.registry.checks
         )
     )

@@ -3,8 +3,9 @@
 Definitions come from the declarations themselves: the framework's settings from
 ``settings_of(ConnectorConfig)``, the connector's own from its ``ConfigDef``. Validation runs
 the same checks as creating the connector (``parse_connector`` with the registry's resolver,
-then the connector's own ``validate``, then whether the worker's Spark reaches its data
-locations: ``placement``) and files each problem under its key.
+then the connector's own ``validate``, then what the worker refuses: data locations its Spark
+cannot reach, more tasks than ``tasks.max.limit``: ``checks``) and files each problem under its
+key.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from pydantic import SecretStr
 
 from daemon.config import ConnectorConfig, SettingInfo, parse_connector, settings_of
 from daemon.config.definitions import REQUIRED, ConfigKey, ConfigType, ConnectorDefResolver
-from daemon.config.placement import LOCAL, SparkPlacement
 from daemon.config.problems import Problem, error
+from daemon.config.worker_checks import NONE_REFUSED, WorkerChecks
 from daemon.connectors.api import SinkConnector
 from daemon.connectors.registry import existing_problems_async, off_loop
 from daemon.errors import InvalidConfig
@@ -145,7 +146,7 @@ def _problems(
     connector: SinkConnector,
     resolver: ConnectorDefResolver,
     existing: list[Problem] | None = None,
-    placement: SparkPlacement = LOCAL,
+    checks: WorkerChecks = NONE_REFUSED,
 ) -> list[Problem]:
     found: list[Problem] = list(existing or [])
     try:
@@ -154,7 +155,7 @@ def _problems(
         found += exc.problems
     try:
         found += connector.validate(config)
-        found += placement.problems(connector.config_def(), config)
+        found += checks.problems(connector.config_def(), config)
     except Exception as exc:  # a connector's bug must not turn validation into a 500
         found.append(error("connector.class", f"the connector's validate() raised {exc!r}"))
     unique: dict[tuple[str | None, str], Problem] = {}
@@ -169,7 +170,7 @@ async def validate_async(
     config: Mapping[str, str],
     connector: SinkConnector,
     resolver: ConnectorDefResolver,
-    placement: SparkPlacement = LOCAL,
+    checks: WorkerChecks = NONE_REFUSED,
 ) -> dict[str, Any]:
     """``validate`` plus the connector's ``check_existing`` (a table another connector writes
     …), run in a thread under a deadline, when the configuration is otherwise valid: the same
@@ -177,11 +178,11 @@ async def validate_async(
     the connector is ``config["name"]``."""
     existing: list[Problem] = []
     what = f"connector {config.get('name', name)}"
-    if not await off_loop(lambda: _problems(config, connector, resolver, None, placement), what):
+    if not await off_loop(lambda: _problems(config, connector, resolver, None, checks), what):
         owner = config.get("name", "")
         existing = await existing_problems_async(type(connector), owner, config)
     return await off_loop(
-        lambda: validate(name, config, connector, resolver, existing, placement), what
+        lambda: validate(name, config, connector, resolver, existing, checks), what
     )
 
 
@@ -191,11 +192,11 @@ def validate(
     connector: SinkConnector,
     resolver: ConnectorDefResolver,
     existing: list[Problem] | None = None,
-    placement: SparkPlacement = LOCAL,
+    checks: WorkerChecks = NONE_REFUSED,
 ) -> dict[str, Any]:
     """Connect's ``ConfigInfos`` for ``config`` checked as a configuration of ``connector``
     (with ``existing``: problems ``check_existing`` found, filed under their keys) for a
-    worker whose Spark runs as ``placement`` says."""
+    worker that refuses what ``checks`` says."""
     definitions = framework_keys()
     known = {d["name"] for d in definitions}
     for own in connector.config_def().keys.values():
@@ -203,7 +204,7 @@ def validate(
             definitions.append(connector_key(own))
             known.add(own.name)
     errors: dict[str, list[str]] = {}
-    for problem in _problems(config, connector, resolver, existing, placement):
+    for problem in _problems(config, connector, resolver, existing, checks):
         key = problem.key or "connector.class"
         text = problem.message
         if problem.expected is not None:

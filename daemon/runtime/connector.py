@@ -92,7 +92,7 @@ class ConnectorRuntime:
                 cls = self.env.registry.resolve(self.config["connector.class"])
                 instance = cls()
                 await instance.start(resolved)
-                tasks_max = int(resolved.get("tasks.max", "1"))
+                tasks_max = self.env.registry.checks.tasks_max(resolved)
                 configs = instance.task_configs(tasks_max)[:tasks_max]
         except Exception as exc:
             self.trace = traceback.format_exc()

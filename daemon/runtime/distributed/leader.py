@@ -34,7 +34,7 @@ async def task_configs(
             instance = registry.resolve(config["connector.class"])()
             await instance.start(resolved)
             try:
-                tasks_max = int(resolved.get("tasks.max", "1"))
+                tasks_max = registry.checks.tasks_max(resolved)
                 configs = instance.task_configs(tasks_max)[:tasks_max]
             finally:
                 await instance.stop()

@@ -202,6 +202,8 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
 
     async def on_partitions_assigned(self, assigned: Iterable[KafkaTP]) -> None:
         tps = frozenset(from_kafka(tp) for tp in assigned)
+        if not tps:
+            self._consumer.warn_idle()
         # Before anything can be returned for them: hold them until the task opened them.
         self._consumer.hold(tps)
         await self._consumer.target.partitions_assigned(tps)
@@ -223,6 +225,7 @@ class TaskConsumer:
         metrics: LagMetrics | None = None,
         task_id: TaskId | None = None,
         outages: BrokerOutageFilter | None = None,
+        tasks_max: int = 1,
     ) -> None:
         if bool(topics) == bool(pattern):
             raise ValueError("subscribe to topics or to a pattern, not both or neither")
@@ -236,6 +239,8 @@ class TaskConsumer:
         self._metrics = metrics if task_id is not None else None
         self._task_id = task_id
         self._outages = outages
+        self._tasks_max = tasks_max  # the connector's: for the warning of an idle task
+        self._warned_idle = False
         #: ``auto.offset.reset``, applied here to partitions with no committed offset only.
         self.reset = str(self.settings.get("auto_offset_reset", "earliest"))
 
@@ -262,6 +267,7 @@ class TaskConsumer:
             metrics=metrics,
             task_id=task_id,
             outages=outages,
+            tasks_max=config.tasks_max,
         )
 
     @property
@@ -284,6 +290,27 @@ class TaskConsumer:
             consumer.subscribe(pattern=f"^(?:{self.pattern})$", listener=listener)
         else:
             consumer.subscribe(topics=list(self.topics), listener=listener)
+
+    def warn_idle(self) -> None:
+        """Once: a warning if this task got no partition because the connector asks for more
+        tasks than its topics have partitions (the extra tasks stay idle)."""
+        consumer = self._consumer
+        if self._warned_idle or consumer is None:
+            return
+        partitions = sum(
+            len(consumer.partitions_for_topic(t) or ()) for t in consumer.subscription()
+        )
+        if 0 < partitions < self._tasks_max:
+            self._warned_idle = True
+            log.warning(
+                "Task %s has no partition: tasks.max=%d is more than the %d partition(s) of its"
+                " topics (%s), so %d task(s) stay idle; lower tasks.max or add partitions",
+                self._task_id,
+                self._tasks_max,
+                partitions,
+                ", ".join(sorted(consumer.subscription())),
+                self._tasks_max - partitions,
+            )
 
     def _c(self) -> AIOKafkaConsumer:
         if self._consumer is None:

@@ -13,6 +13,7 @@ import pytest
 
 from daemon.config import check_main
 from daemon.config.placement import SparkPlacement
+from daemon.config.worker_checks import WorkerChecks
 from daemon.connectors.api import default_registry
 from daemon.connectors.registry import (
     ConnectorRegistry,
@@ -30,8 +31,8 @@ def sink(path: str) -> dict[str, str]:
     return {"connector.class": "ParquetSink", "topics": "orders", "path": path}
 
 
-def test_a_registry_placed_on_a_cluster_refuses_a_local_path(tmp_path: Path) -> None:
-    placed = default_registry.placed(SparkPlacement(CLUSTER))
+def test_a_registry_bound_to_a_cluster_worker_refuses_a_local_path(tmp_path: Path) -> None:
+    placed = default_registry.bound(WorkerChecks(SparkPlacement(CLUSTER)))
     table = str(tmp_path / "t")
     with pytest.raises(InvalidConfig) as caught:
         validate_connector("orders", sink(table), placed)
@@ -41,24 +42,24 @@ def test_a_registry_placed_on_a_cluster_refuses_a_local_path(tmp_path: Path) -> 
     # master and shared paths accept the local path.
     assert validate_connector("orders", sink("hdfs://nn:8020/t"), placed)["path"]
     assert validate_connector("orders", sink(table), default_registry)["path"] == table
-    shared = default_registry.placed(SparkPlacement(CLUSTER, local_paths_shared=True))
+    shared = default_registry.bound(WorkerChecks(SparkPlacement(CLUSTER, local_paths_shared=True)))
     assert validate_connector("orders", sink(table), shared)["path"] == table
-    local = default_registry.placed(SparkPlacement("local[2]"))
+    local = default_registry.bound(WorkerChecks(SparkPlacement("local[2]")))
     assert validate_connector("orders", sink(table), local)["path"] == table
 
 
 async def test_the_async_validation_refuses_it_too(tmp_path: Path) -> None:
-    placed = default_registry.placed(SparkPlacement("yarn"))
+    placed = default_registry.bound(WorkerChecks(SparkPlacement("yarn")))
     with pytest.raises(InvalidConfig, match=r"executor\.spark\.master=yarn"):
         await validate_connector_async("orders", sink(f"file://{tmp_path}/t"), placed)
 
 
-def test_a_placed_registry_shares_the_alias_table() -> None:
+def test_a_bound_registry_shares_the_alias_table() -> None:
     base = ConnectorRegistry()
-    placed = base.placed(SparkPlacement(CLUSTER))
+    placed = base.bound(WorkerChecks(SparkPlacement(CLUSTER)))
     base.register_alias("Parquet2", "daemon.connectors.parquet:ParquetSinkConnector")
     assert placed.resolve("Parquet2") is base.resolve("Parquet2")
-    assert base.placement != placed.placement
+    assert base.checks != placed.checks
 
 
 async def test_rest_validation_files_the_error_under_path(tmp_path: Path) -> None:
@@ -67,7 +68,7 @@ async def test_rest_validation_files_the_error_under_path(tmp_path: Path) -> Non
 
     async def errors(placement: SparkPlacement, given: dict[str, str]) -> dict[str, list[str]]:
         infos = await validate_async(
-            "ParquetSink", given, cls(), default_registry.config_def, placement
+            "ParquetSink", given, cls(), default_registry.config_def, WorkerChecks(placement)
         )
         return {c["value"]["name"]: c["value"]["errors"] for c in infos["configs"]}
 
@@ -132,7 +133,7 @@ def test_a_daemon_validates_for_its_worker_at_start_and_reload(tmp_path: Path) -
     connector.write_text("name=orders\nconnector.class=EchoSink\ntopics=orders\n")
     plan = load_plan("standalone", worker=worker, connectors=[connector])
     daemon = Daemon(plan, handle_signals=False, rest=False)
-    assert daemon.registry.placement == SparkPlacement(CLUSTER)
+    assert daemon.registry.checks == WorkerChecks(SparkPlacement(CLUSTER))
     # A reload (SIGHUP) whose connector file now names a local table is refused, located.
     connector.write_text(
         f"name=orders\nconnector.class=ParquetSink\ntopics=orders\npath={tmp_path / 't'}\n"

@@ -1,0 +1,80 @@
+"""What a worker refuses in a connector's configuration beyond the connector's own checks.
+
+Two things depend on the worker, not on the connector: whether its Spark can reach a data
+location (``daemon.config.placement``), and how many tasks it runs for one connector
+(``tasks.max.limit``: each task is a Kafka consumer and a coroutine of its own, so a connector
+asking for 100,000 of them would take the daemon's loop, REST API and watchdog with it).
+
+``WorkerChecks.of(worker)`` is run wherever a connector config is validated for a worker: the
+connector registry bound to the worker (creation, REST validation, the daemon's start and
+reload) and ``check-config``. The runtime applies the task bound once more when a connector
+starts, so one stored before the bound was lowered fails instead of starting its tasks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from daemon.config.definitions import ConnectorConfigDef
+from daemon.config.placement import LOCAL, SparkPlacement
+from daemon.config.problems import Problem, error, raise_if_errors
+from daemon.config.providers import has_reference
+from daemon.config.worker import TASKS_MAX_LIMIT, TASKS_MAX_LIMIT_KEY, WorkerConfig
+
+
+def tasks_max_problem(tasks_max: int, limit: int) -> Problem | None:
+    """The error for ``tasks.max`` = ``tasks_max`` on a worker whose bound is ``limit``."""
+    if tasks_max <= limit:
+        return None
+    return error(
+        "tasks.max",
+        f"{tasks_max} is more tasks than this worker runs for one connector"
+        f" ({TASKS_MAX_LIMIT_KEY}={limit}; each task is a Kafka consumer of its own)",
+        f"at most {limit} (more tasks than the topics have partitions stay idle), or a higher"
+        f" {TASKS_MAX_LIMIT_KEY} in the worker configuration",
+    )
+
+
+@dataclass(frozen=True)
+class WorkerChecks:
+    """The worker's part of validating a connector config (see the module docstring). The
+    default refuses no location and bounds tasks at the default ``tasks.max.limit``."""
+
+    placement: SparkPlacement = LOCAL
+    tasks_max_limit: int = TASKS_MAX_LIMIT
+
+    @classmethod
+    def of(cls, worker: WorkerConfig) -> WorkerChecks:
+        return cls(SparkPlacement.of(worker), worker.tasks_max_limit)
+
+    def problems(
+        self, definition: ConnectorConfigDef | None, config: Mapping[str, str]
+    ) -> list[Problem]:
+        """The errors of ``config`` (a connector's properties) on this worker. A value that is
+        not a whole number, or holds a ``${...}`` reference, is left to the connector config's
+        own parsing (it names the key) and to the check at start."""
+        found = self.placement.problems(definition, config)
+        value = config.get("tasks.max", "").strip()
+        if value and not has_reference(value):
+            try:
+                tasks_max = int(value)
+            except ValueError:
+                return found
+            problem = tasks_max_problem(tasks_max, self.tasks_max_limit)
+            if problem is not None:
+                found.append(problem)
+        return found
+
+    def tasks_max(self, resolved: Mapping[str, str]) -> int:
+        """``tasks.max`` of a resolved connector config, as the runtime starts it:
+        ``InvalidConfig`` naming the key if it is above this worker's bound (a connector
+        stored before the bound was lowered, or written to the config topic by another
+        worker)."""
+        tasks_max = int(resolved.get("tasks.max", "1"))
+        raise_if_errors(filter(None, [tasks_max_problem(tasks_max, self.tasks_max_limit)]))
+        return tasks_max
+
+
+NONE_REFUSED = WorkerChecks()
+"""A local master and the default task bound."""
