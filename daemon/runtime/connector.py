@@ -28,6 +28,10 @@ from daemon.runtime.slot import AutoRestarter, Freshness, RestartPolicy, SlotRec
 log = logging.getLogger("connectd.worker")
 
 CONNECTOR_CALL_TIMEOUT = 60.0
+#: Task starts of one connector under way at once (``ConnectorRuntime._start_tasks``), and how
+#: long one that has not settled holds its place.
+STARTS_AT_ONCE = 8
+START_GATE_HOLD = 1.0
 
 
 def unresolve(
@@ -120,7 +124,7 @@ class ConnectorRuntime:
                 counter(self.name, "auto")
             await self._restart(include_tasks=False, only_failed=True)
 
-    def _make(self, index: int) -> TaskSlot:
+    def _make(self, index: int, policy: RestartPolicy) -> TaskSlot:
         task_id = TaskId(self.name, index)
         env = self.env
         cls: type[SinkConnector] | None = None
@@ -165,7 +169,7 @@ class ConnectorRuntime:
             graceful_timeout=env.graceful_timeout,
             kill_timeout=env.kill_timeout,
             epoch_timeout=env.settings.epoch_timeout,
-            policy=self._policy(),
+            policy=policy,
             metrics=env.metrics,
             clock=env.clock,
             freshness=freshness,
@@ -181,13 +185,29 @@ class ConnectorRuntime:
         return RestartPolicy.from_configs(self.env.worker, parsed, given=self.config.keys())
 
     async def _start_tasks(self) -> None:
+        """Make and start the tasks that should run here and do not, ``STARTS_AT_ONCE`` at a
+        time: each start is a burst of work on the loop (the incarnation's configuration, its
+        pipeline, the task's ``start``, its consumer), and hundreds at once would hold the loop,
+        the REST API and the watchdog for as long. A start that has not settled within
+        ``START_GATE_HOLD`` (a slow ``start``, a broker that does not answer) lets the next one
+        begin and goes on by itself."""
+        policy = self._policy()  # parsed once: one connector config for all its tasks
         for i in range(len(self.task_configs)):
             if i not in self.slots and (self.only_tasks is None or i in self.only_tasks):
-                self.slots[i] = self._make(i)
-        await asyncio.gather(
-            *(slot.start() for slot in self.slots.values() if not slot.live),
-            return_exceptions=True,
-        )
+                self.slots[i] = self._make(i, policy)
+                if i % STARTS_AT_ONCE == STARTS_AT_ONCE - 1:
+                    await asyncio.sleep(0)  # let the loop breathe between batches of slots
+        gate = asyncio.Semaphore(STARTS_AT_ONCE)
+
+        async def start(slot: TaskSlot) -> None:
+            async with gate:
+                if slot.live:
+                    return
+                starting = asyncio.ensure_future(slot.start())
+                await asyncio.wait([starting], timeout=START_GATE_HOLD)
+            await starting
+
+        await asyncio.gather(*(start(s) for s in list(self.slots.values())), return_exceptions=True)
 
     async def stop_tasks(self, reason: str) -> None:
         """Every task through the stop sequence, in parallel. Tasks whose reap could not be
