@@ -204,7 +204,11 @@ class ConnectorRuntime:
                 if slot.live:
                     return
                 starting = asyncio.ensure_future(slot.start())
-                await asyncio.wait([starting], timeout=START_GATE_HOLD)
+                try:
+                    await asyncio.wait([starting], timeout=START_GATE_HOLD)
+                except asyncio.CancelledError:
+                    starting.cancel()
+                    raise
             await starting
 
         await asyncio.gather(*(start(s) for s in list(self.slots.values())), return_exceptions=True)
