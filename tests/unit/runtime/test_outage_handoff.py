@@ -22,6 +22,7 @@ from daemon.runtime.executors import Executors
 from daemon.runtime.incarnation import consumer as consumer_module
 from daemon.runtime.incarnation.consumer import TaskConsumer
 from daemon.runtime.model import TargetState
+from daemon.runtime.slot import RestartPolicy
 from daemon.runtime.standalone import StandaloneHerder
 
 ECHO = {"name": "echo", "connector.class": "EchoSink", "topics": "t"}
@@ -44,7 +45,7 @@ def test_each_daemon_hands_its_own_filter_to_its_runtime(tmp_path: Path) -> None
         runtime = ConnectorRuntime("echo", ECHO, TargetState.RUNNING, d._env())
         runtime.instance = EchoSinkConnector()
         runtime.task_configs = [dict(ECHO)]
-        incarnation = runtime._make(0).make(1)
+        incarnation = runtime._make(0, RestartPolicy()).make(1)
         assert incarnation._outages is d.outages
 
 
