@@ -152,7 +152,7 @@ async def test_spark_pause_resume_restart_stop_resume(
     topic = await kafka_topic(partitions=2)
     table = tmp_path / "table"
     worker = await _worker(run_daemon, kafka_bootstrap, tmp_path, warm_spark)
-    name = "life"
+    name = "spark-life"  # not "life": test_lifecycle reads that group's offsets whole
     await worker.create_connector(name, parquet_sink(topic, table))
     sent = await produce(kafka_bootstrap, topic, 100)
     await wait_until(lambda: committed(table) == sent, 120, f"{sent} offsets committed")
