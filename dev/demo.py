@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import ctypes
 import json
 import os
 import random
@@ -41,10 +40,11 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
+from daemon.executor.process import set_parent_death_signal
+
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / ".demo"
 TOPIC = "demo-events"
-PR_SET_PDEATHSIG = 1
 
 
 async def make_topic(bootstrap: str, partitions: int) -> None:
@@ -140,7 +140,7 @@ def die_with(parent: int, sig: signal.Signals) -> Callable[[], None]:
     process): it comes when ``parent`` dies; if ``parent`` is already gone, exit at once."""
 
     def arm() -> None:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+        set_parent_death_signal(sig)
         if os.getppid() != parent:
             os._exit(1)
 

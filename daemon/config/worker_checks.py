@@ -18,9 +18,10 @@ from dataclasses import dataclass
 
 from daemon.config.definitions import ConnectorConfigDef
 from daemon.config.placement import LOCAL, SparkPlacement
-from daemon.config.problems import Problem, error, raise_if_errors
+from daemon.config.problems import Problem, error
 from daemon.config.providers import has_reference
 from daemon.config.worker import TASKS_MAX_LIMIT, TASKS_MAX_LIMIT_KEY, WorkerConfig
+from daemon.errors import InvalidConfig
 
 
 def tasks_max_problem(tasks_max: int, limit: int) -> Problem | None:
@@ -72,7 +73,9 @@ class WorkerChecks:
         stored before the bound was lowered, or written to the config topic by another
         worker)."""
         tasks_max = int(resolved.get("tasks.max", "1"))
-        raise_if_errors(filter(None, [tasks_max_problem(tasks_max, self.tasks_max_limit)]))
+        problem = tasks_max_problem(tasks_max, self.tasks_max_limit)
+        if problem is not None:
+            raise InvalidConfig([problem])
         return tasks_max
 
 
