@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import importlib.util
 import logging
 import os
@@ -67,7 +66,7 @@ from daemon.metrics import Metrics
 from daemon.runtime.distributed import DistributedHerder
 from daemon.runtime.env import RuntimeEnv
 from daemon.runtime.executors import Executors
-from daemon.runtime.looplag import LoopLag
+from daemon.runtime.looplag import LoopLag, settle_heap
 from daemon.runtime.standalone import StandaloneHerder
 from daemon.runtime.standalone.files import origins_of
 from daemon.signals import Signals
@@ -409,10 +408,7 @@ class Daemon:
         # watchdog already pings from the loop, and a second-long import would stall it.
         for module in ("daemon.rest", "daemon.executor", "daemon.kafkacheck", "aiokafka.conn"):
             importlib.import_module(module)
-        # What start-up made (modules, classes) is never garbage: a full collection that scans
-        # it stalls the loop for tens of ms (bench/README.md), so the collector skips it.
-        gc.collect()
-        gc.freeze()
+        settle_heap()
         factory: Callable[[], asyncio.AbstractEventLoop] | None = None
         try:
             import uvloop

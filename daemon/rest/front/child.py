@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import signal
 import socket
@@ -55,6 +54,7 @@ from daemon.rest.front.protocol import (
     TOKEN_HEADER,
     Spec,
 )
+from daemon.runtime.looplag import settle_heap
 
 log = logging.getLogger("connectd.rest.front")
 access = logging.getLogger(ACCESS_LOGGER)
@@ -318,9 +318,7 @@ async def serve(spec: Spec, stdin: asyncio.StreamReader) -> None:
         site = web.SockSite(runner, sock, ssl_context=ssl_context if scheme == "https" else None)
         await site.start()
     await front.refresh()
-    # As the daemon does: what start-up made is never garbage; collections skip it.
-    gc.collect()
-    gc.freeze()
+    settle_heap()  # as the daemon does
     refresher = asyncio.ensure_future(front.keep_fresh())
     stop = asyncio.Event()
     sys.stdout.write("ready\n")

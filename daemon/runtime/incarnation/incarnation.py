@@ -173,16 +173,20 @@ class Incarnation:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            self.failure = exc
             # Connect's shape: what failed, in one line, first (a failed write's root cause:
             # ``WriteFailed: task t-0: No space left on device on /path (...)``), then the trace.
             text = str(exc)
             headline = f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
-            self.trace = f"{headline}\n{traceback.format_exc()}"
+            formatted = traceback.format_exc()
+            self.trace = f"{headline}\n{formatted}"
             log.error(
                 "Task %s (epoch %d) failed: %s\n%s",
-                *(self.id, self.epoch, headline, traceback.format_exc().rstrip()),
+                *(self.id, self.epoch, headline, formatted.rstrip()),
             )
+            # Kept for what it is (the restart schedule reads it), not for its frames: the
+            # trace is text now, and frames kept alive are garbage cycles for the collector
+            # once the slot moves on (a storm of failed starts: thousands of them).
+            self.failure = exc.with_traceback(None)
             await self._close_after_failure()
         finally:
             self.running = False
