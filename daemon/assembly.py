@@ -49,6 +49,8 @@ def new_pool(c: WorkerConfig, relay: Any) -> ExecutorPool:
         PoolSettings(
             size=c.executor_pool_size,
             spares=c.executor_pool_spares,
+            max_size=c.executor_pool_max_size,
+            overdue_after=c.executor_write_overdue.total_seconds(),
             spark_master=c.executor_spark_master,
             spark_conf=dict(c.executor_spark_conf),
             formats=frozenset(c.executor_spark_formats),

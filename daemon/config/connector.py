@@ -242,6 +242,15 @@ class ConnectorConfig(BaseModel):
     predicates_config: f.StrDict = setting(
         {}, key="predicates.*", description="predicates.ALIAS.type and the predicates' settings."
     )
+    executor_writes_max: f.OptPositiveInt = setting(
+        None,
+        key="executor.writes.max",
+        example=-1,
+        default_doc="executor.pool.size",
+        description="connectd: the most executors this connector's writes hold at once, counting"
+        " writes that ran long and stepped aside for other connectors' (at most"
+        " executor.pool.size, the default). 1: its tasks write one at a time.",
+    )
     consumer_override: ConsumerSettings = setting(
         {},
         key="consumer.override.*",

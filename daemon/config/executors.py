@@ -11,6 +11,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 from daemon.config import fields as f
 from daemon.config.fields import setting
+from daemon.config.problems import Problem, error
 from daemon.config.values import SparkMaster
 
 SPARK_MASTER_KEY = "executor.spark.master"
@@ -77,6 +78,25 @@ class ExecutorSettings(BaseModel):
         group=_EXEC,
         description="Extra warm executors, so a killed one is replaced without waiting for a JVM.",
     )
+    executor_pool_max_size: f.OptPositiveInt = setting(
+        None,
+        key="executor.pool.max.size",
+        example=-1,
+        default_doc="2 × executor.pool.size + executor.pool.spares",
+        group=_EXEC,
+        description="connectd: the most executor processes at once. A write that runs longer"
+        " than executor.write.overdue.ms while another connector's write waits steps aside: the"
+        " waiting write takes a spare and one more executor starts, up to this many. At least"
+        " executor.pool.size + executor.pool.spares.",
+    )
+    executor_write_overdue: f.PositiveMillis = setting(
+        timedelta(milliseconds=2000),
+        key="executor.write.overdue.ms",
+        group=_EXEC,
+        description="connectd: a write running this long while another connector's write waits"
+        " for an executor steps aside (it keeps its executor and its deadline), so that one"
+        " connector's slow or hung writes never hold the others' back.",
+    )
     executor_pool_start: PoolStartName = setting(
         PoolStart.AUTO,
         key=POOL_START_KEY,
@@ -133,3 +153,17 @@ class ExecutorSettings(BaseModel):
         group=_EXEC,
         description="How long an executor may take to start its SparkSession.",
     )
+
+    def executor_problems(self) -> list[Problem]:
+        """Problems between the executor settings."""
+        least = self.executor_pool_size + self.executor_pool_spares
+        most = self.executor_pool_max_size
+        if most is not None and most < least:
+            return [
+                error(
+                    "executor.pool.max.size",
+                    f"{most} is less than executor.pool.size + executor.pool.spares ({least})",
+                    f"an integer ≥ {least}, or -1 for the default",
+                )
+            ]
+        return []

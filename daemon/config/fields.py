@@ -207,6 +207,12 @@ OptStr = Annotated[str | None, BeforeValidator(_parse_opt_str), Expect("a string
 StrList = Annotated[tuple[str, ...], BeforeValidator(parse_list), Expect("a comma-separated list")]
 PositiveInt = Annotated[int, BeforeValidator(_parse_int(1, None)), Expect("an integer ≥ 1")]
 NonNegInt = Annotated[int, BeforeValidator(_parse_int(0, None)), Expect("an integer ≥ 0")]
+#: An integer ≥ 1, or -1 (``None``): a bound set elsewhere applies.
+OptPositiveInt = Annotated[
+    int | None,
+    BeforeValidator(_parse_int(1, None, none_at=-1)),
+    Expect("an integer ≥ 1, or -1 for the default"),
+]
 #: connectd's bound on one connector's tasks (``tasks.max.limit``).
 TasksLimit = Annotated[
     int, BeforeValidator(_parse_int(1, 10_000)), Expect("an integer from 1 to 10000")

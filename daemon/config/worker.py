@@ -300,6 +300,7 @@ class WorkerConfig(KafkaSettings, RestApiSettings, DistributedSettings, Executor
         _, problems = provider_specs(self.config_providers, self.config_provider_settings)
         problems += self.kafka_problems()
         problems += client_problems("consumer.", KafkaClient.CONSUMER, self.consumer)
+        problems += self.executor_problems()
         return problems
 
     def offsets_file(self) -> Path:

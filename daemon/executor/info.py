@@ -76,6 +76,7 @@ class PoolStatus:
     problem: str | None
     cds_archive: str | None
     recycles: int = 0  # replaced after a failed write (``PoolEventKind.RECYCLED``)
+    aside: int = 0  # writes that ran long and stepped aside for other connectors' (``queue.py``)
 
 
 class PoolEventKind(enum.StrEnum):

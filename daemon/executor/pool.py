@@ -15,6 +15,11 @@ Guarantees:
   more than ``size + spares`` executors.
 * A task id is not leased again until its previous write's executor has been reaped: two
   incarnations of one task never write at the same time.
+* One connector's long writes never hold the others' back: a write still running after
+  ``overdue_after`` while another connector's write waits steps aside (``queue.py``): it keeps
+  its executor and its deadline, and a spare takes the waiting write while one more executor
+  starts (up to ``max_size``). A connector's writes hold at most ``group_limit`` executors
+  (by default ``size``), the ones that stepped aside included.
 * Nothing here blocks the event loop: file writes, kills and /proc scans run in the pool's
   threads; process exits are seen through pidfds.
 """
@@ -58,11 +63,16 @@ log = logging.getLogger("connectd.executor")
 class _Write:
     """The pool's side of one write: its lease, the executor holding it, the kill if any."""
 
-    def __init__(self, lease: WriteLease) -> None:
+    def __init__(self, lease: WriteLease, group: str, limit: int | None) -> None:
         self.lease = lease
+        self.group = group  # its connector: how many executors the group holds is bounded
+        self.limit = limit
         self.ex: ExecutorProcess | None = None
         self.signals: WriteSignals | None = None
-        self.holds_slot = False
+        self.holds_slot = False  # one of the ``size`` places
+        self.aside = False  # ran long and gave its place up (``queue.py``); still on ``ex``
+        self.overdue = False  # ran past ``overdue_after``
+        self.overdue_timer: asyncio.TimerHandle | None = None
         self.kill: asyncio.Task[KillReport] | None = None
 
 
@@ -82,7 +92,9 @@ class ExecutorPool:
     def __init__(self, settings: PoolSettings | None = None) -> None:
         self.settings = settings or PoolSettings()
         self._sup = Supervisor(self.settings, owner=self)
-        self._queue = ExecutorQueue(self._sup, self.settings.size, self._doing)
+        self._queue = ExecutorQueue(
+            self._sup, self.settings.size, self._doing, on_wait=self._step_aside_if_wanted
+        )
         self._by_task: dict[str, _Write] = {}
         self._gates = TaskGates()
         self._seq = itertools.count(1)
@@ -139,6 +151,8 @@ class ExecutorPool:
         kwargs: Mapping[str, Any] | None = None,
         acquire_timeout: float | None = None,
         formats: Collection[str] = (),
+        group: str | None = None,
+        group_limit: int | None = None,
     ) -> WriteLease:
         """Hand ``fn(spark, batch, **kwargs)`` over for ``task_id``; the lease says which
         executor accepted it, when, and how it ended (``daemon.executor.lease``).
@@ -157,6 +171,10 @@ class ExecutorPool:
         has not loaded yet is loaded from now on (``formats``); the write waits for an executor
         that has it like for any free one. This call raises ``ConfigError`` for an unknown
         name and ``formats.JarsMissing`` (not retriable) when the format's jars are missing.
+
+        ``group`` (default: the task id) is the write's connector; its writes hold at most
+        ``group_limit`` executors at once (default, and at most, ``settings.size``), counting
+        the ones that stepped aside after running long.
         """
         if self._sup.closed:
             raise PoolClosed("the executor pool is closed; no writes are taken")
@@ -181,7 +199,8 @@ class ExecutorPool:
         else:
             self._startup.task()  # the first write starts the pool and waits in ``_write``
             lease = WriteLease(task_id, asyncio.get_running_loop())
-        lease.start(self._write(_Write(lease), ref, batch, args, timeout, wait))
+        write = _Write(lease, task_id if group is None else group, group_limit)
+        lease.start(self._write(write, ref, batch, args, timeout, wait))
         return lease
 
     async def run(
@@ -194,6 +213,8 @@ class ExecutorPool:
         kwargs: Mapping[str, Any] | None = None,
         acquire_timeout: float | None = None,
         formats: Collection[str] = (),
+        group: str | None = None,
+        group_limit: int | None = None,
     ) -> Any:
         """``await submit(...).result()``: the write's value, or its error (see ``submit``).
         Cancelling it kills the write's executor tree and re-raises once it is reaped."""
@@ -205,6 +226,8 @@ class ExecutorPool:
             kwargs=kwargs,
             acquire_timeout=acquire_timeout,
             formats=formats,
+            group=group,
+            group_limit=group_limit,
         )
         return await lease.result()
 
@@ -284,7 +307,7 @@ class ExecutorPool:
                     )
                 except OSError as exc:
                     raise WriteFailed(f"task {task_id}: cannot hand the batch over: {exc}") from exc
-            write.ex = await self._queue.acquire(deadline, task_id)
+            write.ex = await self._queue.acquire(deadline, task_id, write.group, write.limit)
             write.holds_slot = True
             return await self._execute(write, ref, path, args, timeout)
         finally:
@@ -330,6 +353,10 @@ class ExecutorPool:
                 ) from None
             accepted_at = loop.time()
             write.lease.accept(ex.ident, ex.pid, accepted_at)
+            if self.settings.overdue_after < timeout:
+                write.overdue_timer = loop.call_later(
+                    self.settings.overdue_after, self._now_overdue, write
+                )
             try:
                 async with asyncio.timeout(timeout):
                     outcome = await signals.outcome
@@ -377,9 +404,45 @@ class ExecutorPool:
             raise
 
     def _end_slot(self, write: _Write) -> None:
+        if write.overdue_timer is not None:
+            write.overdue_timer.cancel()
+            write.overdue_timer = None
         if write.holds_slot:
             write.holds_slot = False
-            self._queue.release()
+            self._queue.release(write.group)
+        elif write.aside:
+            write.aside = False
+            self._queue.release(write.group, aside=True)
+            self._sup.set_aside(self._queue.aside)
+
+    # -- long writes step aside -------------------------------------------------------------
+
+    def _now_overdue(self, write: _Write) -> None:
+        write.overdue_timer = None
+        write.overdue = True
+        self._step_aside_if_wanted()
+
+    def _step_aside_if_wanted(self) -> None:
+        """Overdue writes give their places to other connectors' waiting writes."""
+        for write in list(self._by_task.values()):
+            if not (write.overdue and write.holds_slot and write.kill is None):
+                continue
+            if not self._queue.wanted_by_others(write.group):
+                continue
+            assert write.ex is not None
+            write.holds_slot = False
+            write.aside = True
+            log.info(
+                "task %s: its write has run for more than %g s on executor %d (pid %d) while"
+                " another connector's write waits: it steps aside (keeping its executor and its"
+                " deadline); the waiting writes go to the other executors and one more starts",
+                write.lease.task_id,
+                self.settings.overdue_after,
+                write.ex.ident,
+                write.ex.pid,
+            )
+            self._sup.set_aside(self._queue.aside + 1)
+            self._queue.step_aside()
 
     def _doing(self) -> str:
         s = self.status()

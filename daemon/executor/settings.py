@@ -33,11 +33,23 @@ class PoolSettings:
     ``size`` writes run at once; ``size + spares`` processes are kept alive, so a killed
     executor's place is taken at once by a warm spare while the replacement starts. While none
     is ready (a fresh pool, or all of them replaced), one starts alone and the rest follow once
-    it is ready: the first write waits for one JVM start, not for all of them at once.
+    it is ready: the first write waits for one JVM start, not for all of them at once. A write
+    still running after ``overdue_after`` while another connector's write waits steps aside
+    (``queue.py``): the pool then keeps one more executor, up to ``max_size`` in all.
     """
 
     size: int = 1
     spares: int = 1
+    #: The most executors that may exist at once, counting the ones being killed (default
+    #: ``2 * size + spares``: one connector's writes may hang on ``size`` executors while the
+    #: others keep ``size`` places and the spares).
+    max_size: int | None = None
+    #: A write running this long while another connector's write waits steps aside.
+    overdue_after: float = 2.0
+    #: Executors beyond what the pool keeps (the long writes they stood in for are over) are
+    #: retired once the excess has lasted this long: slow writes that step aside now and then
+    #: reuse them instead of paying a JVM start each time.
+    excess_idle: float = 60.0
     spark_master: str = "local[*]"
     #: Any ``spark.*`` setting (``executor.spark.conf.*`` in the worker config).
     spark_conf: Mapping[str, str] = field(default_factory=dict)
@@ -93,6 +105,11 @@ class PoolSettings:
             raise ConfigError(f"executor pool size must be at least 1, got {self.size}")
         if self.spares < 0:
             raise ConfigError(f"executor spares must be 0 or more, got {self.spares}")
+        if self.max_size is not None and self.max_size < self.size + self.spares:
+            raise ConfigError(
+                f"executor pool max size must be at least size + spares ({self.size} +"
+                f" {self.spares}), got {self.max_size}"
+            )
         for name in (
             "start_timeout",
             "acquire_timeout",
@@ -103,6 +120,8 @@ class PoolSettings:
             "backoff_initial",
             "backoff_max",
             "sample_interval",
+            "overdue_after",
+            "excess_idle",
         ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"executor setting {name} must be positive")
@@ -120,8 +139,13 @@ class PoolSettings:
 
     @property
     def target(self) -> int:
-        """Processes the pool keeps alive."""
+        """Processes the pool keeps alive while no write stepped aside."""
         return self.size + self.spares
+
+    @property
+    def most(self) -> int:
+        """The most processes that may exist at once (``max_size``)."""
+        return 2 * self.size + self.spares if self.max_size is None else self.max_size
 
     def base_conf(self) -> dict[str, str]:
         """The SparkSession settings without table formats: defaults, then the operator's."""

@@ -10,6 +10,10 @@ everything else for the cores:
   no write ran for ``spare_quiet`` seconds, or at the latest ``spare_wait_max`` seconds after
   their start was first put off: behind a backlog on 2 cores a spare's start took CPU from the
   writes and the conversions for its whole start (bench/README.md, bench-ss).
+- Each write that stepped aside (``queue.py``: it ran long while another connector's write
+  waited) adds one executor to ``size``, and the spares start at once: a warm spare is what
+  lets the other connectors' writes go on when the next write hangs. Never more than
+  ``max_size`` exist, counting the ones being killed.
 
 ``StartOrder.plan`` only decides; the supervisor spawns and asks again when told to.
 """
@@ -25,6 +29,7 @@ class StartOrder:
     spares: int
     spare_quiet: float
     spare_wait_max: float
+    max_size: int | None = None  # default: size + spares
     _put_off_since: float | None = field(default=None, init=False)
 
     def plan(
@@ -36,20 +41,27 @@ class StartOrder:
         busy: int,
         last_write_end: float | None,
         now: float,
+        aside: int = 0,
     ) -> tuple[int, float | None]:
         """How many executors to spawn now, and in how many seconds to ask again (None: at
         the next change). ``existing`` counts every executor the pool has, being killed or not;
-        ``last_write_end`` is when an executor last came back from a write (None: never)."""
-        missing = self.size + self.spares - existing
+        ``last_write_end`` is when an executor last came back from a write (None: never);
+        ``aside`` is how many writes stepped aside."""
+        size = self.size + aside
+        cap = self.size + self.spares if self.max_size is None else self.max_size
+        missing = min(size + self.spares, cap) - existing
         if missing <= 0:
             self._put_off_since = None
             return 0, None
         if ready == 0:
             return max(0, min(missing, 1 - starting)), None
-        now_n = min(missing, max(0, self.size - existing))
+        now_n = min(missing, max(0, size - existing))
         spares = missing - now_n
         if spares == 0:
             return now_n, None
+        if aside:
+            self._put_off_since = None
+            return missing, None
         if self._put_off_since is None:
             self._put_off_since = now
         since = self._put_off_since

@@ -7,8 +7,11 @@ own, each with its own state and a narrow protocol of what it reads back: ``Arch
 ``SessionFormats`` (``formats.py``: the table formats sessions load, and the recycling of
 executors that lack one). Invariants kept here:
 
-* at most ``size + spares`` executors exist at once, counting the ones being killed: a
-  replacement is spawned only after its predecessor's tree is reaped;
+* at most ``size + spares`` executors exist at once, counting the ones being killed, one more
+  for each write that stepped aside (``queue.py``), never more than ``max_size``: a
+  replacement is spawned only after its predecessor's tree is reaped; executors more than the
+  pool keeps (the writes they stood in for are over) are retired, idle ones, once the excess
+  has lasted ``excess_idle``;
 * while no executor is ready (idle or busy), at most one is starting; the rest of ``size``
   start once it is ready, the spares once writes pause (``startorder.py``): JVM starts share
   the machine's cores with each other and with the writes;
@@ -70,7 +73,7 @@ class Supervisor:
         self._ids = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
         # Kills and /proc scans get threads of their own: hand-off writes never delay a kill.
-        self._threads = ThreadPoolExecutor(settings.target + 2, "connectd-executor-kill")
+        self._threads = ThreadPoolExecutor(settings.most + 2, "connectd-executor-kill")
         self.io_threads = ThreadPoolExecutor(settings.size + 1, "connectd-executor-io")
         self.started = False
         self.closed = False
@@ -81,8 +84,15 @@ class Supervisor:
         self._monitoring: asyncio.Task[None] | None = None
         self._backoff = StartBackoff(settings.backoff_initial, settings.backoff_max)
         self._order = StartOrder(
-            settings.size, settings.spares, settings.spare_quiet, settings.spare_wait_max
+            settings.size,
+            settings.spares,
+            settings.spare_quiet,
+            settings.spare_wait_max,
+            max_size=settings.most,
         )
+        self._aside = 0  # writes that stepped aside (``queue.py``)
+        self._excess_since: float | None = None  # more executors than kept, since then
+        self._shed_later: asyncio.TimerHandle | None = None
         self._recheck: asyncio.TimerHandle | None = None
         self._last_write_end: float | None = None
         self._problem: str | None = None
@@ -148,6 +158,7 @@ class Supervisor:
             busy=sum(1 for e in self._executors.values() if e.state is ExecutorState.BUSY),
             last_write_end=self._last_write_end,
             now=loop.time(),
+            aside=self._aside,
         )
         if again is not None:  # spares put off while writes run (``startorder.py``)
             self._recheck = loop.call_later(again, self._fill)
@@ -205,8 +216,46 @@ class Supervisor:
                 self.formats.replace(ex)  # its write ended: now it can go
             elif not self.closed:
                 self._idle.appendleft(ex)  # hot: the next write takes it first
+                self._shed()
             self._fill()  # a spare put off while writes ran may start once they pause
         self.notify()
+
+    def set_aside(self, count: int) -> None:
+        """``count`` writes stand aside now: keep one more executor for each (up to
+        ``max_size``), or retire idle ones the pool no longer keeps."""
+        self._aside = count
+        self._shed()
+        self._fill()
+
+    def _shed(self) -> None:
+        """Retire idle executors beyond what the pool keeps now, the coldest first, once the
+        excess has lasted ``excess_idle``."""
+        if self._shed_later is not None:
+            self._shed_later.cancel()
+            self._shed_later = None
+        keep = min(self.settings.target + self._aside, self.settings.most)
+        live = [ex for ex in self._executors.values() if not ex.terminating]
+        excess = len(live) - keep
+        if excess <= 0 or self.closed:
+            self._excess_since = None
+            return
+        loop = self.running_loop()
+        now = loop.time()
+        if self._excess_since is None:
+            self._excess_since = now
+        wait = self._excess_since + self.settings.excess_idle - now
+        if wait > 0:
+            self._shed_later = loop.call_later(wait, self._shed)
+            return
+        while excess > 0 and self._idle:
+            ex = self._idle.pop()
+            if ex.state is not ExecutorState.IDLE or ex.terminating:
+                continue
+            ex.state = ExecutorState.KILLED
+            ex.reason = "retired: the long write it stood in for is over"
+            log.info("executor %d (pid %d) %s", ex.ident, ex.pid, ex.reason)
+            self.retire(ex)
+            excess -= 1
 
     def recycle_idle(self, reason: str) -> list[asyncio.Task[KillReport]]:
         """Replace every idle executor (killed and reaped; replacements start)."""
@@ -257,6 +306,7 @@ class Supervisor:
             kills=self._kills,
             deaths=self._deaths,
             recycles=self._recycles,
+            aside=self._aside,
             start_failures=self._backoff.failures,
             failure_streak=self._backoff.streak,
             backoff_seconds=self._backoff.remaining(loop_time),
@@ -428,6 +478,8 @@ class Supervisor:
     async def stop_everything(self, error: ExecutorError) -> None:
         """Kill every executor (and the archive builder), wait for the reaps, clean up."""
         self._backoff.cancel()
+        if self._shed_later is not None:
+            self._shed_later.cancel()
         self.replacing = False
         kills: list[asyncio.Task[KillReport]] = []
         for ex in list(self._executors.values()):

@@ -29,6 +29,7 @@ Names (counters get ``_total`` on export):
   ``connectd_partition_last_commit_timestamp_seconds``,
   ``connectd_partition_committed_event_timestamp_seconds``; ``connectd_executor_pool_started``
   (0 until the pool starts: ``executor.pool.start``), ``connectd_executors{state}``,
+  ``connectd_executor_writes_aside`` (``executor/queue.py``),
   ``connectd_executor_rss_bytes{executor}``, ``connectd_executor_deaths_total``,
   ``connectd_executor_recycles_total``,
   ``connectd_executor_start_failures_total``, ``connectd_executor_writes_total``

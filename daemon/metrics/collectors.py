@@ -160,6 +160,12 @@ class PoolCollector(Collector):
         ):
             executors.add_metric([state], count)
         yield executors
+        yield GaugeMetricFamily(
+            "connectd_executor_writes_aside",
+            "Writes that ran past executor.write.overdue.ms while another connector's write"
+            " waited, and stepped aside (each holds its executor until it ends or its deadline).",
+            value=status.aside,
+        )
         for name, help_text, value in (
             ("connectd_executor_deaths", "Executors that died on their own.", status.deaths),
             (

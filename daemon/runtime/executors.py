@@ -48,9 +48,13 @@ class Executors(Protocol):
         kwargs: Mapping[str, Any] | None = None,
         acquire_timeout: float | None = None,
         formats: Collection[str] = (),
+        group: str | None = None,
+        group_limit: int | None = None,
     ) -> WriteLease:
         """Hand ``fn(spark, batch, **kwargs)`` over for ``task_id`` in a session with the table
         formats ``formats`` loaded; ``timeout`` counts from the executor's acknowledgement.
+        ``group`` is the task's connector, whose writes hold at most ``group_limit`` executors
+        at once (``executor.writes.max``; None: the pool's size).
         Cancelling the await of the lease's ``result()`` kills the write's executor tree and
         re-raises only once it is reaped; ``killed`` then says whether an executor held it.
         A pool that has not started starts now; the write waits for it within its acquire
@@ -93,12 +97,16 @@ class ExecutorBinding:
         default_timeout: float,
         *,
         metrics: WriteMetrics | None = None,
+        group: str | None = None,
     ) -> None:
         self.executors = executors
         self.task_id = task_id
         self.default_timeout = default_timeout
         self.metrics = metrics
         self._labels = task_labels(task_id)
+        #: The connector: its writes share ``group_limit`` executors (``executor.writes.max``).
+        self.group = self._labels[0] if group is None else group
+        self.group_limit: int | None = None
         self._closed: str | None = None
 
     def close(self, reason: str) -> None:
@@ -121,7 +129,14 @@ class ExecutorBinding:
         deadline = timeout if timeout > 0 else self.default_timeout
         began = time.monotonic()
         lease = self.executors.submit(
-            self.task_id, fn, batch, timeout=deadline, kwargs=kwargs, formats=formats
+            self.task_id,
+            fn,
+            batch,
+            timeout=deadline,
+            kwargs=kwargs,
+            formats=formats,
+            group=self.group,
+            group_limit=self.group_limit,
         )
         try:
             result = await lease.result()

@@ -48,7 +48,7 @@ def executor_call(executors: Executors | None, name: str, timeout: float) -> Exe
     ``timeout`` applies when a job passes none."""
     if executors is None:
         return None
-    return ExecutorBinding(executors, f"{name}-offsets", timeout).run_in_executor
+    return ExecutorBinding(executors, f"{name}-offsets", timeout, group=name).run_in_executor
 
 
 def _client_kwargs(worker: WorkerConfig, name: str) -> dict[str, Any]:

@@ -111,6 +111,8 @@ class ThreadedPool:
         kwargs: Mapping[str, Any] | None = None,
         acquire_timeout: float | None = None,
         formats: Collection[str] = (),
+        group: str | None = None,
+        group_limit: int | None = None,
     ) -> WriteLease:
         """``ExecutorPool.submit`` on the pool's loop, seen through a lease on the caller's
         loop: its acceptance, outcome and ``killed`` come from the pool-side write. Cancelling
@@ -125,6 +127,8 @@ class ThreadedPool:
             kwargs=kwargs,
             acquire_timeout=acquire_timeout,
             formats=formats,
+            group=group,
+            group_limit=group_limit,
         )
         lease = WriteLease(task_id, asyncio.get_running_loop())
         lease.start(self._relay(lease, submit))

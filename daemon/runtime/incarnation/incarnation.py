@@ -201,6 +201,7 @@ class Incarnation:
         conn = await self._resolve(self._raw_connector)
         task_config = await self._resolve(self._raw_task)
         cfg = parse_connector(conn).config
+        self.binding.group_limit = cfg.executor_writes_max
         self.pipeline = RecordPipeline(self.id, self.worker, cfg, task_config, self.settings)
         self.retrier.configure(cfg)
         self.gaps.configure(cfg)

@@ -89,6 +89,14 @@ def test_defaults() -> None:
     assert (config.key_converter, config.value_converter) == (None, None)
 
 
+def test_executor_writes_max_bounds_a_connectors_executors() -> None:
+    assert parse_connector(BASE).config.executor_writes_max is None  # the pool's size
+    assert parse_connector({**BASE, "executor.writes.max": "-1"}).config.executor_writes_max is None
+    assert parse_connector({**BASE, "executor.writes.max": "2"}).config.executor_writes_max == 2
+    with pytest.raises(InvalidConfig, match=r"executor\.writes\.max: '0' is out of range"):
+        parse_connector({**BASE, "executor.writes.max": "0"})
+
+
 def test_minus_one_means_no_limit() -> None:
     config, _ = parse_connector({**BASE, "errors.retry.timeout": "-1", "errors.restart.max": "-1"})
     assert config.errors_retry_timeout is None

@@ -349,6 +349,24 @@ def test_topic_settings_take_minus_one_or_positive(value: str, ok: bool) -> None
         )
 
 
+def test_the_pools_most_executors_are_at_least_its_size_and_spares() -> None:
+    config = parse_worker({}).config
+    assert (config.executor_pool_max_size, config.executor_write_overdue) == (
+        None,
+        timedelta(seconds=2),
+    )
+    values = {"executor.pool.size": "2", "executor.pool.spares": "1", "executor.pool.max.size": "3"}
+    assert parse_worker(values).config.executor_pool_max_size == 3
+    assert _errors({**values, "executor.pool.max.size": "2"}) == [
+        "w.properties: executor.pool.max.size: 2 is less than executor.pool.size +"
+        " executor.pool.spares (3); expected an integer ≥ 3, or -1 for the default"
+    ]
+    assert _errors({"executor.write.overdue.ms": "0"}) == [
+        "w.properties: executor.write.overdue.ms: '0' is not positive; expected milliseconds as"
+        " an integer > 0"
+    ]
+
+
 @pytest.mark.parametrize("value", ["1_000", "1e3", "0x10", " 12 "])
 def test_integers_are_parsed_as_java_does(value: str) -> None:
     values = {"executor.pool.size": value}

@@ -389,3 +389,111 @@ async def test_a_pool_refuses_to_start_inside_an_executor(
     with pytest.raises(ExecutorStartFailed, match="cannot start inside an executor process"):
         await pool.start()
     assert pool.snapshot() == []
+
+
+# -- one connector's long writes never hold the others' back (queue.py) ---------------------
+
+
+async def test_a_hung_write_steps_aside_for_another_connectors_write(
+    make_pool: MakePool, tmp_path: Path
+) -> None:
+    """1 executor + 1 spare: connector ``hang``'s write blocks on the one place. Once it has
+    run ``overdue_after`` and connector ``ok``'s write waits, it steps aside: ``ok`` writes on
+    the spare, a third executor starts (the spare's place), ``hang`` keeps its executor until
+    its deadline kills it, and then the pool is back to two."""
+    pool = await make_pool(overdue_after=0.3)
+    marker = tmp_path / "hung"
+    hung = pool.submit(
+        "hang-0", f"{T}:hang_in_python", kwargs={"marker": str(marker)}, timeout=4.0, group="hang"
+    )
+    await wait_until(marker.exists, 10, "the write hanging in its executor")
+    hung_pid = pool.current_pid("hang-0")
+    began = time.monotonic()
+    got = await pool.run("ok-0", f"{T}:whoami", timeout=5, acquire_timeout=5, group="ok")
+    assert got["pid"] != hung_pid and time.monotonic() - began < 1.5
+    assert pool.status().aside == 1
+    await pool.wait_ready(3, timeout=30)  # one more executor, for the place given up
+    # The others keep writing, one after the other, while the hang lasts.
+    for _ in range(3):
+        got = await pool.run("ok-0", f"{T}:whoami", timeout=5, acquire_timeout=1.0, group="ok")
+        assert got["pid"] != hung_pid
+    assert not hung.done()
+    with pytest.raises(WriteTimeout):
+        await hung
+    assert pool.status().aside == 0 and pool.status().kills == 1
+    await wait_until(lambda: len(pool.snapshot()) == 2, 10, "the killed one reaped, none again")
+    assert hung_pid not in {e.pid for e in pool.snapshot()}
+
+
+async def test_a_long_write_steps_aside_only_for_another_connector(
+    make_pool: MakePool,
+) -> None:
+    """A connector's own writes queue behind its long write (its limit is the pool's size): no
+    write steps aside and no executor starts for them."""
+    pool = await make_pool(overdue_after=0.2)
+    long = pool.submit("c-0", f"{T}:sleep", kwargs={"seconds": 1.0}, timeout=5, group="c")
+    await _accepted(long)
+    began = time.monotonic()
+    await pool.run("c-1", f"{T}:whoami", timeout=5, group="c")
+    assert long.done() and time.monotonic() - began > 0.6
+    assert pool.status().aside == 0 and len(pool.snapshot()) == 2
+
+
+async def test_the_extra_executor_is_retired_once_the_long_write_ends(
+    make_pool: MakePool,
+) -> None:
+    """A slow write that stepped aside and then finished: once the excess has lasted
+    ``excess_idle``, the pool keeps ``size + spares`` again, retiring an idle one (not counted
+    as a kill or death)."""
+    pool = await make_pool(overdue_after=0.2, excess_idle=1.0)
+    slow = pool.submit("slow-0", f"{T}:sleep", kwargs={"seconds": 2.0}, timeout=10, group="slow")
+    await _accepted(slow)
+    await pool.run("fast-0", f"{T}:whoami", timeout=5, acquire_timeout=5, group="fast")
+    assert pool.status().aside == 1
+    await pool.wait_ready(3, timeout=30)
+    assert await slow == 2.0
+    ended = time.monotonic()
+    await asyncio.sleep(0.5)
+    assert len(pool.snapshot()) == 3, "retired before the excess lasted excess_idle"
+    await wait_until(lambda: len(pool.snapshot()) == 2, 10, "back to size + spares")
+    assert time.monotonic() - ended >= 0.9
+    status = pool.status()
+    assert (status.aside, status.kills, status.deaths) == (0, 0, 0)
+
+
+async def test_a_connector_holds_at_most_its_limit_of_executors(make_pool: MakePool) -> None:
+    """Two places, connector ``c`` limited to one: its second write waits although an
+    executor is idle, another connector's write takes that one at once, and a wait past the
+    acquire deadline names the limit."""
+    pool = await make_pool(size=2, spares=0)
+    first = pool.submit(
+        "c-0", f"{T}:sleep", kwargs={"seconds": 1.0}, timeout=5, group="c", group_limit=1
+    )
+    await _accepted(first)
+    with pytest.raises(ExecutorUnavailable, match=r"executor\.writes\.max=1"):
+        await pool.run(
+            "c-1", f"{T}:whoami", timeout=5, acquire_timeout=0.2, group="c", group_limit=1
+        )
+    took = time.monotonic()
+    await pool.run("d-0", f"{T}:whoami", timeout=5, acquire_timeout=1.0, group="d")
+    assert time.monotonic() - took < 0.5 and not first.done()
+    waiting = pool.submit("c-1", f"{T}:whoami", timeout=5, group="c", group_limit=1)
+    assert (await waiting)["pid"] > 0 and first.done()
+
+
+async def test_writes_aside_never_make_more_executors_than_the_most(
+    make_pool: MakePool, tmp_path: Path
+) -> None:
+    """``max_size`` 2 with 1 executor + 1 spare: a hung write steps aside, the other
+    connector's write takes the spare, and no third executor starts."""
+    pool = await make_pool(overdue_after=0.2, max_size=2)
+    marker = tmp_path / "hung"
+    hung = pool.submit(
+        "hang-0", f"{T}:hang_in_python", kwargs={"marker": str(marker)}, timeout=2.0, group="hang"
+    )
+    await wait_until(marker.exists, 10, "the write hanging in its executor")
+    await pool.run("ok-0", f"{T}:whoami", timeout=5, acquire_timeout=5, group="ok")
+    assert pool.status().aside == 1
+    assert len(pool.snapshot()) == 2 and pool.status().starting == 0
+    with pytest.raises(WriteTimeout):
+        await hung

@@ -56,3 +56,15 @@ def test_an_idle_pool_starts_its_spare_after_the_quiet_time() -> None:
         0,
         None,
     )
+
+
+def test_writes_aside_add_executors_at_once_up_to_the_most() -> None:
+    o = StartOrder(size=1, spares=1, spare_quiet=1.0, spare_wait_max=60.0, max_size=3)
+    busy = {"ready": 2, "starting": 0, "busy": 2, "last_write_end": None, "now": 10.0}
+    # One write stepped aside on one of the two: its place and the spare's are kept, now.
+    assert o.plan(existing=2, aside=1, **busy) == (1, None)  # type: ignore[arg-type]
+    assert o.plan(existing=3, aside=1, **busy) == (0, None)  # type: ignore[arg-type]
+    # Two aside: one more each, but never more than max_size exist.
+    assert o.plan(existing=3, aside=2, **busy) == (0, None)  # type: ignore[arg-type]
+    # None aside again: what exists beyond size + spares is not replaced once it is gone.
+    assert o.plan(existing=2, aside=0, **busy)[0] == 0  # type: ignore[arg-type]

@@ -103,7 +103,7 @@ class _Pool:
         return PoolStatus(
             size=2, spares=1, started=True, closed=False, starting=1, idle=1, busy=1,
             stopping=0, writes_done=17, kills=2, deaths=1, start_failures=0, failure_streak=0,
-            backoff_seconds=0.0, problem=None, cds_archive=None,
+            backoff_seconds=0.0, problem=None, cds_archive=None, aside=1,
         )  # fmt: skip
 
     def snapshot(self) -> list[ExecutorInfo]:
@@ -125,6 +125,7 @@ def test_pool_state_is_read_at_scrape_time() -> None:
     assert 'connectd_executors{state="busy"} 1.0' in text
     assert "connectd_executor_deaths_total 1.0" in text
     assert "connectd_executor_writes_total 17.0" in text
+    assert "connectd_executor_writes_aside 1.0" in text
     assert 'connectd_executor_rss_bytes{executor="1"} 1.073741824e+09' in text
     assert "connectd_executor_pool_started 1.0" in text
 

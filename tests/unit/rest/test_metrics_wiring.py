@@ -41,6 +41,8 @@ class FakePool:
         kwargs: Mapping[str, Any] | None = None,
         acquire_timeout: float | None = None,
         formats: Collection[str] = (),
+        group: str | None = None,
+        group_limit: int | None = None,
     ) -> WriteLease:
         lease = WriteLease(task_id, asyncio.get_running_loop())
         lease.start(self._write(lease))

@@ -1,0 +1,121 @@
+"""Issue 29 item 1: a hung connector never holds the others' writes back (real broker, real
+Spark executors, the daemon's own pool at the default size: one executor and one spare).
+
+Three ParquetSink connectors write while a HangSink's write blocks its executor forever. Its
+write steps aside once it is overdue and another connector's write waits (``executor/queue.py``):
+the waiting writes take the spare at once and the pool starts one more executor. So every other
+connector's records reach its table within its flush interval + 5 s while the hang lasts (plus
+``executor.write.overdue.ms`` for records that arrive as the hang begins: until then, the hung
+write may be a healthy slow one); the hang is still killed at its write deadline and reaped
+before its task's next write is leased; every table holds each record exactly once.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from support.daemon import DaemonFactory, wait_until, worker_properties
+from support.kafka import produce
+from support.kafka_fixtures import TopicFactory
+from support.tables import committed, coordinates
+
+from daemon.executor import ExecutorPool
+from daemon.executor.info import PoolEventKind
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
+
+SINKS = 3
+FLUSH_S = 1.0
+OVERDUE_S = 2.0  # executor.write.overdue.ms's default
+WRITE_TIMEOUT_S = 30.0
+
+
+async def test_a_hung_connector_never_holds_the_others_writes_back(
+    run_daemon: DaemonFactory, kafka_bootstrap: str, kafka_topic: TopicFactory, tmp_path: Path
+) -> None:
+    topics = [await kafka_topic(partitions=1) for _ in range(SINKS)]
+    hang_topic = await kafka_topic(partitions=1)  # HangSink blocks at its first put, records or not
+    props = worker_properties(
+        kafka_bootstrap,
+        tmp_path / "state",
+        **{
+            "executor.pool.spares": "1",  # the default pool, which test daemons otherwise trim
+            "executor.pool.start": "eager",
+            "task.write.timeout.ms": str(int(WRITE_TIMEOUT_S * 1000)),
+        },
+    )
+    tables = [tmp_path / f"table-{i}" for i in range(SINKS)]
+    sinks = [
+        {
+            "name": f"iso-{i}",
+            "connector.class": "ParquetSink",
+            "topics": topic,
+            "path": str(table),
+            "flush.interval.ms": str(int(FLUSH_S * 1000)),
+        }
+        for i, (topic, table) in enumerate(zip(topics, tables, strict=True))
+    ]
+    d = await run_daemon(props, connectors=sinks)
+    assert d.herder is not None
+    pool = d.executors
+    assert isinstance(pool, ExecutorPool)
+
+    # Warm: every table has its first records, and the spare is up.
+    produced = 0
+
+    async def produce_round(n: int) -> None:
+        nonlocal produced
+        for topic in topics:
+            await produce(kafka_bootstrap, topic, n)
+        produced += n
+
+    async def all_tables(n: int) -> bool:
+        return all(committed(t) == n for t in tables)
+
+    await produce_round(20)
+    await wait_until(lambda: all_tables(20), 180, "every table's first records")
+    await pool.wait_ready(2, timeout=120)
+
+    # The HangSink's first write blocks its executor for good.
+    await d.herder.create_connector("hang", {"connector.class": "HangSink", "topics": hang_topic})
+    await wait_until(lambda: pool.current_pid("hang-0") is not None, 60, "the hang's write")
+    hung_pid = pool.current_pid("hang-0")
+    hung_at = time.monotonic()
+
+    # While it hangs, every other connector's records land within flush + 5 s, round after
+    # round, for longer than the hang's own overdue time.
+    latencies = []
+    while time.monotonic() - hung_at < 12:
+        began = time.monotonic()
+        bound = FLUSH_S + 5 + (OVERDUE_S if not latencies else 0)
+        await produce_round(50)
+        await wait_until(lambda: all_tables(produced), bound, "the round in every table")
+        latencies.append(time.monotonic() - began)
+        assert pool.current_pid("hang-0") == hung_pid, "the hang ended early: proves nothing"
+    print(f"rounds while hung: {[round(x, 2) for x in latencies]} s")
+    assert pool.status().aside == 1
+
+    # The hang is killed at its deadline, reaped, and only then does its task write again.
+    await wait_until(
+        lambda: pool.current_pid("hang-0") not in (hung_pid,),
+        WRITE_TIMEOUT_S + 30,
+        "the hang killed at its deadline",
+    )
+    assert time.monotonic() - hung_at >= WRITE_TIMEOUT_S - 1
+    await wait_until(lambda: pool.status().aside == 0, 10, "no write aside any more")
+    events = pool.events.snapshot()
+    reaped = [e.at for e in events if e.kind is PoolEventKind.REAPED and e.pid == hung_pid]
+    assert reaped, "the hung executor's reap was not recorded"
+    later_leases = [
+        e.at for e in events if e.kind is PoolEventKind.LEASED and e.task_id == "hang-0"
+    ][1:]
+    assert all(at > reaped[0] for at in later_leases)
+
+    # Audits: every record exactly once in every table.
+    await produce_round(10)
+    await wait_until(lambda: all_tables(produced), 60, "the last round in every table")
+    for table in tables:
+        rows = coordinates(table)
+        assert sorted(rows) == [(0, o) for o in range(produced)]
