@@ -110,6 +110,14 @@ class SinkTaskContext(Protocol):
         """Ask for ``pre_commit`` (and the consumer-group commit) as soon as possible."""
         ...
 
+    async def group_offsets(
+        self, partitions: Collection[TopicPartition]
+    ) -> Mapping[TopicPartition, int]:
+        """connectd: the offsets the connector's consumer group committed for ``partitions``
+        (a partition without one is left out). For a sink that keeps its offsets with its
+        data, to notice that its storage lost them (the group's are for lag tools only)."""
+        ...
+
     async def run_in_executor(
         self,
         fn: str,

@@ -285,6 +285,7 @@ class CommitLog:
         deleting it."""
         with self._lock:
             self._check_open(write=True)
+            self._file.check_kept()  # a deleted table is not re-created by its staging dir
             return self._staging.stage(commit_id)
 
     def stage_dir(self, commit_id: str) -> Path:

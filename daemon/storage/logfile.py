@@ -36,7 +36,7 @@ from daemon.storage.checkpoint import (
     record_name,
 )
 from daemon.storage.fs import TableFs, join
-from daemon.storage.logstate import LogState
+from daemon.storage.logstate import LogState, TableLost
 from daemon.storage.records import CommitRecord
 
 log = logging.getLogger("connectd.storage.commitlog")
@@ -151,6 +151,7 @@ class LogFile:
             self.refresh()
             if self.jump_past_cleaned():
                 continue
+            self.check_kept()
             check()
             record = CommitRecord(seq=self.state.seq + 1, **fields)
             try:
@@ -161,6 +162,21 @@ class LogFile:
             if record.seq % self._interval == 0:
                 self.state.due[record.seq] = self.state.snapshot()
             return record
+
+    def check_kept(self) -> None:
+        """The last record read is still there (or a checkpoint at or past it, after a
+        clean-up): else the log was deleted under this writer, and the next record would
+        start a new log that looks complete."""
+        seq = self.state.seq
+        if seq == 0 or self.fs.exists(join(LOG, record_name(seq))):
+            return
+        if any(s >= seq for s in checkpoint_seqs(self.fs)):
+            return
+        raise TableLost(
+            f"commit log {self.fs.uri(LOG)} is gone: record {seq}, the last this writer read,"
+            " no longer exists (the table was deleted, or its log removed by hand); nothing"
+            " was committed"
+        )
 
     def checkpoint(self, seq: int, apply: Callable[[CommitRecord], None]) -> None:
         """Publish the checkpoint due at ``seq`` (if any) once every record up to it is done.

@@ -34,6 +34,13 @@ class OffsetsDiverged(CommitRejected):
     refusal (a gap left by retention never heals); an operator decides (the offsets API)."""
 
 
+class TableLost(CommitRejected):
+    """The table's state (its commit log, Delta log or Iceberg metadata) is gone while a task
+    had committed to it: deleted, or removed by hand. Committing would start the table over
+    silently, so nothing is committed. Not retried: starting again is the user's choice (the
+    offsets API, or ``table.offsets.missing``)."""
+
+
 class PartitionsOwned(CommitRejected):
     """Another connector owns the partition (its commit or fence was the partition's last):
     two connectors must not write the same partitions of one table. Not retried (the

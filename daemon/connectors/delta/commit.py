@@ -16,7 +16,7 @@ from daemon.connectors.delta import log as dlog
 from daemon.connectors.delta import txns as dtxns
 from daemon.connectors.delta.txns import EPOCH_SHIFT, app_id, epoch_of, parse_app_id
 from daemon.connectors.tables.jobs import partitions_owned
-from daemon.storage.logstate import OffsetsDiverged, ZombieEpoch
+from daemon.storage.logstate import OffsetsDiverged, TableLost, ZombieEpoch
 
 #: Commits that lost a race against another task's schema change or table creation are
 #: written again this many times (their files were never part of the table).
@@ -182,6 +182,15 @@ def commit_rows(
     df = batch.df if rows else None
     for attempt in range(RETRIES + 1):
         log = dlog.delta_log(spark, path)
+        expected = any(int(v) >= 0 for v in state.values())
+        # DeltaLog.forTable is cached: its tableExists() answers from the last snapshot read,
+        # so the table's state is read anew before deciding it is gone.
+        if expected and int(dlog.latest(spark, log).version()) < 0:
+            raise TableLost(
+                f"the Delta table at {path} is gone (its _delta_log was deleted) while this"
+                " task had committed to it; creating it again would start it over silently;"
+                " nothing was committed"
+            )
         if df is not None:
             _create_or_evolve(spark, log, path, df, partition_by, merge_schema)
             log = dlog.delta_log(spark, path)

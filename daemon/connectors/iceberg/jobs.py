@@ -35,6 +35,7 @@ from daemon.connectors.iceberg.catalog import Catalog, declare
 from daemon.connectors.iceberg.state import Entry, State
 from daemon.connectors.iceberg.upkeep import upkeep as upkeep  # the interface's, kept apart
 from daemon.connectors.tables.jobs import job
+from daemon.storage.logstate import TableLost
 
 
 def _where(catalog: Catalog, connector: str, task: int) -> str:
@@ -190,6 +191,12 @@ def commit(
         cat = declare(spark, {**catalog, "table": table})
         rows = 0 if batch is None else int(batch.num_rows)
         tbl = table_module.load(spark, cat)
+        if tbl is None and (state or {}).get("snapshot") is not None:
+            raise TableLost(
+                f"the Iceberg table {table} is gone (dropped, or its metadata deleted) while"
+                " this task had committed to it; creating it again would start it over"
+                " silently; nothing was committed"
+            )
         if tbl is None:
             if not rows:
                 # Nothing to write and no table to hold the offsets: they stay in the task

@@ -15,13 +15,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from daemon.config.definitions import ConfigDef, ConfigType, Importance, in_range
+from daemon.config.definitions import ConfigDef, ConfigType, Importance, in_range, one_of
 from daemon.config.problems import Problem, error
 from daemon.config.worker import WRITE_TIMEOUT_KEY
 from daemon.connectors.tables.writer import FlushPolicy
 from daemon.errors import ConfigError
 
 TOPIC = "${topic}"
+MISSING_KEY = "table.offsets.missing"
 DEFAULT_WRITE_TIMEOUT_MS = 60_000
 #: Defaults of flush.linger.ms, buffer.max.records and buffer.max.bytes (bench/README.md has
 #: what one Spark write costs by size, which these follow).
@@ -117,6 +118,20 @@ def shared_keys(defn: ConfigDef) -> ConfigDef:
             "them, e.g. after a rename): it continues from their committed offsets, and they "
             "can no longer write those partitions. Without it, a partition of the table that "
             "another connector owns is refused.",
+        )
+        .define(
+            MISSING_KEY,
+            ConfigType.STRING,
+            "fail",
+            Importance.MEDIUM,
+            "What a task does with a partition the table has no committed offsets for while "
+            "the connector's consumer group has committed one (the table was deleted or lost "
+            "its log, or it is a new table for a connector that ran before, e.g. moved from "
+            "Kafka Connect). fail: the task fails naming the table and the group's offsets; "
+            "nothing is written. group: the table starts at the group's offsets. To write it "
+            "again from Kafka's start instead, stop the connector and reset its offsets "
+            "(DELETE /connectors/{name}/offsets).",
+            validator=one_of("fail", "group"),
         )
     )
 
@@ -224,6 +239,9 @@ class TableSettings:
     merge_schema: bool  # schema.evolution
     write_timeout: float  # seconds
     takeover: tuple[str, ...] = ()  # connectors whose partitions this one may take over
+    #: A partition the table has no offsets for while the consumer group has: fail unless
+    #: ``table.offsets.missing=group`` (``MISSING_KEY``).
+    start_at_group: bool = False
 
     @classmethod
     def parse(cls, values: Mapping[str, Any], config: Mapping[str, str]) -> TableSettings:
@@ -241,6 +259,7 @@ class TableSettings:
             merge_schema=values["schema.evolution"],
             write_timeout=write_timeout(config),
             takeover=tuple(c.strip() for c in values["takeover"] if c.strip()),
+            start_at_group=str(values[MISSING_KEY]).lower() == "group",
         )
 
 

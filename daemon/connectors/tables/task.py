@@ -42,9 +42,10 @@ from daemon.connectors.tables.buffer import RecordBuffer
 from daemon.connectors.tables.format import FormatFactory, TableFormat, TableHandle
 from daemon.connectors.tables.opening import Openings, without
 from daemon.connectors.tables.schema import fitted, refused_rows
-from daemon.connectors.tables.settings import Target
+from daemon.connectors.tables.settings import MISSING_KEY, Target
 from daemon.connectors.tables.writer import Writer
-from daemon.errors import ConfigError, WriteFailed
+from daemon.errors import ConfigError, ConnectdError, WriteFailed
+from daemon.storage.logstate import TableLost
 
 log = logging.getLogger("connectd.connectors.tables")
 
@@ -52,6 +53,14 @@ log = logging.getLogger("connectd.connectors.tables")
 class TableStateUnknown(WriteFailed):
     """A commit failed and the table's offsets could not be read back: written again after
     the task re-reads them (retriable)."""
+
+
+class TableOffsetsMissing(ConnectdError):
+    """The table has no committed offsets for partitions the consumer group has: its state
+    is gone, or it is new to a connector that ran before. Starting it again is the user's
+    choice (not retriable: a restart meets the same table)."""
+
+    retriable = False
 
 
 @dataclasses.dataclass
@@ -193,6 +202,7 @@ class TableSinkTask(SinkTask):
     async def _claim_all(self, tps: frozenset[TopicPartition]) -> None:
         for target, group in self._by_table(tps).values():
             await self._claim(self._table(target).handle, group)
+            await self._check_offsets_kept(target, group)
         committed = {tp: self._committed[tp] for tp in tps if tp in self._committed}
         log.info(
             "%s: opened %s at committed offsets %s (epoch %d)",
@@ -217,6 +227,28 @@ class TableSinkTask(SinkTask):
             # Without an epoch source the epoch stays, and the claim refuses it as a zombie.
             claim = await handle.claim(tps, probe=False)
         self._update(claim.offsets)
+
+    async def _check_offsets_kept(self, target: Target, tps: Sequence[TopicPartition]) -> None:
+        """The consumer group's offsets never decide where a table starts unless the user
+        says so (``table.offsets.missing=group``): a partition the table has no offsets for
+        while the group committed one fails the task, before anything is written."""
+        missing = [tp for tp in tps if tp not in self._committed]
+        if not missing or self.format.settings.table.start_at_group:
+            return
+        group = {tp: o for tp, o in (await self.context.group_offsets(missing)).items() if o > 0}
+        if not group:
+            return
+        name = self.context.task_id.connector
+        shown = ", ".join(f"{tp}: {o}" for tp, o in sorted(group.items()))
+        raise TableOffsetsMissing(
+            f"task {self.context.task_id}: table {target.name} has no committed offsets for"
+            f" {', '.join(map(str, sorted(group)))}, but the connector's consumer group"
+            f" committed {shown}: the table's state is gone (deleted, or its log lost) or the"
+            " table is new to a connector that ran before. Nothing was written. To write it"
+            f" from Kafka's start, stop the connector and DELETE /connectors/{name}/offsets"
+            f" (or PATCH them to where it should start); to start at the group's offsets, set"
+            f" {MISSING_KEY}=group."
+        )
 
     def _update(self, offsets: Mapping[TopicPartition, int | None]) -> dict[str, int | None]:
         """Take ``offsets`` read from a table; those that moved from what the task held."""
@@ -260,6 +292,18 @@ class TableSinkTask(SinkTask):
         except asyncio.CancelledError:
             table.known = False
             raise
+        except TableLost as exc:
+            # Nothing was committed: the table is not read back (that would find it empty).
+            held = {tp: o for tp, o in self._committed.items() if tp in {r.tp for r in ranges}}
+            shown = ", ".join(f"{tp}: {o}" for tp, o in sorted(held.items()))
+            name = ctx.task_id.connector
+            raise TableLost(
+                f"task {ctx.task_id}: table {handle.target.name} lost its state under the"
+                f" task, whose last committed offsets there were {shown or 'none'}: {exc}. To"
+                f" write it again from Kafka's start, stop the connector and DELETE"
+                f" /connectors/{name}/offsets (or PATCH them); to go on from the consumer"
+                f" group's offsets, restart the task with {MISSING_KEY}=group."
+            ) from exc
         except Exception as exc:
             table.known = False
             log.warning(

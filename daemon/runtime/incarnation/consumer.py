@@ -34,6 +34,7 @@ and closing the consumer drops the task's.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, Protocol
@@ -47,11 +48,14 @@ from daemon.config import ConnectorConfig, WorkerConfig
 from daemon.config.clients import CONSUMER_KEYS, KafkaClient, ignored_reason
 from daemon.connectors.api import TaskId
 from daemon.connectors.records import TopicPartition
+from daemon.errors import TaskTimeout
 from daemon.kafka.client import client_of
 from daemon.kafka.outages import BrokerOutageFilter
 from daemon.kafka.positions import fetch_state, fetch_states, request_reset
 
 log = logging.getLogger("connectd.consumer")
+#: Bound on reading the consumer group's committed offsets (``committed_offsets``).
+COMMITTED_TIMEOUT = 30.0
 
 
 def group_id(connector: str) -> str:
@@ -412,6 +416,21 @@ class TaskConsumer:
             consumer.pause(*(target - now))
         if (now & assigned) - target:
             consumer.resume(*((now & assigned) - target))
+
+    async def committed_offsets(self, tps: Collection[TopicPartition]) -> dict[TopicPartition, int]:
+        """What the consumer group committed for ``tps`` (a request to its coordinator per
+        partition); partitions without a committed offset are left out."""
+        consumer = self._c()
+        ordered = list(tps)
+        try:
+            async with asyncio.timeout(COMMITTED_TIMEOUT):
+                found = await asyncio.gather(*(consumer.committed(to_kafka(tp)) for tp in ordered))
+        except TimeoutError:
+            raise TaskTimeout(
+                f"the consumer group's committed offsets for {len(ordered)} partitions were not"
+                f" read within {COMMITTED_TIMEOUT:g} s (is the group coordinator up?)"
+            ) from None
+        return {tp: o for tp, o in zip(ordered, found, strict=True) if o is not None and o >= 0}
 
     async def position(self, tp: TopicPartition) -> int:
         return int(await self._c().position(to_kafka(tp)))

@@ -39,6 +39,10 @@ class TaskContext:
         #: While ``open`` runs (``opening``): draws an epoch ≥ its argument and adopts it.
         self._raiser: Callable[[int], Awaitable[int]] | None = None
         self._background: set[asyncio.Task[None]] = set()
+        #: Reads the consumer group's committed offsets (the task's consumer, once it exists).
+        self._group_reader: (
+            Callable[[Collection[TopicPartition]], Awaitable[Mapping[TopicPartition, int]]] | None
+        ) = None
 
     @property
     def task_id(self) -> TaskId:
@@ -94,6 +98,13 @@ class TaskContext:
     def request_commit(self) -> None:
         self._commit_requested = True
 
+    async def group_offsets(
+        self, partitions: Collection[TopicPartition]
+    ) -> Mapping[TopicPartition, int]:
+        if self._group_reader is None or not partitions:
+            return {}
+        return await self._group_reader(partitions)
+
     async def run_in_executor(
         self,
         fn: str,
@@ -121,6 +132,13 @@ class TaskContext:
         return partitions
 
     # ---- runtime side ----
+
+    def set_group_reader(
+        self,
+        reader: Callable[[Collection[TopicPartition]], Awaitable[Mapping[TopicPartition, int]]],
+    ) -> None:
+        """How ``group_offsets`` reads the consumer group's committed offsets."""
+        self._group_reader = reader
 
     def set_epoch(self, epoch: int) -> None:
         """A newer epoch for this incarnation, drawn when it takes over partitions: whoever owns

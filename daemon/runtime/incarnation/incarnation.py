@@ -223,6 +223,7 @@ class Incarnation:
             metrics=self._metrics,
             outages=self._outages,
         )
+        self.context.set_group_reader(self.consumer.committed_offsets)
         async with asyncio.timeout(self.settings.consumer_start_timeout):
             await self.consumer.start()
 

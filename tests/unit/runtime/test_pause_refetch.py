@@ -79,6 +79,9 @@ class FakeConsumer:
     def seek(self, tp: TopicPartition, offset: int) -> None:
         self.position[tp] = offset
 
+    async def committed_offsets(self, tps: Collection[TopicPartition]) -> dict[TopicPartition, int]:
+        return {}  # no consumer group here: the in-memory log is all there is
+
     def hold(self, tps: Collection[TopicPartition]) -> None:
         self.held.update(tps)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,6 +17,7 @@ from daemon.errors import CommitRejected, StorageCorrupt
 from daemon.runtime.slot.autorestart import retriable
 from daemon.storage import CommitLog, DataFile
 from daemon.storage.commitlog import META, OffsetsDiverged, PartitionsOwned, ZombieEpoch
+from daemon.storage.logstate import TableLost
 
 if TYPE_CHECKING:
     from unit.storage.conftest import Kit
@@ -161,6 +163,33 @@ def test_a_refusal_says_whether_a_restart_can_help(log: CommitLog, kit: Kit) -> 
         log.fence("other-connector", 0, 9, [TP0])
     assert not any(retriable(e.value) for e in (overlap, zombie, owned))
     assert all(isinstance(e.value, CommitRejected) for e in (overlap, zombie, owned))
+
+
+def test_a_table_deleted_under_its_writer_is_not_started_over(log: CommitLog, kit: Kit) -> None:
+    """The table's directory deleted while a writer holds the log open: its next stage or
+    commit is refused with ``TableLost`` (not retried) and nothing is created where the
+    table was, where a commit used to start a new log that looked complete."""
+    write(kit, log, 1, r(TP0, 0, 10))
+    shutil.rmtree(log.path)
+    with pytest.raises(TableLost, match="record 1, the last this writer read") as lost:
+        log.stage(log.new_commit_id())
+    assert not log.path.exists() and not retriable(lost.value)
+    with pytest.raises(TableLost):
+        log.commit("sink", 0, 1, [r(TP0, 10, 12)], commit_id=log.new_commit_id())
+    with pytest.raises(TableLost):
+        log.fence("sink", 0, 2, [TP0])
+    assert not log.path.exists()
+
+
+def test_records_cleaned_up_behind_a_checkpoint_are_not_a_lost_table(
+    tmp_path: Path, kit: Kit
+) -> None:
+    log = CommitLog(tmp_path / "table", checkpoint_interval=2, retention_ms=0).open()
+    for i in range(6):
+        write(kit, log, 1, r(TP0, i, i + 1))
+    log.clean_up()
+    write(kit, log, 1, r(TP0, 6, 7))  # its last record may be gone: a checkpoint covers it
+    assert log.committed_offsets() == {TP0: 7}
 
 
 def test_first_commit_of_a_partition_may_start_anywhere(log: CommitLog, kit: Kit) -> None:
