@@ -132,6 +132,10 @@ class ExecutorQueue:
         if self._held[group] <= 0:
             del self._held[group]
         self.dispatch()
+        if self._waiters and self._on_wait is not None:
+            # A waiter whose connector was at its limit may now take a place an overdue
+            # write would give up.
+            self._on_wait()
 
     def make_idle(self, ex: ExecutorProcess) -> None:
         """``ex`` finished its write and takes the next one."""

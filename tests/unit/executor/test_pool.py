@@ -497,3 +497,33 @@ async def test_writes_aside_never_make_more_executors_than_the_most(
     assert len(pool.snapshot()) == 2 and pool.status().starting == 0
     with pytest.raises(WriteTimeout):
         await hung
+
+
+async def test_a_waiter_freed_from_its_limit_gets_an_overdue_writes_place(
+    make_pool: MakePool, tmp_path: Path
+) -> None:
+    """Connector ``c``'s second write waits on its limit (its first hangs, aside); when the
+    hang is killed, the limit frees it but the one place is held by ``d``'s long write: that
+    write is overdue and steps aside, so ``c``'s write goes on without waiting for it."""
+    pool = await make_pool(overdue_after=0.2)
+    marker = tmp_path / "hung"
+    hung = pool.submit(
+        "c-0",
+        f"{T}:hang_in_python",
+        kwargs={"marker": str(marker)},
+        timeout=2.0,
+        group="c",
+        group_limit=1,
+    )
+    await wait_until(marker.exists, 10, "c's first write hanging")
+    long = pool.submit("d-0", f"{T}:sleep", kwargs={"seconds": 6.0}, timeout=10, group="d")
+    await _accepted(long)  # c-0 stepped aside for it
+    waiting = pool.submit(
+        "c-1", f"{T}:whoami", timeout=5, acquire_timeout=10, group="c", group_limit=1
+    )
+    with pytest.raises(WriteTimeout):
+        await hung
+    assert (await waiting)["pid"] > 0
+    assert not long.done(), "c's write waited for d's long write to end"
+    assert pool.status().aside == 1  # d's, now
+    assert await long == 6.0
