@@ -12,7 +12,8 @@ Guarantees:
   acquire timeout. Past the deadline, the executor's tree is SIGKILLed, reaped and confirmed
   gone through /proc before ``run`` raises ``WriteTimeout``; a cancelled ``run`` does the same
   before it re-raises. A replacement is started only after the reap, so the pool never has
-  more than ``size + spares`` executors.
+  more than ``size + spares`` executors, plus one for each write that stepped aside (below),
+  up to ``max_size``.
 * A task id is not leased again until its previous write's executor has been reaped: two
   incarnations of one task never write at the same time.
 * One connector's long writes never hold the others' back: a write still running after

@@ -63,9 +63,6 @@ class ExecutorQueue:
         """Writes that stepped aside and still run."""
         return self._aside
 
-    def held(self, group: str) -> int:
-        return self._held[group]
-
     async def acquire(
         self, deadline: float, task_id: str, group: str, limit: int | None = None
     ) -> ExecutorProcess:

@@ -244,10 +244,7 @@ class TableSinkTask(SinkTask):
             f"task {self.context.task_id}: table {target.name} has no committed offsets for"
             f" {', '.join(map(str, sorted(group)))}, but the connector's consumer group"
             f" committed {shown}: the table's state is gone (deleted, or its log lost) or the"
-            " table is new to a connector that ran before. Nothing was written. To write it"
-            f" from Kafka's start, stop the connector and DELETE /connectors/{name}/offsets"
-            f" (or PATCH them to where it should start); to start at the group's offsets, set"
-            f" {MISSING_KEY}=group."
+            f" table is new to a connector that ran before. Nothing was written. {_choices(name)}"
         )
 
     def _update(self, offsets: Mapping[TopicPartition, int | None]) -> dict[str, int | None]:
@@ -299,10 +296,8 @@ class TableSinkTask(SinkTask):
             name = ctx.task_id.connector
             raise TableLost(
                 f"task {ctx.task_id}: table {handle.target.name} lost its state under the"
-                f" task, whose last committed offsets there were {shown or 'none'}: {exc}. To"
-                f" write it again from Kafka's start, stop the connector and DELETE"
-                f" /connectors/{name}/offsets (or PATCH them); to go on from the consumer"
-                f" group's offsets, restart the task with {MISSING_KEY}=group."
+                f" task, whose last committed offsets there were {shown or 'none'}: {exc}."
+                f" {_choices(name)}"
             ) from exc
         except Exception as exc:
             table.known = False
@@ -381,6 +376,16 @@ class TableSinkTask(SinkTask):
 
     def _raise_failure(self) -> None:
         self._writer.raise_failure(self._committed, self.context)
+
+
+def _choices(connector: str) -> str:
+    """What the user may do about a table without its offsets (``TableLost``,
+    ``TableOffsetsMissing``): starting it again is theirs to decide."""
+    return (
+        f"To write it from Kafka's start, stop the connector and DELETE /connectors/{connector}"
+        f"/offsets (or PATCH them to where it should start); to start at the consumer group's"
+        f" offsets, set {MISSING_KEY}=group and restart the task."
+    )
 
 
 def _describe(ranges: Collection[OffsetRange]) -> str:

@@ -19,6 +19,8 @@ from daemon.connectors.protocols import ExecutorRunner
 from daemon.structs import TaskId, TopicPartition
 
 log = logging.getLogger("connectd.task")
+#: Reads what the consumer group committed for some partitions (``TaskConsumer.committed_offsets``).
+GroupReader = Callable[[Collection[TopicPartition]], Awaitable[Mapping[TopicPartition, int]]]
 
 
 class TaskContext:
@@ -40,9 +42,7 @@ class TaskContext:
         self._raiser: Callable[[int], Awaitable[int]] | None = None
         self._background: set[asyncio.Task[None]] = set()
         #: Reads the consumer group's committed offsets (the task's consumer, once it exists).
-        self._group_reader: (
-            Callable[[Collection[TopicPartition]], Awaitable[Mapping[TopicPartition, int]]] | None
-        ) = None
+        self._group_reader: GroupReader | None = None
 
     @property
     def task_id(self) -> TaskId:
@@ -133,10 +133,7 @@ class TaskContext:
 
     # ---- runtime side ----
 
-    def set_group_reader(
-        self,
-        reader: Callable[[Collection[TopicPartition]], Awaitable[Mapping[TopicPartition, int]]],
-    ) -> None:
+    def set_group_reader(self, reader: GroupReader) -> None:
         """How ``group_offsets`` reads the consumer group's committed offsets."""
         self._group_reader = reader
 
