@@ -102,6 +102,13 @@ def count_batch(spark: Any, batch: Any) -> int:
     return 0 if batch is None else int(batch.num_rows)
 
 
+def read_as_spark(spark: Any, batch: Any, *, path: str) -> dict[str, Any]:
+    """How Spark reads the Parquet table under ``path`` (Hive partitions included): its schema
+    as Spark's JSON, and its rows as Spark's JSON lines, sorted (to compare two writers)."""
+    df = spark.read.parquet(path)
+    return {"schema": df.schema.json(), "rows": sorted(df.toJSON().collect())}
+
+
 def write_staged_then_block(
     spark: Any, batch: Any, *, marker: str | None = None, **kwargs: Any
 ) -> None:

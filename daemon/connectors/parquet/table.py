@@ -117,6 +117,7 @@ def _write_kwargs(settings: ParquetSettings) -> dict[str, Any]:
         "format": settings.format,
         "partition_by": list(settings.table.partition_by),
         "compression": settings.compression,
+        "engine": settings.engine,
     }
 
 

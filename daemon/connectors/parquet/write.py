@@ -6,11 +6,19 @@ pyarrow and PySpark are imported where they are used. It writes into the staging
 is given and nowhere else: the task's commit moves the files into the table, so a write killed
 at any instant leaves nothing a reader sees.
 
+Who writes the files (``engine``): ``"spark"``, a Spark job; ``"arrow"``, pyarrow, in this same
+executor process with no Spark job, writing the files Spark would write (``arrow_refusal`` says
+when it cannot: another format or codec, a column type whose Parquet form or partition
+directory name would differ); ``"auto"``, pyarrow wherever it can, Spark otherwise. A small
+write costs 0.3-0.6 s of Spark's fixed cost against a few milliseconds with pyarrow, which
+is what lets many small connectors share one executor (docs/connectors.md has the numbers).
+Without Spark (a pool with ``with_spark=False``, or an in-process test runner) pyarrow writes
+every format itself.
+
 How the rows reach Spark (``source``): ``"parquet"`` (default) has pyarrow write the hand-off
 table as an uncompressed Parquet file in the executor's scratch directory and Spark read it,
 which is faster here than ``"arrow"``, ``spark.createDataFrame(pyarrow.Table)`` (see
-docs/connectors.md for the numbers). Without Spark (a pool with ``with_spark=False``, or an
-in-process test runner) pyarrow writes the files itself.
+docs/connectors.md for the numbers).
 """
 
 from __future__ import annotations
@@ -37,6 +45,19 @@ COMPRESSION: dict[str, tuple[str, ...]] = {
 }
 
 SOURCES = ("parquet", "arrow")
+ENGINES = ("auto", "spark", "arrow")
+
+#: Parquet codecs pyarrow writes as Spark does, by the ``compression`` setting (``""``: Spark's
+#: default, snappy), with the part Spark puts in each file's name (checked against Spark 4.1's
+#: own files; pyarrow's lz4 is not Spark's Hadoop-framed one).
+ARROW_CODECS: dict[str, tuple[str, str]] = {
+    "": ("snappy", ".snappy"),
+    "snappy": ("snappy", ".snappy"),
+    "none": ("none", ""),
+    "uncompressed": ("none", ""),
+    "gzip": ("gzip", ".gz"),
+    "zstd": ("zstd", ".zstd"),
+}
 
 
 def tidy(final: str) -> str:
@@ -68,12 +89,15 @@ def write_staged(
     partition_by: Sequence[str] = (),
     compression: str = "",
     source: str = "parquet",
+    engine: str = "spark",
 ) -> dict[str, Any]:
     """Write ``batch`` (a ``daemon.executor.handoff.Batch``) into the directory ``path`` as
-    ``format`` files, partitioned by ``partition_by`` (Hive-style ``col=value/`` directories).
+    ``format`` files, partitioned by ``partition_by`` (Hive-style ``col=value/`` directories),
+    by ``engine`` (module docstring).
 
-    Returns ``{"files": [...], "rows": n, "seconds": s}``: the data files written, relative to
-    ``path``. Raises ``ValueError`` for a format, codec or column that cannot be written.
+    Returns ``{"files": [...], "rows": n, "seconds": s, "engine": "spark" | "arrow"}``: the
+    data files written, relative to ``path``. Raises ``ValueError`` for a format, codec or
+    column that cannot be written (with ``engine="arrow"``: that pyarrow cannot write as Spark).
     """
     began = time.monotonic()
     if format not in FORMATS:
@@ -84,17 +108,33 @@ def write_staged(
         raise ValueError(f"compression {compression!r} is not available for {format}: {allowed}")
     if source not in SOURCES:
         raise ValueError(f"source {source!r} is not one of {', '.join(SOURCES)}")
+    if engine not in ENGINES:
+        raise ValueError(f"engine {engine!r} is not one of {', '.join(ENGINES)}")
     rows = 0 if batch is None else int(batch.num_rows)
+    used = "arrow" if spark is None else "spark"
     if rows:
-        columns = list(batch.table.column_names)
-        missing = [c for c in partition_by if c not in columns]
+        table, keys = batch.table, list(partition_by)
+        columns = list(table.column_names)
+        missing = [c for c in keys if c not in columns]
         if missing:
             raise ValueError(f"partition column(s) {missing} are not among the columns {columns}")
-        if spark is None:
-            _write_with_pyarrow(batch.table, path, format, list(partition_by), codec)
-        else:
-            _write_with_spark(spark, batch, path, format, list(partition_by), codec, source)
-    return {"files": data_files(path), "rows": rows, "seconds": time.monotonic() - began}
+        refusal = arrow_refusal(table.schema, format, keys, codec, path)
+        if spark is not None and engine == "arrow" and refusal is not None:
+            raise ValueError(f"write.engine=arrow cannot write this batch: {refusal}")
+        if spark is not None and engine != "spark" and refusal is None:
+            used = "arrow"
+        if used == "spark":
+            _write_with_spark(spark, batch, path, format, keys, codec, source)
+        elif refusal is None:
+            _write_parquet_as_spark(table, path, keys, codec)
+        else:  # no Spark to write it as Spark would: pyarrow's own way
+            _write_with_pyarrow(table, path, format, keys, codec)
+    return {
+        "files": data_files(path),
+        "rows": rows,
+        "seconds": time.monotonic() - began,
+        "engine": used,
+    }
 
 
 # --- Spark --------------------------------------------------------------------------------------
@@ -169,6 +209,151 @@ def _flatten_for_csv(df: Any) -> Any:
         elif isinstance(field.dataType, BinaryType):
             df = df.withColumn(field.name, F.base64(F.col(field.name)))
     return df
+
+
+# --- pyarrow, writing the Parquet files Spark writes -------------------------------------------
+
+#: Characters Spark escapes as ``%XX`` in a partition directory's name (``ExternalCatalogUtils``;
+#: checked by writing every character from 1 to 255 with Spark 4.1).
+_SPARK_ESCAPES = frozenset([*map(chr, range(1, 0x20)), *"\"#%'*/:=?[\\]^{", "\x7f"])
+#: Spark's directory name for a null or empty partition value.
+DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+
+
+def arrow_refusal(
+    schema: Any, format: str, partition_by: Sequence[str], codec: str, path: str = ""
+) -> str | None:
+    """Why pyarrow cannot write these rows into ``path`` as the files Spark would write (None:
+    it can): Parquet only, a codec of ``ARROW_CODECS``, a local directory, columns of types
+    both write alike, partition columns whose values Spark and this module name directories
+    alike (text, signed integers, booleans, dates). ``schema`` None: the settings alone."""
+    import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+
+    if "://" in path and not path.startswith("file:"):
+        return "the table is on a Hadoop filesystem (written by Spark)"
+    if format != "parquet":
+        return f"format {format} files are written by Spark (pyarrow writes parquet only)"
+    if codec not in ARROW_CODECS:
+        codecs = ", ".join(c for c in ARROW_CODECS if c)
+        return f"compression {codec} is written by Spark (pyarrow writes {codecs})"
+    for field in () if schema is None else schema:
+        if field.name in partition_by:
+            t = field.type
+            if not (
+                pa.types.is_string(t)
+                or pa.types.is_large_string(t)
+                or pa.types.is_signed_integer(t)
+                or pa.types.is_boolean(t)
+                or pa.types.is_date32(t)
+            ):
+                return f"partition column {field.name} is {t} (pyarrow names text, signed "
+                "integer, boolean and date partitions as Spark does)"
+        elif not _same_in_parquet(field.type):
+            return f"column {field.name} is {field.type}, which Spark would write otherwise"
+    return None
+
+
+def _same_in_parquet(t: Any) -> bool:
+    """pyarrow writes ``t`` with the Parquet type Spark gives the column it reads it as."""
+    import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+
+    if (
+        pa.types.is_boolean(t)
+        or pa.types.is_signed_integer(t)
+        or pa.types.is_float32(t)
+        or pa.types.is_float64(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_date32(t)
+        or pa.types.is_decimal128(t)
+    ):
+        return True
+    if pa.types.is_timestamp(t):
+        return t.unit in ("s", "ms", "us")  # Spark writes microseconds; nanoseconds it refuses
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _same_in_parquet(t.value_type)
+    if pa.types.is_struct(t):
+        return t.num_fields > 0 and all(
+            _same_in_parquet(t.field(i).type) for i in range(t.num_fields)
+        )
+    if pa.types.is_map(t):
+        return _same_in_parquet(t.key_type) and _same_in_parquet(t.item_type)
+    return False
+
+
+def _write_parquet_as_spark(table: Any, path: str, partition_by: list[str], codec: str) -> None:
+    """Parquet files as Spark's write of ``table`` makes them: every column nullable,
+    timestamps in microseconds, decimals of up to 18 digits as integers, Spark's default codec
+    (snappy) and its names, one file per partition directory named as Spark names it."""
+    import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+    import pyarrow.compute as pc  # type: ignore[import-untyped,unused-ignore]
+    import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
+
+    compression, extension = ARROW_CODECS.get(codec, ("snappy", ".snappy"))
+    table = table.cast(pa.schema([_nullable(f) for f in table.schema]))
+
+    def write(part: Any, directory: str, n: int) -> None:
+        os.makedirs(directory, exist_ok=True)
+        pq.write_table(
+            part,
+            os.path.join(directory, f"part-{n:05d}{extension}.parquet"),
+            compression=compression,
+            coerce_timestamps="us",
+            store_decimal_as_integer=True,
+            store_schema=False,
+        )
+
+    if not partition_by:
+        write(table, path, 0)
+        return
+    # One file per directory: a null and an empty text share Spark's default partition.
+    masks: dict[str, Any] = {}
+    for key in table.select(partition_by).group_by(partition_by).aggregate([]).to_pylist():
+        mask = None
+        for col, value in key.items():
+            match = (
+                pc.is_null(table.column(col))
+                if value is None
+                else pc.fill_null(
+                    pc.equal(table.column(col), pa.scalar(value, table.schema.field(col).type)),
+                    False,
+                )
+            )
+            mask = match if mask is None else pc.and_(mask, match)
+        subdir = "/".join(f"{spark_escape(c)}={spark_partition_value(v)}" for c, v in key.items())
+        masks[subdir] = mask if subdir not in masks else pc.or_(masks[subdir], mask)
+    for n, (subdir, mask) in enumerate(masks.items()):
+        write(table.filter(mask).drop_columns(partition_by), os.path.join(path, subdir), n)
+
+
+def _nullable(field: Any) -> Any:
+    import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+
+    t = field.type
+    if pa.types.is_struct(t):
+        t = pa.struct([_nullable(t.field(i)) for i in range(t.num_fields)])
+    elif pa.types.is_list(t):
+        t = pa.list_(_nullable(t.value_field))
+    elif pa.types.is_large_list(t):
+        t = pa.large_list(_nullable(t.value_field))
+    return field.with_type(t).with_nullable(True)
+
+
+def spark_escape(text: str) -> str:
+    """``text`` as Spark writes it in a partition directory's name."""
+    return "".join(f"%{ord(c):02X}" if c in _SPARK_ESCAPES else c for c in text)
+
+
+def spark_partition_value(value: Any) -> str:
+    """A partition value as Spark names its directory: null and empty text are the default
+    partition, booleans ``true``/``false``, dates ISO, text escaped."""
+    if value is None or value == "":
+        return DEFAULT_PARTITION
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return spark_escape(str(value))
 
 
 # --- pyarrow (no Spark) -------------------------------------------------------------------------

@@ -76,6 +76,7 @@ async def test_exactly_once_on_the_cluster_through_kills(
             **cluster_worker_settings(spark_cluster.url),
             "executor.spark.local.paths.shared": "true",  # the workers run on this host
         },
+        sink_extra={"write.engine": "spark"},  # the writes run on the cluster's executors
         windows=WINDOWS,
         records=RECORDS,
         faults={"jvm": jvm_fault, "cluster": cluster_fault},

@@ -57,6 +57,7 @@ def test_relative_paths_and_remote_file_hosts_are_refused() -> None:
 def test_defaults() -> None:
     s = ParquetSettings.from_config({"path": "/t"})
     assert (s.format, s.table.partition_by, s.compression) == ("parquet", (), "")
+    assert s.engine == "auto"
     policy = s.table.flush_policy
     assert (policy.max_records, policy.interval, s.table.write_timeout) == (50_000, 10.0, 60.0)
     assert s.table.merge_schema  # new value fields become new columns, as before
@@ -95,6 +96,24 @@ def test_compression_is_checked_against_the_format(fmt: str, good: str, bad: str
     found = problems({"path": "/t", "format": fmt, "compression": bad})
     assert set(found) == {"compression"} and fmt in found["compression"]
     assert good in found["compression"]  # the allowed codecs are listed
+
+
+@pytest.mark.parametrize(
+    ("config", "why"),
+    [
+        ({"format": "orc"}, "format orc files are written by Spark"),
+        ({"compression": "lz4"}, "compression lz4 is written by Spark"),
+        ({"path": "hdfs://nn/t"}, "Hadoop filesystem"),
+    ],
+)
+def test_the_arrow_engine_is_refused_where_it_would_write_other_files(
+    config: dict[str, str], why: str
+) -> None:
+    found = problems({"path": "/t", "write.engine": "arrow", **config})
+    assert set(found) == {"write.engine"} and why in found["write.engine"]
+    assert "auto or spark" in found["write.engine"]
+    assert problems({"path": "/t", "write.engine": "auto", **config}) == {}
+    assert ParquetSettings.from_config({"path": "/t", "write.engine": "Spark"}).engine == "spark"
 
 
 def test_every_problem_is_reported_at_once() -> None:

@@ -11,7 +11,13 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from daemon.connectors.parquet.write import data_files, micros_timestamps, write_staged
+from daemon.connectors.parquet.write import (
+    arrow_refusal,
+    data_files,
+    micros_timestamps,
+    spark_partition_value,
+    write_staged,
+)
 from daemon.connectors.testing import sample_batch
 from daemon.executor.handoff import Batch, write_table
 
@@ -32,7 +38,8 @@ def test_returns_the_files_written_and_the_row_count(tmp_path: Path) -> None:
     out.mkdir()
     batch = handoff(tmp_path, sample_batch("t", 2, 0, 5).table)
     result = write_staged(None, batch, path=str(out), partition_by=["kafka_partition"])
-    assert result["files"] == ["kafka_partition=2/part-00000.parquet"] and result["rows"] == 5
+    assert result["files"] == ["kafka_partition=2/part-00000.snappy.parquet"]
+    assert result["rows"] == 5 and result["engine"] == "arrow"
     assert write_staged(None, None, path=str(out))["rows"] == 0
 
 
@@ -51,6 +58,36 @@ def test_refuses_what_it_cannot_write(
     batch = handoff(tmp_path, sample_batch(count=2).table)
     with pytest.raises(ValueError, match=message):
         write_staged(None, batch, path=str(tmp_path / "o"), **kwargs)  # type: ignore[arg-type]
+
+
+def test_partition_values_are_named_as_spark_names_them() -> None:
+    # The full character set is checked against Spark in test_parquet_engines.
+    assert spark_partition_value("a/b=c d%") == "a%2Fb%3Dc d%25"
+    assert spark_partition_value("{x}[^]") == "%7Bx}%5B%5E%5D"
+    assert spark_partition_value("\x01\x7f日本") == "%01%7F日本"
+    assert spark_partition_value(None) == spark_partition_value("") == "__HIVE_DEFAULT_PARTITION__"
+    assert (spark_partition_value(True), spark_partition_value(-3)) == ("true", "-3")
+
+
+@pytest.mark.parametrize(
+    ("schema", "partition_by", "why"),
+    [
+        (pa.schema([("x", pa.uint8())]), [], "column x is uint8"),
+        (pa.schema([("x", pa.timestamp("ns"))]), [], "column x is timestamp[ns]"),
+        (pa.schema([("x", pa.list_(pa.null()))]), [], "column x is list<item: null>"),
+        (pa.schema([("p", pa.float64())]), ["p"], "partition column p is double"),
+    ],
+)
+def test_arrow_names_the_column_it_cannot_write_as_spark(
+    schema: pa.Schema, partition_by: list[str], why: str
+) -> None:
+    assert why in (arrow_refusal(schema, "parquet", partition_by, "") or "")
+
+
+def test_without_spark_other_types_are_still_written_by_pyarrow(tmp_path: Path) -> None:
+    batch = handoff(tmp_path, pa.table({"x": pa.array([1, 2], pa.uint16())}))
+    result = write_staged(None, batch, path=str(tmp_path / "o"))
+    assert result == {**result, "rows": 2, "engine": "arrow", "files": ["part-00000.parquet"]}
 
 
 def test_text_formats_flatten_headers_and_may_be_gzipped(tmp_path: Path) -> None:
