@@ -17,6 +17,7 @@ BENCH_SPARK_PORT ?= 17270
 BENCH_SPARK_WEBUI_PORT ?= 18270
 SPARK_MASTER ?=
 PYTEST_ARGS ?=
+comma := ,
 # make test runs the suite in two pytest worker processes (pytest-xdist), a test file per worker
 # at a time: most tests wait on a broker, a JVM or a deadline, and one process left half of the
 # machine's two cores idle. Each worker has its own broker and Spark pools (session fixtures).
@@ -25,7 +26,7 @@ TEST_WORKERS ?= 2
 
 export KAFKA_VERSION
 
-.PHONY: help venv check-java check-test-tools jars kafka-up kafka-down spark-up spark-down lint fmt test test-unit test-integration soak bench bench-commitlog bench-executor bench-e2e bench-rest bench-cluster bench-ss bench-spark-cluster demo demo-down clean
+.PHONY: help venv check-java check-test-tools jars kafka-up kafka-down spark-up spark-down lint fmt test test-unit test-integration soak bench bench-commitlog bench-executor bench-e2e bench-rest bench-many bench-cluster bench-ss bench-spark-cluster demo demo-down clean
 
 help:
 	@echo "make demo        run connectd on the example configs against a local broker"
@@ -106,7 +107,7 @@ test-integration: check-java jars
 soak: check-java
 	$(VENV)/bin/pytest -m soak --timeout 5400 $(PYTEST_ARGS)
 
-bench: bench-commitlog bench-executor bench-e2e bench-rest
+bench: bench-commitlog bench-executor bench-e2e bench-rest bench-many
 
 bench-commitlog: $(STAMP)
 	$(PY) bench/commitlog_bench.py $(if $(QUICK),--quick,)
@@ -120,6 +121,12 @@ bench-e2e: kafka-up
 bench-rest: kafka-up
 	@command -v wrk >/dev/null || { echo "bench-rest needs wrk: apt-get install wrk" >&2; exit 69; }
 	$(PY) bench/rest_status_bench.py --bootstrap 127.0.0.1:$(KAFKA_PORT)
+
+# One worker carrying 1, 20 and 100 ParquetSink connectors (2 tasks each): memory of the whole
+# process tree and the time for 100 records per topic to reach every table; 20 also with
+# write.engine=spark, the peer. QUICK=1: 1 and 20 only.
+bench-many: kafka-up
+	$(PY) bench/many_connectors_bench.py --bootstrap 127.0.0.1:$(KAFKA_PORT) $(if $(QUICK),--counts 1$(comma)20 --rounds 2,)
 
 # connectd against Spark Structured Streaming on the same topics (Spark's Kafka source jars from
 # Maven Central, cached in .cache/spark-sql-kafka-*/jars); 1M records x 3 runs, QUICK=1: 200k x 1.
