@@ -13,6 +13,10 @@ Twenty ParquetSink connectors with two tasks each share the pool:
   ``executor.write.overdue.ms`` for records that arrive as the hang begins: until then, the
   hung write may be a healthy slow one); the hang is still killed at its write deadline and
   reaped before its task's next write is leased; every table holds each record exactly once.
+- **A connector's limit**: the HangSink has two tasks and ``executor.writes.max`` at its
+  default (the pool's size, 1), counting its write that stepped aside: its second task's write
+  waits for the first one's executor, never takes the spare meant for the others.
+- ``DELETE`` of the hung connector works while its tasks hang.
 """
 
 from __future__ import annotations
@@ -71,7 +75,7 @@ async def test_twenty_connectors_share_the_pool_and_a_hung_one_holds_none_back(
     run_daemon: DaemonFactory, kafka_bootstrap: str, kafka_topic: TopicFactory, tmp_path: Path
 ) -> None:
     topics = [await kafka_topic(partitions=TASKS) for _ in range(SINKS)]
-    hang_topic = await kafka_topic(partitions=1)  # HangSink blocks at its first put, records or not
+    hang_topic = await kafka_topic(partitions=2)  # HangSink blocks at its first put, records or not
     props = worker_properties(
         kafka_bootstrap,
         tmp_path / "state",
@@ -124,9 +128,16 @@ async def test_twenty_connectors_share_the_pool_and_a_hung_one_holds_none_back(
     assert max(took) <= THROUGHPUT_BOUND_S
 
     # The HangSink's first write blocks its executor for good.
-    await d.herder.create_connector("hang", {"connector.class": "HangSink", "topics": hang_topic})
-    await wait_until(lambda: pool.current_pid("hang-0") is not None, 60, "the hang's write")
-    hung_pid = pool.current_pid("hang-0")
+    hang = {"connector.class": "HangSink", "topics": hang_topic, "tasks.max": "2"}
+    await d.herder.create_connector("hang", hang)
+    hung = await wait_until(
+        lambda: [t for t in ("hang-0", "hang-1") if pool.current_pid(t) is not None],
+        60,
+        "the hang's write",
+    )
+    (hung_task,) = hung  # one of its tasks writes; the other waits on the connector's limit
+    (waiting_task,) = {"hang-0", "hang-1"} - {hung_task}
+    hung_pid = pool.current_pid(hung_task)
     hung_at = time.monotonic()
 
     # While it hangs, every other connector's records land within flush + 5 s, round after
@@ -138,25 +149,31 @@ async def test_twenty_connectors_share_the_pool_and_a_hung_one_holds_none_back(
         await produce_round(50)
         await wait_until(lambda: all_tables(produced), bound, "the round in every table")
         latencies.append(time.monotonic() - began)
-        assert pool.current_pid("hang-0") == hung_pid, "the hang ended early: proves nothing"
+        assert pool.current_pid(hung_task) == hung_pid, "the hang ended early: proves nothing"
+        assert pool.current_pid(waiting_task) is None, "the hang's connector took two executors"
     print(f"rounds while hung: {[round(x, 2) for x in latencies]} s")
     assert pool.status().aside == 1
 
-    # The hang is killed at its deadline, reaped, and only then does its task write again.
+    # The hang is killed at its deadline, reaped, and only then does its task write again;
+    # its sibling's write got an executor only once the hung one was killed.
     await wait_until(
-        lambda: pool.current_pid("hang-0") not in (hung_pid,),
+        lambda: pool.current_pid(hung_task) not in (hung_pid,),
         WRITE_TIMEOUT_S + 30,
         "the hang killed at its deadline",
     )
     assert time.monotonic() - hung_at >= WRITE_TIMEOUT_S - 1
-    await wait_until(lambda: pool.status().aside == 0, 10, "no write aside any more")
+    await wait_until(lambda: pool.current_pid(waiting_task) is not None, 30, "the sibling's write")
     events = pool.events.snapshot()
     reaped = [e.at for e in events if e.kind is PoolEventKind.REAPED and e.pid == hung_pid]
     assert reaped, "the hung executor's reap was not recorded"
-    later_leases = [
-        e.at for e in events if e.kind is PoolEventKind.LEASED and e.task_id == "hang-0"
-    ][1:]
-    assert all(at > reaped[0] for at in later_leases)
+    leases = [e for e in events if e.kind is PoolEventKind.LEASED]
+    assert all(at > reaped[0] for at in [e.at for e in leases if e.task_id == hung_task][1:])
+    sibling = min(e.at for e in leases if e.task_id == waiting_task)
+    assert sibling >= hung_at + WRITE_TIMEOUT_S - 1, "the sibling wrote beside the hang"
+
+    # DELETE works while its tasks hang; no write stays aside.
+    await d.herder.delete_connector("hang")
+    await wait_until(lambda: pool.status().aside == 0, 30, "no write aside any more")
 
     # Audits: every record exactly once in every table.
     await produce_round(10)
