@@ -13,9 +13,11 @@ from daemon.structs import Problem
 
 
 class ConnectdError(Exception):
-    """Base class for every error connectd raises on purpose."""
+    """Base class for every error connectd raises on purpose. ``not_retried_because`` is what
+    the restart policy says when it does not restart a failure of this class."""
 
     retriable: bool = False
+    not_retried_because: str = "a restart cannot fix a configuration error or a missing class"
 
 
 class ConfigError(ConnectdError):
@@ -92,6 +94,7 @@ class CommitRejected(ConnectdError):
     retried: the same data and configuration meet the same refusal."""
 
     retriable = False
+    not_retried_because = "a restart would meet the same table and the same refusal"
 
 
 class InvalidConfig(ConfigError):

@@ -61,6 +61,7 @@ class TableOffsetsMissing(ConnectdError):
     choice (not retriable: a restart meets the same table)."""
 
     retriable = False
+    not_retried_because = "a restart would meet the same table; where it starts is your choice"
 
 
 @dataclasses.dataclass

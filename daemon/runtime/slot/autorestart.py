@@ -197,10 +197,10 @@ class AutoRestarter:
                 self.count = 0
         cause = f"{type(failure).__name__}: {_first_line(failure)}"
         if not retriable(failure):
+            because = getattr(failure, "not_retried_because", ConnectdError.not_retried_because)
             self.note = (
                 f"{self.what} is not restarted automatically: {type(failure).__name__} is not"
-                " retriable (a restart cannot fix a configuration error or a missing class). Fix"
-                f" the cause, then restart it by hand: {self.manual}"
+                f" retriable ({because}). Fix the cause, then restart it by hand: {self.manual}"
             )
         elif not self.policy.enabled:
             self.note = (

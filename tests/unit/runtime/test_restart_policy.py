@@ -29,6 +29,7 @@ from daemon.runtime.slot.autorestart import (
     RestartPolicy,
     retriable,
 )
+from daemon.storage.logstate import TableLost
 
 
 class FakeClock(Clock):
@@ -196,7 +197,15 @@ async def test_what_is_not_retried_stays_with_a_note() -> None:
 
     assert not auto.failed(ConfigError("bad"), action)
     assert auto.note is not None and "ConfigError is not retriable" in auto.note
+    assert "configuration error or a missing class" in auto.note
     assert auto.status().count == 0 and auto.status().next_restart is None
+    lost = AutoRestarter("Task c-0", "POST x", RestartPolicy(), clock)
+    assert not lost.failed(TableLost("gone"), action)
+    assert (
+        lost.note is not None
+        and "TableLost is not retriable (a restart would meet the" in lost.note
+    )
+    assert "missing class" not in lost.note
     disabled = AutoRestarter("Task c-0", "POST x", RestartPolicy(enabled=False), clock)
     assert not disabled.failed(RuntimeError("x"), action)
     assert disabled.note is not None and "errors.restart.enabled=false" in disabled.note
