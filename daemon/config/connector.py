@@ -231,13 +231,19 @@ class ConnectorConfig(BaseModel):
         description="connectd: longest wait before an automatic restart (n·(n+1) minutes).",
     )
     transforms: f.StrList = setting(
-        (), key="transforms", description="Aliases of the single message transforms, in order."
+        (),
+        key="transforms",
+        description="Aliases of Connect's single message transforms. Not applied yet: a"
+        " connector that lists any is refused (its records would reach the sink untransformed).",
     )
     transforms_config: f.StrDict = setting(
         {}, key="transforms.*", description="transforms.ALIAS.type and the transforms' settings."
     )
     predicates: f.StrList = setting(
-        (), key="predicates", description="Aliases of the predicates transforms may use."
+        (),
+        key="predicates",
+        description="Aliases of the predicates transforms may use. Not applied yet: a connector"
+        " that lists any is refused.",
     )
     predicates_config: f.StrDict = setting(
         {}, key="predicates.*", description="predicates.ALIAS.type and the predicates' settings."
@@ -335,10 +341,26 @@ class ConnectorConfig(BaseModel):
                             "a class name",
                         )
                     )
+                else:
+                    problems.append(_not_applied(kind, alias, config[f"{alias}.type"]))
         problems += client_problems(
             "consumer.override.", KafkaClient.CONSUMER, self.consumer_override
         )
         return problems
+
+
+def _not_applied(kind: str, alias: str, type_name: str) -> Problem:
+    """connectd does not apply Connect's single message transforms (nor their predicates) yet:
+    accepting one would write every record as if it were not there (an unmasked field, a
+    record a Filter drops, a topic not routed), so a configuration that lists one is refused."""
+    what = "single message transforms" if kind == "transforms" else "transform predicates"
+    return error(
+        f"{kind}.{alias}.type",
+        f"{type_name}: connectd does not apply {what} yet, so records would reach the sink"
+        " untransformed",
+        f"no {kind} (remove '{kind}' and its '{kind}.{alias}.*' settings), or keep this"
+        " connector on Kafka Connect until connectd applies them",
+    )
 
 
 def effective_converter(

@@ -201,19 +201,44 @@ def test_prefix_settings() -> None:
         {
             **BASE,
             "consumer.override.max.poll.records": "10",
-            "transforms": "a",
+            # Settings of a transform that 'transforms' does not list: unused, as in Connect.
             "transforms.a.type": "org.apache.kafka.connect.transforms.InsertField$Value",
             "transforms.a.static.field": "x",
         }
     )
     assert config.consumer_override == {"max.poll.records": "10"}
-    assert config.transforms == ("a",)
+    assert config.transforms == ()
     assert config.transforms_config == {
         "a.type": "org.apache.kafka.connect.transforms.InsertField$Value",
         "a.static.field": "x",
     }
-    [error] = _problems({**BASE, "transforms": "a,b", "transforms.a.type": "T"})
-    assert "transforms.b.type: transforms lists 'b' but its type is not set" in error
+
+
+def test_transforms_and_predicates_are_refused_until_they_are_applied() -> None:
+    """Accepted, a transform would be silently ignored: an unmasked field in the table."""
+    mask = "org.apache.kafka.connect.transforms.MaskField$Value"
+    tombstone = "org.apache.kafka.connect.transforms.predicates.RecordIsTombstone"
+    errors = _problems(
+        {
+            **BASE,
+            "transforms": "mask,b",
+            "transforms.mask.type": mask,
+            "transforms.mask.fields": "ssn",
+            "predicates": "tomb",
+            "predicates.tomb.type": tombstone,
+        }
+    )
+    assert len(errors) == 3
+    assert (
+        f"c.properties: transforms.mask.type: {mask}: connectd does not apply single" in errors[0]
+    )
+    assert "records would reach the sink untransformed" in errors[0]
+    assert "remove 'transforms' and its 'transforms.mask.*' settings" in errors[0]
+    assert "transforms.b.type: transforms lists 'b' but its type is not set" in errors[1]
+    assert (
+        "c.properties: predicates.tomb.type: org.apache.kafka.connect.transforms.pred" in errors[2]
+    )
+    assert "does not apply transform predicates yet" in errors[2]
 
 
 def test_dead_letter_queue_checks() -> None:

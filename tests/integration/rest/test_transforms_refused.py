@@ -1,0 +1,67 @@
+"""Connect's single message transforms are not applied yet, so a connector that lists one is
+refused everywhere a configuration enters, naming the transform's key (``transforms.<alias>.type``)
+— accepted, a MaskField would leave ``ssn`` unmasked in the table. A real ``connectd standalone``
+and its REST API: POST and PUT answer 400 with Connect's body and create nothing,
+``/config/validate`` files the error under the transform's key, ``check-config`` and the daemon's
+start exit 78 naming it."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+from pathlib import Path
+
+import pytest
+from support.cli import connectd
+from support.daemon import ProcessFactory, worker_properties, write_properties
+
+pytestmark = pytest.mark.integration
+
+MASK = "org.apache.kafka.connect.transforms.MaskField$Value"
+WHY = f"transforms.mask.type: {MASK}: connectd does not apply single message transforms yet"
+
+
+def masked(name: str) -> dict[str, str]:
+    return {
+        "name": name,
+        "connector.class": "EchoSink",
+        "topics": "people",
+        "transforms": "mask",
+        "transforms.mask.type": MASK,
+        "transforms.mask.fields": "ssn",
+    }
+
+
+def test_a_connector_with_transforms_is_refused_everywhere(
+    daemon_process: ProcessFactory, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    worker = worker_properties(kafka_bootstrap, tmp_path / "state")
+    daemon = daemon_process(worker)
+
+    code, answer = daemon.rest("POST", "/connectors", {"name": "m", "config": masked("m")})
+    assert code == 400 and answer["error_code"] == 400, answer
+    assert answer["message"].startswith("Connector configuration is invalid"), answer
+    assert WHY in answer["message"] and "untransformed" in answer["message"], answer
+    code, answer = daemon.rest("PUT", "/connectors/m/config", masked("m"))
+    assert code == 400 and WHY in answer["message"], answer
+    assert daemon.rest("GET", "/connectors") == (200, [])
+
+    code, infos = daemon.rest("PUT", "/connector-plugins/EchoSink/config/validate", masked("m"))
+    assert code == 200 and infos["error_count"] == 1, infos
+    (value,) = [
+        c["value"] for c in infos["configs"] if c["value"]["name"] == "transforms.mask.type"
+    ]
+    assert any("does not apply single message transforms" in e for e in value["errors"]), value
+
+    worker_file = write_properties(tmp_path / "worker.properties", worker)
+    connector_file = write_properties(tmp_path / "m.properties", masked("m"))
+    checked = connectd("check-config", worker_file, connector_file)
+    out = checked.stdout + checked.stderr
+    assert checked.returncode == 78, out
+    assert f"error: {connector_file}:5: {WHY}" in out, out  # line 5: transforms.mask.type
+
+    started = daemon_process(worker, [masked("m")], wait=False)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        started.wait(120)
+    assert started.proc is not None and started.proc.returncode == 78, started.log()
+    assert WHY in started.log()
