@@ -1,6 +1,7 @@
 """The exactly-once audit under faults (``audit``): records produced into a topic, a sink run by
-a daemon process while the daemon is SIGKILLed (and restarted) and executor JVMs are SIGKILLed
-from outside, at random points of the run's progress (seeded; the seed is printed; progress is
+a daemon process while the daemon is SIGKILLed (and restarted) and executors (their Python
+process, or their JVM where the sink writes through Spark) are SIGKILLed from outside, at random
+points of the run's progress (seeded; the seed is printed; progress is
 read from the table, never from the daemon). Once it has caught up, the table holds exactly one
 row per record. The Parquet, Delta, Iceberg and Spark-cluster audits all run it.
 """
@@ -32,35 +33,45 @@ def _gone(pid: int) -> bool:
     return stat is None or not stat.running
 
 
-def kill_a_jvm(p: DaemonProcess) -> int | None:
-    """SIGKILL one executor JVM of the daemon (the one writing, if a write runs)."""
-    writing = set()
-    for name in ("eos",):
-        code, body = p.rest("GET", f"/connectors/{name}/status", timeout=10.0)
-        if code == 200:
-            writing |= {t["executor_pid"] for t in body["tasks"] if t["executor_pid"]}
-    jvms = []
+def _writing_executors(p: DaemonProcess) -> set[int]:
+    code, body = p.rest("GET", "/connectors/eos/status", timeout=10.0)
+    return {t["executor_pid"] for t in body["tasks"] if t["executor_pid"]} if code == 200 else set()
+
+
+def _kill_one(p: DaemonProcess, jvm: bool) -> int | None:
+    """SIGKILL one executor's JVM (``jvm``) or its Python process, the writing one's if a
+    write runs: ParquetSink's writes run in the Python process by default
+    (``write.engine=auto``: pyarrow, no Spark job), Delta's and Iceberg's in the JVM."""
+    writing = _writing_executors(p)
+    found = []
     for pid in p.descendants():
         try:
             proc = psutil.Process(pid)
-            if proc.name() == "java":
-                jvms.append((proc.ppid() not in writing, pid))
+            if jvm and proc.name() == "java":
+                found.append((proc.ppid() not in writing, pid))
+            elif not jvm and "daemon.executor.child" in " ".join(proc.cmdline()):
+                found.append((pid not in writing, pid))
         except psutil.Error:
             continue
-    if not jvms:
+    if not found:
         return None
-    _, victim = sorted(jvms)[0]
+    _, victim = sorted(found)[0]
     os.kill(victim, signal.SIGKILL)
     return victim
 
 
+def kill_a_jvm(p: DaemonProcess) -> int | None:
+    """SIGKILL one executor JVM of the daemon (the one writing, if a write runs)."""
+    return _kill_one(p, jvm=True)
+
+
 #: (fault, lowest, highest): the progress window (offsets committed) in which each strikes:
-#: the daemon's SIGKILL three times, an executor JVM's twice, over ``RECORDS``.
+#: the daemon's SIGKILL three times, an executor's twice, over ``RECORDS``.
 WINDOWS = [
     ("daemon", 1_000, 4_000),
-    ("jvm", 4_500, 6_500),
+    ("executor", 4_500, 6_500),
     ("daemon", 7_000, 10_000),
-    ("jvm", 10_500, 12_000),
+    ("executor", 10_500, 12_000),
     ("daemon", 12_500, 15_500),
 ]
 #: Each kind of fault once, over ``SHORT_RECORDS``: for the sinks whose commits cost seconds
@@ -79,9 +90,14 @@ AfterDaemonKill = Callable[[list[int]], Awaitable[None]]
 
 
 async def jvm_fault(p: DaemonProcess) -> str:
-    victim = kill_a_jvm(p)
-    assert victim is not None, "no executor JVM to kill"
+    # A daemon just restarted may not have started its executor yet (they start on demand).
+    victim = await wait_until(lambda: kill_a_jvm(p), 60, "an executor JVM to kill")
     return f"JVM {victim} SIGKILL"
+
+
+async def executor_fault(p: DaemonProcess) -> str:
+    victim = await wait_until(lambda: _kill_one(p, jvm=False), 60, "an executor to kill")
+    return f"executor {victim} SIGKILL"
 
 
 async def executors_gone(below: list[int]) -> None:
@@ -149,7 +165,8 @@ async def audit(
             await after_daemon_kill(below)
             p = daemon_process(worker, [sink])
         else:
-            done.append(f"{await (faults or {'jvm': jvm_fault})[kind](p)} at {progress(table)}")
+            fault = (faults or {"jvm": jvm_fault, "executor": executor_fault})[kind]
+            done.append(f"{await fault(p)} at {progress(table)}")
     assert progress(table) < records, f"the faults came too late: {done}"
     await wait_until(lambda: progress(table) >= records, 300, "caught up", interval=0.2)
     print(f"faults: {done}; caught up in {time.monotonic() - began:.0f} s")

@@ -1,8 +1,10 @@
-"""Exactly once under faults: 20,000 records in 3 partitions into a Parquet table through Spark,
-while the daemon is SIGKILLed three times (and restarted) and two executor JVMs are SIGKILLed
-from outside. Once it has caught up, the table — read with pyarrow, which skips the
-underscore-prefixed staging and log directories as every reader does — holds exactly 20,000
-rows and 20,000 distinct (kafka_partition, kafka_offset) pairs (``support.exactly_once``).
+"""Exactly once under faults: 20,000 records in 3 partitions into a Parquet table (written by
+pyarrow in the executors, the default ``write.engine=auto``), while the daemon is SIGKILLed
+three times (and restarted) and two executors are SIGKILLed from outside (the Spark-cluster
+audit kills JVMs under Spark writes). Once it has caught up, the table — read with pyarrow,
+which skips the underscore-prefixed staging and log directories as every reader does — holds
+exactly 20,000 rows and 20,000 distinct (kafka_partition, kafka_offset) pairs
+(``support.exactly_once``).
 """
 
 from __future__ import annotations
