@@ -70,6 +70,7 @@ jars: check-java
 # (tests/conftest.py), so say what is missing before the long run starts.
 check-test-tools:
 	@command -v systemd-analyze >/dev/null || { echo "The unit-file tests need systemd-analyze: apt-get install systemd" >&2; exit 69; }
+	@command -v mvn >/dev/null || { echo "The transform conformance tests resolve Kafka Connect's jars with Maven: apt-get install maven" >&2; exit 69; }
 
 kafka-up: check-java
 	@$(PY) dev/kafka/kafkactl.py up --port $(KAFKA_PORT)

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, model_validator
 
 from daemon.config import fields as f
+from daemon.config import transforms as tf
 from daemon.config import values
 from daemon.config.clients import ConsumerSettings, KafkaClient, client_problems
 from daemon.config.fields import Expect, choice, setting
@@ -233,8 +234,10 @@ class ConnectorConfig(BaseModel):
     transforms: f.StrList = setting(
         (),
         key="transforms",
-        description="Aliases of Connect's single message transforms. Not applied yet: a"
-        " connector that lists any is refused (its records would reach the sink untransformed).",
+        description="Aliases of Connect's single message transforms, applied in this order"
+        " after conversion, before the sink: Filter, with the predicates TopicNameMatches,"
+        " HasHeaderKey and RecordIsTombstone. A connector listing another transform is refused"
+        " (its records would reach the sink untransformed).",
     )
     transforms_config: f.StrDict = setting(
         {}, key="transforms.*", description="transforms.ALIAS.type and the transforms' settings."
@@ -242,8 +245,8 @@ class ConnectorConfig(BaseModel):
     predicates: f.StrList = setting(
         (),
         key="predicates",
-        description="Aliases of the predicates transforms may use. Not applied yet: a connector"
-        " that lists any is refused.",
+        description="Aliases of the predicates transforms may use (TopicNameMatches,"
+        " HasHeaderKey, RecordIsTombstone).",
     )
     predicates_config: f.StrDict = setting(
         {}, key="predicates.*", description="predicates.ALIAS.type and the predicates' settings."
@@ -301,6 +304,19 @@ class ConnectorConfig(BaseModel):
             f.report(info, problem)
         return self
 
+    def chain_and_problems(self) -> tuple[tf.Chain, list[Problem]]:
+        """The transformation chain ``transforms`` and ``predicates`` configure, and its
+        problems (``daemon.config.transforms``)."""
+        return tf.chain(
+            self.transforms, self.transforms_config, self.predicates, self.predicates_config
+        )
+
+    @property
+    def transform_chain(self) -> tf.Chain:
+        """The checked chain (empty without ``transforms``); a parsed configuration has none
+        with errors."""
+        return self.chain_and_problems()[0]
+
     def cross_problems(self) -> list[Problem]:
         """Problems between settings (each value being valid on its own)."""
         problems = []
@@ -328,39 +344,11 @@ class ConnectorConfig(BaseModel):
                     "errors.tolerance is none, so a failing record stops the task instead",
                 )
             )
-        for kind, aliases, config in (
-            ("transforms", self.transforms, self.transforms_config),
-            ("predicates", self.predicates, self.predicates_config),
-        ):
-            for alias in aliases:
-                if f"{alias}.type" not in config:
-                    problems.append(
-                        error(
-                            f"{kind}.{alias}.type",
-                            f"{kind} lists '{alias}' but its type is not set",
-                            "a class name",
-                        )
-                    )
-                else:
-                    problems.append(_not_applied(kind, alias, config[f"{alias}.type"]))
+        problems += self.chain_and_problems()[1]
         problems += client_problems(
             "consumer.override.", KafkaClient.CONSUMER, self.consumer_override
         )
         return problems
-
-
-def _not_applied(kind: str, alias: str, type_name: str) -> Problem:
-    """connectd does not apply Connect's single message transforms (nor their predicates) yet:
-    accepting one would write every record as if it were not there (an unmasked field, a
-    record a Filter drops, a topic not routed), so a configuration that lists one is refused."""
-    what = "single message transforms" if kind == "transforms" else "transform predicates"
-    return error(
-        f"{kind}.{alias}.type",
-        f"{type_name}: connectd does not apply {what} yet, so records would reach the sink"
-        " untransformed",
-        f"no {kind} (remove '{kind}' and its '{kind}.{alias}.*' settings), or keep this"
-        " connector on Kafka Connect until connectd applies them",
-    )
 
 
 def effective_converter(

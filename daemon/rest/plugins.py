@@ -1,5 +1,5 @@
-"""``/connector-plugins``: installed connector classes (and converters), their settings, and
-configuration validation in Connect's ``ConfigInfos`` shape.
+"""``/connector-plugins``: installed connector classes (and converters, transforms and
+predicates), their settings, and configuration validation in Connect's ``ConfigInfos`` shape.
 
 Only installed plugins are looked up — by class name, simple class name or alias (with or
 without the ``Connector`` suffix, any case) — so a request can never make the worker import an
@@ -11,6 +11,7 @@ from __future__ import annotations
 from aiohttp import web
 
 import daemon
+from daemon.config import transforms as tf
 from daemon.connectors.api import ConnectorRegistry, PluginInfo, SinkConnector
 from daemon.connectors.converters import list_converters
 from daemon.rest import models as m
@@ -66,7 +67,8 @@ def _converter(name: str) -> str | None:
 @routes.op(
     "GET",
     "/connector-plugins",
-    "Installed connector classes; with connectorsOnly=false also converters",
+    "Installed connector classes; with connectorsOnly=false also converters, transforms and"
+    " predicates",
     Reply(200, "The plugins", m.PluginList),
     Reply(400, "Invalid query parameter", m.ErrorMessage),
     query=(Query("connectorsOnly", "bool", True, "List only connector classes"),),
@@ -79,7 +81,29 @@ async def list_plugins(request: web.Request) -> web.Response:
             {"class": name, "type": "converter", "version": daemon.__version__}
             for name in list_converters()
         ]
+        out += [
+            {"class": name, "type": kind, "version": daemon.__version__}
+            for kind, names in (("transformation", tf.TRANSFORMS), ("predicate", tf.PREDICATES))
+            for name in names
+        ]
     return json_reply(out)
+
+
+def _chain_key(name: str) -> dict[str, object]:
+    """A transform's or predicate's own setting, in Connect's ``ConfigKeyInfo`` shape."""
+    return {
+        "name": name,
+        "type": "STRING",
+        "required": True,
+        "default_value": None,
+        "importance": "HIGH",
+        "documentation": tf.KEY_DOCS[name],
+        "group": None,
+        "width": "NONE",
+        "display_name": name,
+        "dependents": [],
+        "order": -1,
+    }
 
 
 @routes.op(
@@ -96,6 +120,10 @@ async def plugin_config(request: web.Request) -> web.Response:
     if converter is not None:
         keys = _JSON_CONVERTER_KEYS if converter.endswith("JsonConverter") else []
         return json_reply(keys)
+    chained = tf.class_name(name)
+    own = tf.TRANSFORMS.get(chained, tf.PREDICATES.get(chained))
+    if own is not None:
+        return json_reply([_chain_key(k) for k in own])
     found = find_plugin(ctx.registry, name)
     if found is None:
         raise not_found(f"Unknown plugin {name}.")

@@ -1,4 +1,6 @@
-"""What happens to a poll's records before ``put``: conversion, then the errant-record policy.
+"""What happens to a poll's records before ``put``: conversion, the connector's transforms
+(``daemon.connectors.transforms``: Connect's order, convert → transformation chain → put), then
+the errant-record policy.
 
 ``RecordPipeline`` is the part of an incarnation that owns its key and value converters (the
 connector's or the worker's converter classes, with the task configuration's
@@ -7,8 +9,9 @@ connector's or the worker's converter classes, with the task configuration's
 guarantees:
 
 - conversion loops over every record, so it never runs on the event loop (DESIGN.md): a poll
-  with records is converted (``convert_poll``, one call) in a thread, under the callback
-  deadline;
+  with records is converted (``convert_poll``, one call) and transformed in a thread, under the
+  callback deadline; the rows a transform drops leave the batch while its offset ranges still
+  cover them, so the sink's commit moves past them;
 - every failure of a poll (the converters' and the sink's ``reject``) is sifted out and handled
   (tolerance, log, dead-letter topic) before ``put`` sees the batch; the batch's offset ranges
   still cover the records left out, so the sink's commit moves past them;
@@ -19,6 +22,7 @@ guarantees:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,6 +30,7 @@ from daemon.config import ConnectorConfig, WorkerConfig, effective_converter
 from daemon.connectors.api import TaskId
 from daemon.connectors.converters import ConversionResult, Converter, convert_poll, make_converter
 from daemon.connectors.records import OffsetRange, RawBatch, RecordBatch, TopicPartition
+from daemon.connectors.transforms import apply as apply_transforms
 from daemon.runtime.deadletter.policy import ErrantRecords
 from daemon.runtime.incarnation.consumer import group_id
 from daemon.runtime.settings import TaskSettings
@@ -82,6 +87,7 @@ class RecordPipeline:
             close_timeout=settings.client_close_timeout,
         )
         self._timeout = settings.callback_timeout
+        self.chain = config.transform_chain
 
     async def start(self) -> None:
         """Creates the dead-letter topic if there is one."""
@@ -94,11 +100,14 @@ class RecordPipeline:
         self, polled: Mapping[TopicPartition, Sequence[Any]], ranges: Sequence[OffsetRange]
     ) -> tuple[int, ConversionResult]:
         """The poll's records converted (those that could not be are in ``bad``); how many."""
-        key, value = self.key, self.value
+        key, value, chain = self.key, self.value, self.chain
 
         def convert() -> tuple[int, ConversionResult]:
             records = [r for tp in sorted(polled) for r in polled[tp]]
-            return len(records), convert_poll(RawBatch.from_records(records), key, value, ranges)
+            result = convert_poll(RawBatch.from_records(records), key, value, ranges)
+            if chain:
+                result = dataclasses.replace(result, batch=apply_transforms(chain, result.batch))
+            return len(records), result
 
         if not any(polled.values()):
             return convert()

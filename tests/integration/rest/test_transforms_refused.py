@@ -1,6 +1,6 @@
-"""Connect's single message transforms are not applied yet, so a connector that lists one is
-refused everywhere a configuration enters, naming the transform's key (``transforms.<alias>.type``)
-— accepted, a MaskField would leave ``ssn`` unmasked in the table. A real ``connectd standalone``
+"""A Connect transform connectd does not apply yet is refused everywhere a configuration
+enters, naming the transform's key (``transforms.<alias>.type``) — accepted, a MaskField would
+leave ``ssn`` unmasked in the table. A real ``connectd standalone``
 and its REST API: POST and PUT answer 400 with Connect's body and create nothing,
 ``/config/validate`` files the error under the transform's key, ``check-config`` and the daemon's
 start exit 78 naming it."""
@@ -18,7 +18,7 @@ from support.daemon import ProcessFactory, worker_properties, write_properties
 pytestmark = pytest.mark.integration
 
 MASK = "org.apache.kafka.connect.transforms.MaskField$Value"
-WHY = f"transforms.mask.type: {MASK}: connectd does not apply single message transforms yet"
+WHY = f"transforms.mask.type: {MASK}: connectd does not apply this single message transform yet"
 
 
 def masked(name: str) -> dict[str, str]:
@@ -51,7 +51,7 @@ def test_a_connector_with_transforms_is_refused_everywhere(
     (value,) = [
         c["value"] for c in infos["configs"] if c["value"]["name"] == "transforms.mask.type"
     ]
-    assert any("does not apply single message transforms" in e for e in value["errors"]), value
+    assert any("does not apply this single message transform" in e for e in value["errors"]), value
 
     worker_file = write_properties(tmp_path / "worker.properties", worker)
     connector_file = write_properties(tmp_path / "m.properties", masked("m"))

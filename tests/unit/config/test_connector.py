@@ -214,33 +214,6 @@ def test_prefix_settings() -> None:
     }
 
 
-def test_transforms_and_predicates_are_refused_until_they_are_applied() -> None:
-    """Accepted, a transform would be silently ignored: an unmasked field in the table."""
-    mask = "org.apache.kafka.connect.transforms.MaskField$Value"
-    tombstone = "org.apache.kafka.connect.transforms.predicates.RecordIsTombstone"
-    errors = _problems(
-        {
-            **BASE,
-            "transforms": "mask,b",
-            "transforms.mask.type": mask,
-            "transforms.mask.fields": "ssn",
-            "predicates": "tomb",
-            "predicates.tomb.type": tombstone,
-        }
-    )
-    assert len(errors) == 3
-    assert (
-        f"c.properties: transforms.mask.type: {mask}: connectd does not apply single" in errors[0]
-    )
-    assert "records would reach the sink untransformed" in errors[0]
-    assert "remove 'transforms' and its 'transforms.mask.*' settings" in errors[0]
-    assert "transforms.b.type: transforms lists 'b' but its type is not set" in errors[1]
-    assert (
-        "c.properties: predicates.tomb.type: org.apache.kafka.connect.transforms.pred" in errors[2]
-    )
-    assert "does not apply transform predicates yet" in errors[2]
-
-
 def test_dead_letter_queue_checks() -> None:
     [error] = _problems(
         {**BASE, "errors.deadletterqueue.topic.name": "t", "errors.tolerance": "all"}

@@ -38,7 +38,21 @@ async def test_list_all_adds_converters(client: Client) -> None:
     converters = {p["class"] for p in plugins if p["type"] == "converter"}
     assert "org.apache.kafka.connect.json.JsonConverter" in converters
     assert "org.apache.kafka.connect.storage.StringConverter" in converters
+    by_type = {(p["class"], p["type"]) for p in plugins}
+    assert ("org.apache.kafka.connect.transforms.Filter", "transformation") in by_type
+    predicates = "org.apache.kafka.connect.transforms.predicates."
+    assert {c for c, t in by_type if t == "predicate"} == {
+        predicates + "TopicNameMatches",
+        predicates + "HasHeaderKey",
+        predicates + "RecordIsTombstone",
+    }
     (await client.get("/connector-plugins?connectorsOnly=perhaps")).error(400)
+
+
+async def test_a_transform_or_predicate_lists_its_own_settings(client: Client) -> None:
+    (pattern,) = (await client.get("/connector-plugins/TopicNameMatches/config")).json
+    assert (pattern["name"], pattern["required"]) == ("pattern", True)
+    assert (await client.get("/connector-plugins/Filter/config")).json == []
 
 
 @pytest.mark.parametrize("name", ["HangSink", "HangSinkConnector", "hangsink", HANG])

@@ -1,0 +1,122 @@
+// Runs records through Kafka Connect's own transforms and predicates, configured as a
+// connector's `transforms` / `predicates` settings configure them, and prints what comes out.
+//
+//   java -cp '<connect-transforms jars>/*' Harness.java < requests.json > results.json
+//
+// requests: a list of requests (one JVM start for many chains), each
+//          {"config": {"transforms": "a", "transforms.a.type": "...", ...},
+//           "records": [{"topic": t, "partition": p, "offset": o, "key": k, "value": v,
+//                        "headers": [[name, value-or-null], ...]}, ...]}
+// results: for each request, one entry per record, null where the chain dropped it, else the record as it left
+//          the chain in the same form ({"topic", "partition", "offset", "key", "value",
+//          "headers"}), or {"error": "<class>: <message>"} where a stage threw.
+// A transform applies to a record as Connect's TransformationStage applies it: when it has no
+// predicate, or when the predicate's test differs from `negate`.
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import org.apache.kafka.connect.header.ConnectHeaders;
+import org.apache.kafka.connect.header.Header;
+import org.apache.kafka.connect.sink.SinkRecord;
+import org.apache.kafka.connect.transforms.Transformation;
+import org.apache.kafka.connect.transforms.predicates.Predicate;
+
+public class Harness {
+    static final Map<String, String> ALIASES = Map.of(
+        "Filter", "org.apache.kafka.connect.transforms.Filter",
+        "TopicNameMatches", "org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
+        "HasHeaderKey", "org.apache.kafka.connect.transforms.predicates.HasHeaderKey",
+        "RecordIsTombstone", "org.apache.kafka.connect.transforms.predicates.RecordIsTombstone");
+
+    record Stage(Transformation<SinkRecord> transform, Predicate<SinkRecord> predicate, boolean negate) {}
+
+    static Map<String, String> under(Map<String, String> config, String prefix, String... skip) {
+        Map<String, String> out = new HashMap<>();
+        for (var e : config.entrySet()) {
+            if (e.getKey().startsWith(prefix)) {
+                String key = e.getKey().substring(prefix.length());
+                if (!List.of(skip).contains(key)) out.put(key, e.getValue());
+            }
+        }
+        return out;
+    }
+
+    static List<String> aliases(Map<String, String> config, String key) {
+        List<String> out = new ArrayList<>();
+        for (String a : config.getOrDefault(key, "").split(",")) if (!a.isBlank()) out.add(a.trim());
+        return out;
+    }
+
+    @SuppressWarnings("unchecked")
+    static <T> T make(String type, Map<String, String> config) throws Exception {
+        Object made = Class.forName(ALIASES.getOrDefault(type, type)).getDeclaredConstructor().newInstance();
+        if (made instanceof Transformation<?> t) t.configure(config);
+        if (made instanceof Predicate<?> p) p.configure(config);
+        return (T) made;
+    }
+
+    public static void main(String[] args) throws Exception {
+        ObjectMapper json = new ObjectMapper();
+        ArrayNode results = json.createArrayNode();
+        for (JsonNode request : json.readTree(System.in)) results.add(run(json, request));
+        System.out.println(json.writeValueAsString(results));
+    }
+
+    static ArrayNode run(ObjectMapper json, JsonNode request) throws Exception {
+        Map<String, String> config = new HashMap<>();
+        request.get("config").fields().forEachRemaining(e -> config.put(e.getKey(), e.getValue().asText()));
+        Map<String, Predicate<SinkRecord>> predicates = new HashMap<>();
+        for (String alias : aliases(config, "predicates")) {
+            String prefix = "predicates." + alias + ".";
+            predicates.put(alias, make(config.get(prefix + "type"), under(config, prefix, "type")));
+        }
+        List<Stage> stages = new ArrayList<>();
+        for (String alias : aliases(config, "transforms")) {
+            String prefix = "transforms." + alias + ".";
+            Transformation<SinkRecord> t = make(config.get(prefix + "type"), under(config, prefix, "type", "predicate", "negate"));
+            String predicate = config.get(prefix + "predicate");
+            boolean negate = Boolean.parseBoolean(config.getOrDefault(prefix + "negate", "false"));
+            stages.add(new Stage(t, predicate == null ? null : predicates.get(predicate), negate));
+        }
+        ArrayNode out = json.createArrayNode();
+        for (JsonNode r : request.get("records")) {
+            ConnectHeaders headers = new ConnectHeaders();
+            for (JsonNode h : r.get("headers")) headers.addString(h.get(0).asText(), h.get(1).isNull() ? null : h.get(1).asText());
+            SinkRecord record = new SinkRecord(
+                r.get("topic").asText(), r.get("partition").asInt(),
+                null, r.get("key").isNull() ? null : r.get("key").asText(),
+                null, r.get("value").isNull() ? null : r.get("value").asText(),
+                r.get("offset").asLong(), 0L, org.apache.kafka.common.record.TimestampType.CREATE_TIME, headers);
+            try {
+                for (Stage s : stages) {
+                    if (record == null) break;
+                    if (s.predicate() == null || s.predicate().test(record) != s.negate()) record = s.transform().apply(record);
+                }
+                if (record == null) {
+                    out.addNull();
+                    continue;
+                }
+                ObjectNode o = out.addObject();
+                o.put("topic", record.topic());
+                o.put("partition", record.kafkaPartition());
+                o.put("offset", record.kafkaOffset());
+                o.putPOJO("key", record.key());
+                o.putPOJO("value", record.value());
+                ArrayNode hs = o.putArray("headers");
+                for (Iterator<Header> it = record.headers().iterator(); it.hasNext();) {
+                    Header h = it.next();
+                    hs.addArray().add(h.key()).addPOJO(h.value());
+                }
+            } catch (Exception e) {
+                out.addObject().put("error", e.getClass().getSimpleName() + ": " + e.getMessage());
+            }
+        }
+        return out;
+    }
+}

@@ -1,0 +1,63 @@
+"""Kafka Connect's own transform classes for the conformance tests: connect-transforms (with
+connect-api, kafka-clients) and Jackson, resolved from Maven Central once through
+tests/conformance/connect/pom.xml into ``.cache/connect-transforms-<version>/libs`` (a stamp
+file marks it complete), and the single-file Java harness that runs records through them."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+CONNECT_VERSION = "4.1.2"
+POM = ROOT / "tests" / "conformance" / "connect" / "pom.xml"
+HARNESS = POM.with_name("Harness.java")
+
+
+def connect_libs(version: str = CONNECT_VERSION) -> Path:
+    """The directory of Connect's jars, resolved with Maven the first time."""
+    libs = ROOT / ".cache" / f"connect-transforms-{version}" / "libs"
+    if (libs / ".complete").exists():
+        return libs
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise RuntimeError(
+            "mvn not found: the conformance tests need Maven (apt-get install maven)"
+        )
+    partial = libs.with_name("libs.partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    cmd = [mvn, "-q", "-B", "-f", str(POM), f"-Dkafka.version={version}"]
+    cmd += ["dependency:copy-dependencies", f"-DoutputDirectory={partial}"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
+    if out.returncode != 0 or not list(partial.glob("connect-transforms-*.jar")):
+        raise RuntimeError(
+            f"could not resolve Connect {version}: {out.stdout[-2000:]}{out.stderr[-2000:]}"
+        )
+    (partial / ".complete").write_text(f"connect-transforms {version}\n")
+    shutil.rmtree(libs, ignore_errors=True)
+    partial.rename(libs)
+    return libs
+
+
+def run_harness(
+    libs: Path, requests: Sequence[tuple[Mapping[str, str], Sequence[Mapping[str, Any]]]]
+) -> list[list[dict[str, Any] | None]]:
+    """For each (connector config, records): the records as Connect's classes leave them
+    (``Harness.java``), None where dropped. One JVM for all of them."""
+    body = json.dumps([{"config": dict(c), "records": list(r)} for c, r in requests])
+    out = subprocess.run(
+        ["java", "-cp", f"{libs}/*", str(HARNESS)],
+        input=body,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"the Connect harness failed ({out.returncode}): {out.stderr[-4000:]}")
+    result: list[list[dict[str, Any] | None]] = json.loads(out.stdout)
+    return result

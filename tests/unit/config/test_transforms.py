@@ -1,0 +1,127 @@
+"""A connector's transforms and predicates as the config layer reads them: the chain connectd
+applies, and every refusal filed under the key it concerns (daemon/config/transforms.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pytest
+
+from daemon.config import parse_connector
+from daemon.config import transforms as tf
+from daemon.errors import InvalidConfig
+
+BASE = {"name": "c", "connector.class": "EchoSink", "topics": "t"}
+MASK = "org.apache.kafka.connect.transforms.MaskField$Value"
+
+
+def errors(config: Mapping[str, str]) -> dict[str | None, str]:
+    with pytest.raises(InvalidConfig) as caught:
+        parse_connector({**BASE, **config})
+    return {p.key: str(p) for p in caught.value.problems if p.is_error}
+
+
+def test_filter_with_a_predicate_is_the_chain() -> None:
+    config, warnings = parse_connector(
+        {
+            **BASE,
+            "transforms": "drop",
+            "transforms.drop.type": "Filter",
+            "transforms.drop.predicate": "p",
+            "transforms.drop.negate": "TRUE",
+            "predicates": "p",
+            "predicates.p.type": "TopicNameMatches",
+            "predicates.p.pattern": "orders-.*",
+        }
+    )
+    assert warnings == []
+    (spec,) = config.transform_chain.transforms
+    assert (spec.alias, spec.cls, spec.negate) == ("drop", tf.FILTER, True)
+    assert spec.predicate == tf.PredicateSpec("p", tf.TOPIC_NAME_MATCHES, {"pattern": "orders-.*"})
+    assert not parse_connector(BASE)[0].transform_chain
+
+
+def test_a_transform_connectd_does_not_apply_yet_is_refused_naming_it() -> None:
+    found = errors(
+        {"transforms": "mask", "transforms.mask.type": MASK, "transforms.mask.fields": "x"}
+    )
+    message = found["transforms.mask.type"]
+    assert f"{MASK}: connectd does not apply this single message transform yet" in message
+    assert "records would reach the sink untransformed" in message and "Filter" in message
+    short = errors({"transforms": "m", "transforms.m.type": "MaskField$Key"})
+    assert "does not apply this single message transform yet" in short["transforms.m.type"]
+
+
+@pytest.mark.parametrize(
+    ("config", "key", "why"),
+    [
+        (
+            {"transforms": "a,b", "transforms.a.type": "Filter"},
+            "transforms.b.type",
+            "type is not set",
+        ),
+        (
+            {"transforms": "a", "transforms.a.type": "com.acme.Mine"},
+            "transforms.a.type",
+            "not a transform class connectd knows",
+        ),
+        (
+            {"transforms": "a", "transforms.a.type": "Filter", "transforms.a.predicate": "nope"},
+            "transforms.a.predicate",
+            "names 'nope', which predicates does not list",
+        ),
+        (
+            {"transforms": "a", "transforms.a.type": "Filter", "transforms.a.negate": "maybe"},
+            "transforms.a.negate",
+            "'maybe' is not a boolean",
+        ),
+        (
+            {"predicates": "p", "predicates.p.type": "TopicNameMatches"},
+            "predicates.p.pattern",
+            "is required",
+        ),
+        (
+            {
+                "predicates": "p",
+                "predicates.p.type": "TopicNameMatches",
+                "predicates.p.pattern": "(",
+            },
+            "predicates.p.pattern",
+            "is not a valid regex",
+        ),
+        (
+            {"predicates": "p", "predicates.p.type": "HasHeaderKey", "predicates.p.name": " "},
+            "predicates.p.name",
+            "is required",
+        ),
+        (
+            {"predicates": "p", "predicates.p.type": "com.acme.P"},
+            "predicates.p.type",
+            "not a predicate class connectd knows",
+        ),
+        ({"predicates": "p"}, "predicates.p.type", "type is not set"),
+    ],
+)
+def test_each_refusal_names_its_key(config: dict[str, str], key: str, why: str) -> None:
+    found = errors(config)
+    assert key in found and why in found[key], found
+
+
+def test_unused_settings_and_a_lone_negate_are_warnings() -> None:
+    _, warnings = parse_connector(
+        {
+            **BASE,
+            "transforms": "f",
+            "transforms.f.type": "org.apache.kafka.connect.transforms.Filter",
+            "transforms.f.negate": "true",
+            "transforms.f.extra": "1",
+            "predicates": "p",
+            "predicates.p.type": "RecordIsTombstone",
+            "predicates.p.pattern": "x",
+        }
+    )
+    assert {w.key for w in warnings} == {
+        "transforms.f.negate",
+        "transforms.f.extra",
+        "predicates.p.pattern",
+    }
