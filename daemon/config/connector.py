@@ -235,7 +235,8 @@ class ConnectorConfig(BaseModel):
         (),
         key="transforms",
         description="Aliases of Connect's single message transforms, applied in this order"
-        " after conversion, before the sink: Filter, with the predicates TopicNameMatches,"
+        " after conversion, before the sink: Filter and DropHeaders, with the predicates"
+        " TopicNameMatches,"
         " HasHeaderKey and RecordIsTombstone. A connector listing another transform is refused"
         " (its records would reach the sink untransformed).",
     )

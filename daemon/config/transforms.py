@@ -23,12 +23,13 @@ from daemon.config.problems import Problem, error, warning
 _T = "org.apache.kafka.connect.transforms."
 _P = _T + "predicates."
 FILTER = _T + "Filter"
+DROP_HEADERS = _T + "DropHeaders"
 TOPIC_NAME_MATCHES = _P + "TopicNameMatches"
 HAS_HEADER_KEY = _P + "HasHeaderKey"
 RECORD_IS_TOMBSTONE = _P + "RecordIsTombstone"
 
-#: Applied transforms → their own keys (the required ones).
-TRANSFORMS: dict[str, tuple[str, ...]] = {FILTER: ()}
+#: Applied transforms → their own keys (each required).
+TRANSFORMS: dict[str, tuple[str, ...]] = {FILTER: (), DROP_HEADERS: ("headers",)}
 #: Applied predicates → their own keys (each required).
 PREDICATES: dict[str, tuple[str, ...]] = {
     TOPIC_NAME_MATCHES: ("pattern",),
@@ -39,7 +40,6 @@ PREDICATES: dict[str, tuple[str, ...]] = {
 #: them): known, not applied yet, so refused as such.
 NOT_YET = (
     "Cast",
-    "DropHeaders",
     "ExtractField",
     "Flatten",
     "HeaderFrom",
@@ -163,12 +163,19 @@ def _predicate(alias: str, config: Mapping[str, str]) -> tuple[PredicateSpec | N
 _EXPECTED = {
     "pattern": "a regex the whole topic name must match",
     "name": "a header name",
+    "headers": "a comma-separated list of header names",
 }
 #: What each applied class's own setting means (``GET /connector-plugins/{class}/config``).
 KEY_DOCS = {
     "pattern": "TopicNameMatches holds where the whole topic name matches this regex.",
     "name": "HasHeaderKey holds where some header has this name.",
+    "headers": "DropHeaders removes every header with one of these names.",
 }
+
+
+def names(text: str) -> tuple[str, ...]:
+    """A LIST setting's items (Connect's: comma-separated, trimmed, empty ones dropped)."""
+    return tuple(item.strip() for item in text.split(",") if item.strip())
 
 
 def chain(
@@ -225,6 +232,11 @@ def chain(
             problems.append(
                 warning(f"transforms.{alias}.negate", "has no effect without a predicate")
             )
+        problems += [
+            error(f"transforms.{alias}.{k}", "is required and has no default", _EXPECTED[k])
+            for k in TRANSFORMS[cls]
+            if not names(own.get(k, ""))
+        ]
         problems += [
             warning(
                 f"transforms.{alias}.{k}", f"is not a setting of {cls.rsplit('.', 1)[1]}: unused"

@@ -13,12 +13,18 @@ Column-wise on the batch's Arrow table, never a Python loop over records:
 - a transform applies to the rows where its predicate's mask differs from ``negate`` (all rows
   without a predicate), as Connect's ``TransformationStage`` applies it to a record;
 - ``Filter`` drops those rows. The batch's offset ranges still cover them, so the sink's
-  commit moves past them, as Connect commits past records a transform dropped.
+  commit moves past them, as Connect commits past records a transform dropped;
+- ``DropHeaders`` removes the headers named in ``headers`` from those rows (the headers column's
+  values are filtered and its offsets moved, no row rebuilt).
+
+Stages run in order, each on the batch the ones before it left: a predicate sees the headers a
+``DropHeaders`` before it removed, as it would in Connect.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import replace
 
 import pyarrow as pa
@@ -55,21 +61,27 @@ def predicate_mask(spec: tf.PredicateSpec, batch: RecordBatch) -> pa.BooleanArra
 
 
 def apply(chain: tf.Chain, batch: RecordBatch) -> RecordBatch:
-    """``batch`` after ``chain``: the rows Filter drops are gone, ranges unchanged."""
-    n = len(batch)
-    if not chain or n == 0:
-        return batch
-    keep = pa.array([True] * n)
+    """``batch`` after ``chain``, stage by stage (each predicate sees the batch as the stages
+    before it left it): the rows Filter drops are gone, ranges unchanged."""
     for spec in chain.transforms:
-        where: pa.BooleanArray = pa.array([True] * n)
+        n = len(batch)
+        if n == 0:
+            break
+        where = pa.array([True] * n)
         if spec.predicate is not None:
             where = predicate_mask(spec.predicate, batch)
             if spec.negate:
                 where = pc.invert(where)
         if spec.cls == tf.FILTER:
-            keep = pc.and_(keep, pc.invert(where))
+            batch = _keep(batch, pc.invert(where))
+        elif spec.cls == tf.DROP_HEADERS:
+            batch = _drop_headers(batch, tf.names(spec.config["headers"]), where)
         else:
             raise ValueError(f"{spec.cls} is not a transform connectd applies")
+    return batch
+
+
+def _keep(batch: RecordBatch, keep: pa.BooleanArray) -> RecordBatch:
     if pc.all(keep).as_py():
         return batch
     return replace(
@@ -80,3 +92,34 @@ def apply(chain: tf.Chain, batch: RecordBatch) -> RecordBatch:
             None if batch.timestamp_types is None else batch.timestamp_types.filter(keep)
         ),
     )
+
+
+def _drop_headers(batch: RecordBatch, names: Sequence[str], rows: pa.BooleanArray) -> RecordBatch:
+    """DropHeaders: every header named one of ``names`` leaves the ``rows`` it applies to.
+
+    On the list column's buffers: the header structs to keep are filtered out of its values,
+    and each row's offset moves back by the headers dropped before it."""
+    table = batch.table
+    column = table.column("headers").combine_chunks()
+    offsets = column.offsets
+    base = offsets[0].as_py()
+    values = column.values.slice(base, offsets[-1].as_py() - base)
+    relative = pc.subtract(offsets, base)
+    owner = pc.list_parent_indices(pa.ListArray.from_arrays(relative, values))
+    gone = pc.and_(
+        pc.is_in(pc.struct_field(values, [0]), value_set=pa.array(list(names), pa.string())),
+        pc.take(rows, owner),
+    )
+    gone = pc.fill_null(gone, False)
+    if not pc.any(gone).as_py():
+        return batch
+    dropped = pc.cumulative_sum(gone.cast(offsets.type))
+    before = pa.concat_arrays([pa.array([0], offsets.type), dropped])
+    headers = pa.ListArray.from_arrays(
+        pc.subtract(relative, pc.take(before, relative)),
+        pc.filter(values, pc.invert(gone)),
+        type=column.type,
+        mask=pc.is_null(column) if column.null_count else None,
+    )
+    index = table.schema.get_field_index("headers")
+    return replace(batch, table=table.set_column(index, table.schema.field(index), headers))

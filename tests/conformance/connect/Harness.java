@@ -30,6 +30,7 @@ import org.apache.kafka.connect.transforms.predicates.Predicate;
 public class Harness {
     static final Map<String, String> ALIASES = Map.of(
         "Filter", "org.apache.kafka.connect.transforms.Filter",
+        "DropHeaders", "org.apache.kafka.connect.transforms.DropHeaders",
         "TopicNameMatches", "org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
         "HasHeaderKey", "org.apache.kafka.connect.transforms.predicates.HasHeaderKey",
         "RecordIsTombstone", "org.apache.kafka.connect.transforms.predicates.RecordIsTombstone");

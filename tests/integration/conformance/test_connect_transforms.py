@@ -82,6 +82,37 @@ def chains() -> Iterator[tuple[str, dict[str, str]]]:
             "predicates.t.type": "RecordIsTombstone",
         },
     )
+    drop = {"transforms": "d", "transforms.d.type": "DropHeaders"}
+    yield "drop-one-header", drop | {"transforms.d.headers": "trace"}
+    yield "drop-headers", drop | {"transforms.d.headers": " trace, other ,Trace"}
+    yield "drop-absent-header", drop | {"transforms.d.headers": "none"}
+    yield (
+        "drop-headers-where",
+        drop
+        | {
+            "transforms.d.type": "org.apache.kafka.connect.transforms.DropHeaders",
+            "transforms.d.headers": "trace,other",
+            "transforms.d.predicate": "o",
+            "predicates": "o",
+            "predicates.o.type": "TopicNameMatches",
+            "predicates.o.pattern": "orders.*|a\\.b",
+        },
+    )
+    for first, then in (("d", "f"), ("f", "d")):  # a predicate sees what the stage before left
+        yield (
+            f"drop-{first}-then-{then}",
+            {
+                "transforms": f"{first},{then}",
+                "transforms.d.type": "DropHeaders",
+                "transforms.d.headers": "trace",
+                "transforms.f.type": "Filter",
+                "transforms.f.predicate": "h",
+                "transforms.f.negate": "true",
+                "predicates": "h",
+                "predicates.h.type": "HasHeaderKey",
+                "predicates.h.name": "trace",
+            },
+        )
     yield (
         "two-filters",
         {

@@ -1,9 +1,11 @@
-"""Connect's Filter and predicates on real parts (issue 30): a ParquetSink connector with a chain
-of three Filters reads two topics from a real broker, in a daemon with real executors.
+"""Connect's Filter, DropHeaders and predicates on real parts (issue 30): a ParquetSink connector
+with a chain of three Filters and a DropHeaders reads two topics from a real broker, in a daemon
+with real executors.
 
 - ``tombstones``: Filter with RecordIsTombstone drops records whose value is null;
 - ``skipped``: Filter with HasHeaderKey drops records carrying a ``skip`` header;
-- ``others``: Filter with TopicNameMatches, negated, drops every topic but the one it names.
+- ``others``: Filter with TopicNameMatches, negated, drops every topic but the one it names;
+- ``untraced``: DropHeaders removes the ``trace`` header of the records left.
 
 The table holds exactly the records that pass (checked row by row against the records
 produced), and the commit log covers every offset of both topics: the dropped records are
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow.dataset as ds
 import pytest
 from aiokafka import AIOKafkaProducer
 from support.daemon import DaemonFactory, wait_until, worker_properties
@@ -48,7 +51,7 @@ async def test_a_chain_of_filters_writes_only_what_passes(
         "topics": f"{kept},{other}",
         "path": str(table),
         "flush.interval.ms": "500",
-        "transforms": "tombstones,skipped,others",
+        "transforms": "tombstones,skipped,others,untraced",
         "transforms.tombstones.type": "org.apache.kafka.connect.transforms.Filter",
         "transforms.tombstones.predicate": "isTombstone",
         "transforms.skipped.type": "Filter",
@@ -56,6 +59,8 @@ async def test_a_chain_of_filters_writes_only_what_passes(
         "transforms.others.type": "Filter",
         "transforms.others.predicate": "isKept",
         "transforms.others.negate": "true",
+        "transforms.untraced.type": "DropHeaders",
+        "transforms.untraced.headers": "trace",
         "predicates": "isTombstone,hasSkip,isKept",
         "predicates.isTombstone.type": "RecordIsTombstone",
         "predicates.hasSkip.type": "org.apache.kafka.connect.transforms.predicates.HasHeaderKey",
@@ -79,3 +84,5 @@ async def test_a_chain_of_filters_writes_only_what_passes(
     rows = sorted(coordinates(table))
     assert rows == [(0, i) for i in range(RECORDS) if passes(i)]
     assert 0 < len(rows) < RECORDS  # some passed, some were dropped
+    headers = ds.dataset(table, format="parquet").to_table(columns=["headers"]).column(0)
+    assert headers.to_pylist() == [[]] * len(rows)  # their trace headers dropped

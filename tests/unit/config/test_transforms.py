@@ -100,6 +100,16 @@ def test_a_transform_connectd_does_not_apply_yet_is_refused_naming_it() -> None:
             "not a predicate class connectd knows",
         ),
         ({"predicates": "p"}, "predicates.p.type", "type is not set"),
+        (
+            {"transforms": "d", "transforms.d.type": "DropHeaders"},
+            "transforms.d.headers",
+            "is required",
+        ),
+        (
+            {"transforms": "d", "transforms.d.type": "DropHeaders", "transforms.d.headers": " , "},
+            "transforms.d.headers",
+            "is required",
+        ),
     ],
 )
 def test_each_refusal_names_its_key(config: dict[str, str], key: str, why: str) -> None:
