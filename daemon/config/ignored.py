@@ -32,8 +32,6 @@ WORKER_KEYS: dict[str, str] = {
     "rest.extension.classes": _JVM,
     "server.port": "not a Kafka Connect setting (Connect ignores it too); the REST port is"
     + " set with listeners",
-    "connector.client.config.override.policy": _JVM
-    + " (connectors may override any consumer setting)",
     "header.converter": "connectd passes record headers through as bytes; ignored",
     "exactly.once.source.support": _SOURCE,
     "offset.flush.timeout.ms": _SOURCE,

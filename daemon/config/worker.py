@@ -24,6 +24,7 @@ from daemon.config.executors import (
 )
 from daemon.config.fields import setting
 from daemon.config.kafka import KafkaSettings
+from daemon.config.overrides import OverridePolicy, OverridePolicyName
 from daemon.config.problems import Problem
 from daemon.config.providers import provider_specs
 from daemon.config.rest import RestApiSettings, map_deprecated_rest
@@ -161,6 +162,15 @@ class WorkerConfig(KafkaSettings, RestApiSettings, DistributedSettings, Executor
         description="connectd: the most tasks one connector may ask for (tasks.max); a "
         "connector asking for more is refused when created or validated, and one stored "
         "with more fails at start. Each task is a Kafka consumer of its own.",
+    )
+    connector_client_config_override_policy: OverridePolicy = setting(
+        OverridePolicyName.ALL,
+        key="connector.client.config.override.policy",
+        group=_TASK,
+        description="Which client settings a connector may override (consumer.override.*, "
+        "producer.override.*, admin.override.*): All (any), Principal (only sasl.jaas.config, "
+        "sasl.mechanism and security.protocol) or None; Connect's class names of the three "
+        "are accepted too. A connector overriding another is refused, naming the key.",
     )
     offset_flush_interval: f.Millis = setting(
         timedelta(milliseconds=10000),

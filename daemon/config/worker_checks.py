@@ -1,9 +1,11 @@
 """What a worker refuses in a connector's configuration beyond the connector's own checks.
 
-Two things depend on the worker, not on the connector: whether its Spark can reach a data
-location (``daemon.config.placement``), and how many tasks it runs for one connector
+Three things depend on the worker, not on the connector: whether its Spark can reach a data
+location (``daemon.config.placement``), how many tasks it runs for one connector
 (``tasks.max.limit``: each task is a Kafka consumer and a coroutine of its own, so a connector
-asking for 100,000 of them would take the daemon's loop, REST API and watchdog with it).
+asking for 100,000 of them would take the daemon's loop, REST API and watchdog with it), and
+which client settings a connector may override (``connector.client.config.override.policy``,
+``daemon.config.overrides``).
 
 ``WorkerChecks.of(worker)`` is run wherever a connector config is validated for a worker: the
 connector registry bound to the worker (creation, REST validation, the daemon's start and
@@ -17,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from daemon.config.definitions import ConnectorConfigDef
+from daemon.config.overrides import OverridePolicyName, override_problems
 from daemon.config.placement import LOCAL, SparkPlacement
 from daemon.config.problems import Problem, error
 from daemon.config.providers import has_reference
@@ -44,10 +47,15 @@ class WorkerChecks:
 
     placement: SparkPlacement = LOCAL
     tasks_max_limit: int = TASKS_MAX_LIMIT
+    override_policy: OverridePolicyName = OverridePolicyName.ALL
 
     @classmethod
     def of(cls, worker: WorkerConfig) -> WorkerChecks:
-        return cls(SparkPlacement.of(worker), worker.tasks_max_limit)
+        return cls(
+            SparkPlacement.of(worker),
+            worker.tasks_max_limit,
+            worker.connector_client_config_override_policy,
+        )
 
     def problems(
         self, definition: ConnectorConfigDef | None, config: Mapping[str, str]
@@ -56,6 +64,7 @@ class WorkerChecks:
         not a whole number, or holds a ``${...}`` reference, is left to the connector config's
         own parsing (it names the key) and to the check at start."""
         found = self.placement.problems(definition, config)
+        found += override_problems(self.override_policy, config)
         value = config.get("tasks.max", "").strip()
         if value and not has_reference(value):
             try:

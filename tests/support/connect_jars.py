@@ -1,7 +1,8 @@
-"""Kafka Connect's own transform classes for the conformance tests: connect-transforms (with
-connect-api, kafka-clients) and Jackson, resolved from Maven Central once through
-tests/conformance/connect/pom.xml into ``.cache/connect-transforms-<version>/libs`` (a stamp
-file marks it complete), and the single-file Java harness that runs records through them."""
+"""Kafka Connect's own classes for the conformance tests: connect-transforms (with connect-api,
+kafka-clients), connect-runtime (its client override policies) and Jackson, resolved from Maven
+Central once through tests/conformance/connect/pom.xml into
+``.cache/connect-transforms-<version>/libs`` (a stamp file marks it complete), and the
+single-file Java programs that run records and settings through them."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CONNECT_VERSION = "4.1.2"
 POM = ROOT / "tests" / "conformance" / "connect" / "pom.xml"
 HARNESS = POM.with_name("Harness.java")
+POLICIES = POM.with_name("Policies.java")
 
 
 def connect_libs(version: str = CONNECT_VERSION) -> Path:
@@ -43,21 +45,36 @@ def connect_libs(version: str = CONNECT_VERSION) -> Path:
     return libs
 
 
-def run_harness(
-    libs: Path, requests: Sequence[tuple[Mapping[str, str], Sequence[Mapping[str, Any]]]]
-) -> list[list[dict[str, Any] | None]]:
-    """For each (connector config, records): the records as Connect's classes leave them
-    (``Harness.java``), None where dropped. One JVM for all of them."""
-    body = json.dumps([{"config": dict(c), "records": list(r)} for c, r in requests])
+def _java(libs: Path, program: Path, request: str) -> Any:
     out = subprocess.run(
-        ["java", "-cp", f"{libs}/*", str(HARNESS)],
-        input=body,
+        ["java", "-cp", f"{libs}/*", str(program)],
+        input=request,
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
     )
     if out.returncode != 0:
-        raise RuntimeError(f"the Connect harness failed ({out.returncode}): {out.stderr[-4000:]}")
-    result: list[list[dict[str, Any] | None]] = json.loads(out.stdout)
+        raise RuntimeError(f"{program.name} failed ({out.returncode}): {out.stderr[-4000:]}")
+    return json.loads(out.stdout)
+
+
+def refused_overrides(
+    libs: Path, policies: Sequence[str], keys: Sequence[str]
+) -> dict[str, dict[str, list[str]]]:
+    """What each of Connect's override policies (``None``, ``Principal``, ``All``) says about
+    a connector overriding the consumer settings ``keys``: key → error messages."""
+    result: dict[str, dict[str, list[str]]] = _java(
+        libs, POLICIES, json.dumps({"policies": list(policies), "keys": list(keys)})
+    )
+    return result
+
+
+def run_harness(
+    libs: Path, requests: Sequence[tuple[Mapping[str, str], Sequence[Mapping[str, Any]]]]
+) -> list[list[dict[str, Any] | None]]:
+    """For each (connector config, records): the records as Connect's classes leave them
+    (``Harness.java``), None where dropped. One JVM for all of them."""
+    body = json.dumps([{"config": dict(c), "records": list(r)} for c, r in requests])
+    result: list[list[dict[str, Any] | None]] = _java(libs, HARNESS, body)
     return result
