@@ -1,11 +1,13 @@
 """Kafka Connect's own classes for the conformance tests: connect-transforms (with connect-api,
 kafka-clients), connect-runtime (its client override policies) and Jackson, resolved from Maven
 Central once through tests/conformance/connect/pom.xml into
-``.cache/connect-transforms-<version>/libs`` (a stamp file marks it complete), and the
+``.cache/connect-conformance-<version>-<pom hash>/libs`` (a stamp file marks it complete; a
+changed pom resolves anew), and the
 single-file Java programs that run records and settings through them."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -22,7 +24,8 @@ POLICIES = POM.with_name("Policies.java")
 
 def connect_libs(version: str = CONNECT_VERSION) -> Path:
     """The directory of Connect's jars, resolved with Maven the first time."""
-    libs = ROOT / ".cache" / f"connect-transforms-{version}" / "libs"
+    pom = hashlib.sha256(POM.read_bytes()).hexdigest()[:12]
+    libs = ROOT / ".cache" / f"connect-conformance-{version}-{pom}" / "libs"
     if (libs / ".complete").exists():
         return libs
     mvn = shutil.which("mvn")
