@@ -133,6 +133,13 @@ class ConnectorConfig(BaseModel):
     tasks_max: f.PositiveInt = setting(
         1, key="tasks.max", description="Most tasks the connector may run."
     )
+    tasks_max_enforce: f.Bool = setting(
+        True,
+        key="tasks.max.enforce",
+        description="(Deprecated in Connect) true: a connector that generates more task"
+        " configurations than tasks.max fails, naming both counts; false: they all run (up to"
+        " the worker's tasks.max.limit), with a warning.",
+    )
     topics: Topics = setting(
         (), key="topics", description="Topics to consume. Set this or topics.regex."
     )

@@ -73,7 +73,6 @@ WORKER_PREFIXES: dict[str, str] = {
 CONNECTOR_KEYS: dict[str, str] = {
     "header.converter": "connectd passes record headers through as bytes; ignored",
     "config.action.reload": "connectd re-reads config providers whenever a task starts; ignored",
-    "tasks.max.enforce": "connectd always enforces tasks.max; ignored",
     "exactly.once.support": _SOURCE,
     "transaction.boundary": _SOURCE,
     "transaction.boundary.interval.ms": _SOURCE,

@@ -15,6 +15,7 @@ starts, so one stored before the bound was lowered fails instead of starting its
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -24,7 +25,9 @@ from daemon.config.placement import LOCAL, SparkPlacement
 from daemon.config.problems import Problem, error
 from daemon.config.providers import has_reference
 from daemon.config.worker import TASKS_MAX_LIMIT, TASKS_MAX_LIMIT_KEY, WorkerConfig
-from daemon.errors import InvalidConfig
+from daemon.errors import ConfigError, InvalidConfig
+
+log = logging.getLogger("connectd.config")
 
 
 def tasks_max_problem(tasks_max: int, limit: int) -> Problem | None:
@@ -86,6 +89,37 @@ class WorkerChecks:
         if problem is not None:
             raise InvalidConfig([problem])
         return tasks_max
+
+    def generated(
+        self, name: str, configs: list[dict[str, str]], resolved: Mapping[str, str]
+    ) -> list[dict[str, str]]:
+        """The task configurations connector ``name`` generated for its resolved config,
+        bounded as Connect 4 bounds them: more than ``tasks.max`` fails the connector
+        (``ConfigError``, not retried: it generates the same again) unless
+        ``tasks.max.enforce=false``, which lets them run up to this worker's
+        ``tasks.max.limit``."""
+        tasks_max = int(resolved.get("tasks.max", "1"))
+        enforce = resolved.get("tasks.max.enforce", "true").strip().lower() != "false"
+        if len(configs) <= tasks_max:
+            return configs
+        if enforce:
+            raise ConfigError(
+                f"Connector {name} generated {len(configs)} task configurations, more than"
+                f" tasks.max={tasks_max}: raise tasks.max, fix the connector, or set"
+                " tasks.max.enforce=false (deprecated) to run them all"
+            )
+        if len(configs) > self.tasks_max_limit:
+            raise ConfigError(
+                f"Connector {name} generated {len(configs)} task configurations, more than"
+                f" this worker runs for one connector ({TASKS_MAX_LIMIT_KEY}="
+                f"{self.tasks_max_limit}), although tasks.max.enforce=false"
+            )
+        log.warning(
+            "Connector %s generated %d task configurations, more than tasks.max=%d; all run"
+            " (tasks.max.enforce=false)",
+            *(name, len(configs), tasks_max),
+        )
+        return configs
 
 
 NONE_REFUSED = WorkerChecks()

@@ -97,7 +97,9 @@ class ConnectorRuntime:
                 instance = cls()
                 await instance.start(resolved)
                 tasks_max = self.env.registry.checks.tasks_max(resolved)
-                configs = instance.task_configs(tasks_max)[:tasks_max]
+                configs = self.env.registry.checks.generated(
+                    self.name, list(instance.task_configs(tasks_max)), resolved
+                )
         except Exception as exc:
             self.trace = traceback.format_exc()
             log.error("Connector %s failed to start:\n%s", self.name, self.trace.rstrip())

@@ -4,6 +4,9 @@
 ``start`` raises a retriable ``OSError``, as a task whose database is unreachable would; each
 call is counted in ``STARTS`` (in-process daemons), so a test knows how many task creations
 failed.
+
+``GreedySink`` (``support.failing_sinks:GreedySink``): generates two more task configurations
+than ``tasks.max`` allows; its tasks accept records and write nothing.
 """
 
 from __future__ import annotations
@@ -35,3 +38,24 @@ class StartFailingSink(SinkConnector):
 
     def task_class(self) -> type[SinkTask]:
         return StartFailingTask
+
+
+class IdleTask(SinkTask):
+    async def start(self, config: Mapping[str, str], context: SinkTaskContext) -> None:
+        pass
+
+    async def put(self, batch: RecordBatch) -> None:
+        pass
+
+    async def stop(self) -> None:
+        pass
+
+
+class GreedySink(SinkConnector):
+    needs_executors = False
+
+    def task_class(self) -> type[SinkTask]:
+        return IdleTask
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        return [dict(self.config) for _ in range(max_tasks + 2)]

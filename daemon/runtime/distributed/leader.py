@@ -35,7 +35,9 @@ async def task_configs(
             await instance.start(resolved)
             try:
                 tasks_max = registry.checks.tasks_max(resolved)
-                configs = instance.task_configs(tasks_max)[:tasks_max]
+                configs = registry.checks.generated(
+                    name, list(instance.task_configs(tasks_max)), resolved
+                )
             finally:
                 await instance.stop()
     except Exception as exc:
