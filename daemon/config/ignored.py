@@ -34,7 +34,6 @@ WORKER_KEYS: dict[str, str] = {
     + " set with listeners",
     "header.converter": "connectd passes record headers through as bytes; ignored",
     "exactly.once.source.support": _SOURCE,
-    "offset.flush.timeout.ms": _SOURCE,
     "topic.creation.enable": _SOURCE,
     "connect.protocol": _REBALANCE,
     "inter.worker.key.generation.algorithm": _JVM,

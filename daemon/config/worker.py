@@ -178,6 +178,14 @@ class WorkerConfig(KafkaSettings, RestApiSettings, DistributedSettings, Executor
         group=_TASK,
         description="How often tasks commit what they have written to the sink.",
     )
+    offset_flush_timeout: f.Millis = setting(
+        timedelta(milliseconds=5000),
+        key="offset.flush.timeout.ms",
+        group=_TASK,
+        description="How long a task waits for the consumer group to take an offset commit, as"
+        " Connect's sink tasks do; past it, a warning, and the next commit carries the offsets."
+        " The group's offsets are for lag tools: the sink's own commit records what was written.",
+    )
     task_shutdown_graceful_timeout: f.Millis = setting(
         timedelta(milliseconds=5000),
         key="task.shutdown.graceful.timeout.ms",

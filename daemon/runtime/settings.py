@@ -84,8 +84,9 @@ class TaskSettings:
     #: Resolving ``${provider:...}`` references in a configuration (providers may read files or
     #: ask a secret store).
     resolve_timeout: float = 30.0
-    #: Committing offsets to the consumer group (for lag tools only: past it, a warning).
-    group_commit_timeout: float = 30.0
+    #: ``offset.flush.timeout.ms``: committing offsets to the consumer group (for lag tools
+    #: only: past it, a warning).
+    group_commit_timeout: float = 5.0
     #: Closing the task's consumer at the end of an incarnation (past it, a warning).
     consumer_close_timeout: float = 10.0
     #: Drawing an epoch from the connector's counter (at start and on new partitions).
@@ -100,6 +101,7 @@ class TaskSettings:
         return cls(
             write_timeout=worker.task_write_timeout.total_seconds(),
             flush_interval=worker.offset_flush_interval.total_seconds(),
+            group_commit_timeout=worker.offset_flush_timeout.total_seconds(),
             poll_timeout=min(1.0, max(0.05, worker.offset_flush_interval.total_seconds())),
             consumer_start_timeout=worker.task_consumer_start_timeout.total_seconds(),
             resolve_timeout=worker.config_resolve_timeout.total_seconds(),

@@ -20,6 +20,7 @@ from daemon.config import (
 from daemon.config.ignored import WORKER_KEYS
 from daemon.config.problems import Severity
 from daemon.errors import ConfigError, InvalidConfig
+from daemon.runtime.settings import TaskSettings
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "config"
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
@@ -37,6 +38,7 @@ def test_defaults() -> None:
     assert config.bootstrap_servers == ("127.0.0.1:9092",)
     assert config.listeners == (Listener(scheme="http", host="127.0.0.1", port=8083),)
     assert config.offset_flush_interval == timedelta(seconds=10)
+    assert config.offset_flush_timeout == timedelta(seconds=5)  # Connect's default
     assert config.task_shutdown_graceful_timeout == timedelta(seconds=5)
     assert config.task_write_timeout == timedelta(seconds=60)
     assert config.executor_start_timeout == timedelta(seconds=120)
@@ -153,11 +155,13 @@ def test_durations_are_normalised_from_ms() -> None:
     config, _ = parse_worker(
         {
             "offset.flush.interval.ms": " 2500 ",
+            "offset.flush.timeout.ms": "1500",
             "task.shutdown.graceful.timeout.ms": 0,
             "executor.start.timeout.ms": "60000",
         }
     )
     assert config.offset_flush_interval == timedelta(milliseconds=2500)
+    assert TaskSettings.from_worker(config).group_commit_timeout == 1.5
     assert config.task_shutdown_graceful_timeout == timedelta(0)
     assert config.executor_start_timeout == timedelta(minutes=1)
 
