@@ -22,6 +22,16 @@ from daemon.config.values import (
 _KAFKA = "Kafka"
 
 
+#: SASL mechanisms Connect offers that connectd's clients (aiokafka) cannot use as configured:
+#: each would be accepted and fail when the first client starts, so it is refused with why.
+_UNSUPPORTED_SASL = {
+    SaslMechanism.GSSAPI: "Kerberos needs the gssapi package and a Kerberos setup that connectd"
+    " does not configure from sasl.kerberos.* or a JAAS keytab",
+    SaslMechanism.OAUTHBEARER: "its tokens come from a login callback handler"
+    " (sasl.login.callback.handler.class, sasl.oauthbearer.*) that runs only on the JVM",
+}
+
+
 class KafkaSettings(BaseModel):
     """The Kafka client part of ``WorkerConfig`` (its first settings)."""
 
@@ -140,6 +150,15 @@ class KafkaSettings(BaseModel):
                         'a JAAS line with username="..." password="..."',
                     )
                 )
+        elif sasl and self.sasl_mechanism in _UNSUPPORTED_SASL:
+            problems.append(
+                error(
+                    "sasl.mechanism",
+                    f"{self.sasl_mechanism.value} is not supported by connectd's Kafka clients:"
+                    f" {_UNSUPPORTED_SASL[self.sasl_mechanism]}",
+                    "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512",
+                )
+            )
         elif not sasl and self.sasl_jaas_config is not None:
             problems.append(
                 warning(

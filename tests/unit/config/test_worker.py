@@ -322,6 +322,16 @@ def test_sasl_needs_credentials() -> None:
     assert "sasl.jaas.config: PLAIN needs a username and password" in error
 
 
+@pytest.mark.parametrize(
+    ("mechanism", "why"), [("OAUTHBEARER", "login callback"), ("gssapi", "Kerberos")]
+)
+def test_sasl_mechanisms_the_clients_cannot_use_are_refused(mechanism: str, why: str) -> None:
+    [error] = _errors({"security.protocol": "SASL_SSL", "sasl.mechanism": mechanism})
+    assert f"sasl.mechanism: {mechanism.upper()} is not supported" in error and why in error
+    assert "expected PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512" in error
+    parse_worker({"sasl.mechanism": mechanism})  # without SASL it is not used: no error
+
+
 def test_java_key_stores_are_refused() -> None:
     [error] = _errors({"ssl.truststore.type": "JKS"})
     assert "ssl.truststore.type: 'JKS' is not PEM" in error
