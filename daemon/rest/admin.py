@@ -9,6 +9,7 @@ from daemon.rest.api import Query, Reply, Routes, body, query
 from daemon.rest.context import context
 from daemon.rest.errors import bad_request, json_reply, not_found
 from daemon.rest.loggers import parse_level
+from daemon.runtime.distributed.herder import DistributedHerder
 
 routes = Routes("admin")
 
@@ -44,7 +45,12 @@ async def get_logger(request: web.Request) -> web.Response:
     "Set the level of a logger and of every logger below it (root: all of them)",
     Reply(200, "The loggers changed (scope=worker)", m.LoggerNames),
     Reply(204, "Changed (scope=cluster: in standalone mode, this worker is the cluster)"),
-    Reply(400, "No level given, or an invalid scope", m.ErrorMessage),
+    Reply(
+        400,
+        "No level given, an invalid scope, or scope=cluster in distributed mode (not applied"
+        " to the other workers: refused, nothing changed)",
+        m.ErrorMessage,
+    ),
     Reply(404, "Not a log level (Connect's status for this case)", m.ErrorMessage),
     body=m.LoggerLevelBody,
     query=(Query("scope", "choice", "worker", "worker or cluster", choices=("worker", "cluster")),),
@@ -56,7 +62,14 @@ async def set_logger(request: web.Request) -> web.Response:
     level = parse_level(text)
     if level is None:
         raise not_found(f"invalid log level '{text}'.")
-    changed = context(request).loggers.set_level(request.match_info["logger"], level)
+    ctx = context(request)
+    if query(request, "scope") == "cluster" and isinstance(ctx.herder, DistributedHerder):
+        raise bad_request(
+            "scope=cluster is not supported in connectd's distributed mode: each worker keeps"
+            " its own log levels, so this would change one worker only. Nothing was changed;"
+            " set the level on every worker with scope=worker."
+        )
+    changed = ctx.loggers.set_level(request.match_info["logger"], level)
     if query(request, "scope") == "cluster":
         return web.Response(status=204)
     return json_reply(changed)

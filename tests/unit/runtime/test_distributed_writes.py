@@ -4,6 +4,7 @@ hang), through the real aiohttp app; reads keep being served from what was read.
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 from types import MappingProxyType, SimpleNamespace
 from typing import Any
@@ -75,3 +76,18 @@ async def test_writes_without_a_leader_are_409_at_once_and_reads_are_served(
         response = await client.get("/connectors/a/status")
         body = await response.json()
         assert response.status == 200 and body["tasks"][0]["state"] == "UNASSIGNED", body
+
+
+async def test_cluster_scoped_log_levels_are_refused_and_change_nothing(tmp_path: Path) -> None:
+    worker = DistributedHerder(_Loop(tmp_path), default_registry)  # type: ignore[arg-type]
+    logger = logging.getLogger("connectd.clusterscope")
+    logger.setLevel(logging.INFO)
+    async with TestClient(TestServer(create_app(worker))) as client:  # type: ignore[arg-type]
+        path = "/admin/loggers/connectd.clusterscope"
+        response = await client.put(f"{path}?scope=cluster", json={"level": "ERROR"})
+        assert response.status == 400
+        message = (await response.json())["message"]
+        assert "scope=cluster is not supported in connectd's distributed mode" in message
+        assert logger.level == logging.INFO  # nothing changed
+        response = await client.put(path, json={"level": "ERROR"})
+        assert response.status == 200 and logger.level == logging.ERROR
