@@ -84,7 +84,11 @@ async def test_a_master_that_dies_under_a_stream_loses_nothing(
     worker = daemon.herder
     assert worker is not None
     name = "through-master-loss"
-    config = parquet_sink(topic, table, **{"errors.restart.backoff.max.ms": "2000"})
+    # Spark writes: they run on the cluster and last long enough to be caught in flight (a
+    # pyarrow write, write.engine=auto's, takes milliseconds and needs no cluster).
+    config = parquet_sink(
+        topic, table, **{"errors.restart.backoff.max.ms": "2000", "write.engine": "spark"}
+    )
     await worker.create_connector(name, config)
     await produce(kafka_bootstrap, topic, [(None, b"a%05d" % i) for i in range(300)])
     await wait_until(lambda: committed(table) >= 300, 240, "the first records committed")
