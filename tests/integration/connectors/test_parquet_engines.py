@@ -24,9 +24,17 @@ pytestmark = pytest.mark.integration
 WRITE = "daemon.connectors.parquet.write:write_staged"
 READ = "daemon.connectors.testing:read_as_spark"
 
-#: Every character Spark can put in a directory name (NUL it cannot), some beyond ASCII, the
-#: empty text and a null: each is a partition of its own.
-TEXTS = [chr(c) for c in range(1, 256)] + ["a b", "x/y=z", "日本", "%41", "", None]
+#: Every character Spark can put in a directory name (NUL it cannot), 32 to a value, some
+#: beyond Latin-1, the empty text and a null: each value is a partition of its own, whose
+#: directory name Spark escapes character by character.
+TEXTS = ["".join(map(chr, range(start, min(start + 32, 256)))) for start in range(1, 256, 32)] + [
+    "a b",
+    "x/y=z",
+    "日本",
+    "%41",
+    "",
+    None,
+]
 
 
 def wide_table(n: int) -> pa.Table:
