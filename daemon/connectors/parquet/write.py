@@ -28,7 +28,7 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -288,7 +288,6 @@ def _write_parquet_as_spark(table: Any, path: str, partition_by: list[str], code
     timestamps in microseconds, decimals of up to 18 digits as integers, Spark's default codec
     (snappy) and its names, one file per partition directory named as Spark names it."""
     import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
-    import pyarrow.compute as pc  # type: ignore[import-untyped,unused-ignore]
     import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 
     compression, extension = ARROW_CODECS.get(codec, ("snappy", ".snappy"))
@@ -308,24 +307,40 @@ def _write_parquet_as_spark(table: Any, path: str, partition_by: list[str], code
     if not partition_by:
         write(table, path, 0)
         return
-    # One file per directory: a null and an empty text share Spark's default partition.
+    for n, (subdir, part) in enumerate(
+        _partitions(table, partition_by, spark_escape, spark_partition_value)
+    ):
+        write(part, os.path.join(path, subdir), n)
+
+
+def _partitions(
+    table: Any,
+    partition_by: list[str],
+    name: Callable[[str], str],
+    value: Callable[[Any], str],
+) -> list[tuple[str, Any]]:
+    """``table``'s rows by Hive-style directory (``name(col)=value(v)/...``), without the
+    partition columns: one entry per directory, so keys that name the same directory (Spark's
+    null and empty text) share it."""
+    import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+    import pyarrow.compute as pc  # type: ignore[import-untyped,unused-ignore]
+
     masks: dict[str, Any] = {}
     for key in table.select(partition_by).group_by(partition_by).aggregate([]).to_pylist():
         mask = None
-        for col, value in key.items():
+        for col, v in key.items():
             match = (
                 pc.is_null(table.column(col))
-                if value is None
+                if v is None
                 else pc.fill_null(
-                    pc.equal(table.column(col), pa.scalar(value, table.schema.field(col).type)),
+                    pc.equal(table.column(col), pa.scalar(v, table.schema.field(col).type)),
                     False,
                 )
             )
             mask = match if mask is None else pc.and_(mask, match)
-        subdir = "/".join(f"{spark_escape(c)}={spark_partition_value(v)}" for c, v in key.items())
+        subdir = "/".join(f"{name(c)}={value(v)}" for c, v in key.items())
         masks[subdir] = mask if subdir not in masks else pc.or_(masks[subdir], mask)
-    for n, (subdir, mask) in enumerate(masks.items()):
-        write(table.filter(mask).drop_columns(partition_by), os.path.join(path, subdir), n)
+    return [(d, table.filter(m).drop_columns(partition_by)) for d, m in masks.items()]
 
 
 def _nullable(field: Any) -> Any:
@@ -365,22 +380,8 @@ def _write_with_pyarrow(
     table: Any, path: str, format: str, partition_by: list[str], codec: str
 ) -> None:
     """The same layout as Spark's, written by pyarrow: for pools without Spark and tests."""
-    import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
-    import pyarrow.compute as pc  # type: ignore[import-untyped,unused-ignore]
-
     if partition_by:
-        keys = table.select(partition_by).group_by(partition_by).aggregate([]).to_pylist()
-        for n, key in enumerate(keys):
-            mask = None
-            for col, value in key.items():
-                match = (
-                    pc.is_null(table.column(col))
-                    if value is None
-                    else pc.equal(table.column(col), pa.scalar(value, table.schema.field(col).type))
-                )
-                mask = match if mask is None else pc.and_(mask, match)
-            part = table.filter(mask).drop_columns(partition_by)
-            subdir = "/".join(f"{c}={_hive_value(v)}" for c, v in key.items())
+        for n, (subdir, part) in enumerate(_partitions(table, partition_by, str, _hive_value)):
             _write_one(part, os.path.join(path, subdir), f"part-{n:05d}", format, codec)
     else:
         _write_one(table, path, "part-00000", format, codec)
