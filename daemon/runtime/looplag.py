@@ -3,6 +3,11 @@
 A connector that blocks the loop (a Spark call, a large file read, a CPU-heavy loop over
 records) shows here first: every task, heartbeat and REST request of the daemon waits behind it.
 The monitor keeps the last ``window`` samples; ``stats()`` gives p50, p99 and the maximum.
+
+A late sample has two causes: the loop's own thread was busy (its callbacks ran long: the
+daemon's fault), or the thread was not running at all (the machine's other processes had the
+cores, or another thread held the GIL). ``busy_max`` keeps the first apart: of each sample's
+lateness, the part the loop thread spent on the CPU (``time.thread_time``).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ class LagStats:
     p99: float
     max: float
     total_max: float  # since start, not only the window
+    busy_max: float = 0.0  # since start: the largest lateness the loop thread spent computing
 
 
 class LoopLag:
@@ -49,6 +55,7 @@ class LoopLag:
         self._samples: deque[float] = deque(maxlen=window)
         self._task: asyncio.Task[None] | None = None
         self._total_max = 0.0
+        self._busy_max = 0.0
 
     def start(self) -> None:
         if self._task is None:
@@ -63,22 +70,25 @@ class LoopLag:
 
     async def _run(self) -> None:
         while True:
-            before = time.monotonic()
+            before, cpu_before = time.monotonic(), time.thread_time()
             await asyncio.sleep(self.interval)
             lag = max(0.0, time.monotonic() - before - self.interval)
+            busy = time.thread_time() - cpu_before
             self._samples.append(lag)
             self._total_max = max(self._total_max, lag)
+            self._busy_max = max(self._busy_max, min(lag, busy))
             if self.on_sample is not None:
                 self.on_sample(lag)
 
     def reset(self) -> None:
         self._samples.clear()
         self._total_max = 0.0
+        self._busy_max = 0.0
 
     def stats(self) -> LagStats:
         ordered = sorted(self._samples)
         if not ordered:
-            return LagStats(0, 0.0, 0.0, 0.0, 0.0, 0.0)
+            return LagStats(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 
         def pct(p: float) -> float:
             return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
@@ -90,4 +100,5 @@ class LoopLag:
             p99=pct(0.99),
             max=ordered[-1],
             total_max=self._total_max,
+            busy_max=self._busy_max,
         )
