@@ -20,6 +20,17 @@ class ConnectdError(Exception):
     not_retried_because: str = "a restart cannot fix a configuration error or a missing class"
 
 
+class RetriableError(ConnectdError):
+    """Connect's ``RetriableException``, raised by a sink's ``put`` or ``pre_commit``: the same
+    records may succeed later (a database briefly unreachable, a lock held elsewhere). The task
+    stays RUNNING and the runtime delivers the batch again, for as long as it takes: each wait
+    is what the sink asked with ``context.timeout(ms)``, else 0.3 s doubling up to
+    ``errors.retry.delay.max.ms``, and ``errors.retry.timeout`` never ends it (Connect's rule
+    for ``put``). Each call still runs under its deadline, and a stop ends the retrying."""
+
+    retriable = True
+
+
 class ConfigError(ConnectdError):
     """A configuration value is missing, malformed or contradictory. Not retriable."""
 

@@ -174,7 +174,11 @@ class ConnectorConfig(BaseModel):
         timedelta(0),
         key="errors.retry.timeout",
         group=_E,
-        description="How long to retry a failed operation; -1 for ever.",
+        description=(
+            "How long to retry connectd's retriable failures of a delivery step (a hung write"
+            " killed, a dead executor); -1 for ever. A sink's RetriableError is retried"
+            " regardless, as Connect retries a RetriableException from put."
+        ),
     )
     errors_retry_delay_max: f.Millis = setting(
         timedelta(milliseconds=60000),

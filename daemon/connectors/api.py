@@ -19,6 +19,9 @@ Guarantees the runtime gives every ``SinkTask`` incarnation (one instance):
   records the epoch with its commits (``daemon.storage.CommitLog``) refuses a zombie's commits.
 - An exception from a callback fails the task (recorded in its status, restart policy applies);
   it never takes the worker down. Raise ``ConnectdError`` subclasses with ``retriable`` set.
+  ``RetriableError`` (Connect's ``RetriableException``) from ``put`` or ``pre_commit`` does not
+  fail the task: it stays RUNNING and the batch is delivered again until it succeeds, after the
+  wait the task asked with ``context.timeout(ms)`` (else a doubling backoff).
 
 Exactly-once sinks keep their progress in the sink: ``open`` reads the offsets committed with
 the data and seeks there with ``context.offset(...)``; ``put`` writes and commits (rows + offset
@@ -58,4 +61,6 @@ from daemon.connectors.registry import list_plugins as list_plugins
 from daemon.connectors.registry import register_alias as register_alias
 from daemon.connectors.registry import resolve_connector_class as resolve_connector_class
 from daemon.connectors.registry import validate_connector as validate_connector
+from daemon.errors import ConnectdError as ConnectdError
+from daemon.errors import RetriableError as RetriableError
 from daemon.structs import TaskId as TaskId

@@ -110,6 +110,12 @@ class SinkTaskContext(Protocol):
         """Ask for ``pre_commit`` (and the consumer-group commit) as soon as possible."""
         ...
 
+    def timeout(self, ms: int, /) -> None:
+        """Connect's ``SinkTaskContext.timeout``: after this call, the next retry of a batch
+        whose ``put`` (or a ``pre_commit``) raised ``RetriableError`` waits ``ms`` milliseconds
+        (once; a negative value clears it)."""
+        ...
+
     async def group_offsets(
         self, partitions: Collection[TopicPartition]
     ) -> Mapping[TopicPartition, int]:

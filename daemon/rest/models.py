@@ -199,6 +199,13 @@ class Stall(BaseModel):
     partitions: list[str] = Field(description="topic-partition of each stalled partition.")
 
 
+class Retrying(BaseModel):
+    reason: str = Field(description="What failed: the error's class and the first line of it.")
+    attempts: int = Field(description="Retries so far, since the last step that succeeded.")
+    since: str = Field(description="ISO 8601, UTC: the first failure of this run of retries.")
+    next_retry: str = Field(description="ISO 8601, UTC: when the batch is delivered again.")
+
+
 class ConnectorState(BaseModel):
     state: StateName
     worker_id: str
@@ -229,6 +236,12 @@ class TaskState(BaseModel):
         default=None,
         description="connectd: present while the task is RUNNING with lag above 0 and no commit"
         " for task.stall.warn.ms.",
+    )
+    retrying: Retrying | None = Field(
+        default=None,
+        description="connectd: present while the task is RUNNING between a failed delivery step"
+        " and its retry (the sink's RetriableError, retried until it succeeds, or a retriable"
+        " failure within errors.retry.timeout).",
     )
 
 

@@ -3,12 +3,14 @@
 These are the contract between the runtime (``daemon.runtime.worker``) and its callers (the
 REST API, the systemd status line, tests). Field names follow Kafka Connect's REST JSON, so the
 REST layer serialises them without renaming; connectd's additions (``incarnation``,
-``executor_pid``, ``auto_restart``, ``stalled``) are extra fields no Connect client trips over.
+``executor_pid``, ``auto_restart``, ``stalled``, ``retrying``) are extra fields no Connect
+client trips over.
 A task's per-partition ``freshness`` is for ``/metrics`` only (not in the status JSON).
 """
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -16,6 +18,13 @@ from typing import Any, Protocol
 # The state enums live at the bottom of the layers, so storage can name them too.
 from daemon.structs import State as State
 from daemon.structs import TargetState as TargetState
+
+
+def iso(wall: float | None) -> str | None:
+    """A wall time (epoch seconds) as the status JSON writes it: ISO 8601, UTC, milliseconds."""
+    if wall is None:
+        return None
+    return datetime.datetime.fromtimestamp(wall, datetime.UTC).isoformat(timespec="milliseconds")
 
 
 @dataclass(frozen=True)
@@ -60,6 +69,26 @@ class Stall:
 
 
 @dataclass(frozen=True)
+class Retrying:
+    """A RUNNING task between a failed delivery step and its retry (``retry.py``): the sink's
+    ``RetriableError`` (retried until it succeeds), or a retriable failure within
+    ``errors.retry.timeout``."""
+
+    reason: str  # ``ErrorClass: first line of its message``
+    attempts: int  # retries so far, since the last step that succeeded
+    since: float  # wall time (epoch s) of the first failure of this run of retries
+    next_retry: float  # wall time (epoch s) of the next attempt
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "reason": self.reason,
+            "attempts": self.attempts,
+            "since": iso(self.since),
+            "next_retry": iso(self.next_retry),
+        }
+
+
+@dataclass(frozen=True)
 class TaskStatus:
     id: int
     state: State
@@ -70,6 +99,7 @@ class TaskStatus:
     executor_pid: int | None = None  # the executor process writing for the task now
     auto_restart: AutoRestart | None = None
     stalled: Stall | None = None
+    retrying: Retrying | None = None
     freshness: tuple[PartitionFreshness, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
@@ -87,6 +117,8 @@ class TaskStatus:
             out["auto_restart"] = self.auto_restart.to_json()
         if self.stalled is not None:
             out["stalled"] = self.stalled.to_json()
+        if self.retrying is not None:
+            out["retrying"] = self.retrying.to_json()
         return out
 
 

@@ -7,13 +7,18 @@ failed.
 
 ``GreedySink`` (``support.failing_sinks:GreedySink``): generates two more task configurations
 than ``tasks.max`` allows; its tasks accept records and write nothing.
+
+``FlakySink`` (``support.failing_sinks:FlakySink``): its ``put`` raises ``RetriableError``
+(Connect's ``RetriableException``) for the first ``fail.puts`` non-empty batches of each
+connector, after asking ``context.timeout(retry.wait.ms)``; then it keeps each record's
+(partition, offset) in ``DELIVERED`` (in-process daemons), so a test sees every record once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from daemon.connectors.api import SinkConnector, SinkTask, SinkTaskContext
+from daemon.connectors.api import RetriableError, SinkConnector, SinkTask, SinkTaskContext
 from daemon.connectors.records import RecordBatch
 
 STARTS: dict[str, int] = {}
@@ -59,3 +64,39 @@ class GreedySink(SinkConnector):
 
     def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
         return [dict(self.config) for _ in range(max_tasks + 2)]
+
+
+FAILED_PUTS: dict[str, int] = {}
+"""``FlakySink``: the puts that raised, by connector name."""
+DELIVERED: dict[str, list[tuple[int, int]]] = {}
+"""``FlakySink``: (partition, offset) of every record a put kept, by connector name."""
+
+
+class FlakyTask(SinkTask):
+    async def start(self, config: Mapping[str, str], context: SinkTaskContext) -> None:
+        self.context = context
+        self.name = context.task_id.connector
+        self.fail_puts = int(config.get("fail.puts", "3"))
+        self.wait_ms = int(config.get("retry.wait.ms", "-1"))
+
+    async def put(self, batch: RecordBatch) -> None:
+        if not len(batch):
+            return
+        failed = FAILED_PUTS.get(self.name, 0)
+        if failed < self.fail_puts:
+            FAILED_PUTS[self.name] = failed + 1
+            self.context.timeout(self.wait_ms)
+            raise RetriableError(f"injected: the store is unreachable (put {failed + 1})")
+        partitions = batch.table.column("kafka_partition").to_pylist()
+        offsets = batch.table.column("kafka_offset").to_pylist()
+        DELIVERED.setdefault(self.name, []).extend(zip(partitions, offsets, strict=True))
+
+    async def stop(self) -> None:
+        pass
+
+
+class FlakySink(SinkConnector):
+    needs_executors = False
+
+    def task_class(self) -> type[SinkTask]:
+        return FlakyTask

@@ -43,6 +43,8 @@ class TaskContext:
         self._background: set[asyncio.Task[None]] = set()
         #: Reads the consumer group's committed offsets (the task's consumer, once it exists).
         self._group_reader: GroupReader | None = None
+        #: ``timeout(ms)``: the wait before the next retry, in seconds (taken once).
+        self._retry_wait: float | None = None
 
     @property
     def task_id(self) -> TaskId:
@@ -97,6 +99,11 @@ class TaskContext:
 
     def request_commit(self) -> None:
         self._commit_requested = True
+
+    def timeout(self, ms: int, /) -> None:
+        if isinstance(ms, bool) or not isinstance(ms, int):
+            raise TypeError(f"timeout() takes milliseconds as an int, not {ms!r}")
+        self._retry_wait = ms / 1000 if ms >= 0 else None
 
     async def group_offsets(
         self, partitions: Collection[TopicPartition]
@@ -195,6 +202,11 @@ class TaskContext:
                 log.warning(
                     "Task %s: %s failed: %r", self._task_id, task.get_name(), task.exception()
                 )
+
+    def take_retry_wait(self) -> float | None:
+        """The wait the sink asked for its next retry (``timeout``), once."""
+        wait, self._retry_wait = self._retry_wait, None
+        return wait
 
     def take_commit_request(self) -> bool:
         requested, self._commit_requested = self._commit_requested, False

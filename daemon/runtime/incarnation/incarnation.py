@@ -240,6 +240,7 @@ class Incarnation:
             if self._stopping:
                 return
             delay: float | None = None
+            step = "deliver"  # the step under way, for the retry's bookkeeping
             async with self.lock:
                 if self._stopping:
                     return
@@ -259,16 +260,18 @@ class Incarnation:
                         if out_of_range:
                             await self.gaps.handle(out_of_range)
                         owned = self.context.assignment()
+                        step = "deliver"
                         if await self._deliver(
                             {tp: rs for tp, rs in polled.items() if tp in owned}
                         ):
-                            self.retrier.succeeded()
+                            self.retrier.succeeded(step)
                     if time.monotonic() >= next_flush or self.context.take_commit_request():
+                        step = "commit"
                         await self._commit(closing=False)
                         next_flush = time.monotonic() + self.settings.flush_interval
-                        self.retrier.succeeded()
+                        self.retrier.succeeded(step)
                 except ConnectdError as exc:
-                    delay = self.retrier.after(exc)  # rewinds the batch for a retry
+                    delay = self.retrier.after(exc, step)  # rewinds the batch for a retry
                     if delay is None:
                         raise
             if delay is not None:
@@ -380,6 +383,9 @@ class Incarnation:
             log.info(
                 "Paused after a poll: %s is fetched again after the resume from %d", tp, offset
             )
+
+    def take_retry_wait(self) -> float | None:
+        return self.context.take_retry_wait() if self.context is not None else None
 
     def apply_seeks(self) -> None:
         if self.context is None or self.consumer is None:

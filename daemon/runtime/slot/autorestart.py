@@ -41,7 +41,7 @@ from typing import Protocol
 
 from daemon.config import ConnectorConfig
 from daemon.errors import ConnectdError
-from daemon.runtime.model import AutoRestart
+from daemon.runtime.model import AutoRestart, iso
 
 log = logging.getLogger("connectd.restart")
 
@@ -135,12 +135,6 @@ class RestartPolicy:
         start again: the wait that would come next (not shortened by the backoff cap, so a
         small cap does not make every short run reset the count)."""
         return min(count * (count + 1) * MINUTE, LONGEST)
-
-
-def iso(wall: float | None) -> str | None:
-    if wall is None:
-        return None
-    return datetime.datetime.fromtimestamp(wall, datetime.UTC).isoformat(timespec="milliseconds")
 
 
 class AutoRestarter:

@@ -50,9 +50,8 @@ from operator import attrgetter
 from typing import Any
 
 from daemon.connectors.records import OffsetRange, TopicPartition
-from daemon.runtime.model import PartitionFreshness, Stall
+from daemon.runtime.model import PartitionFreshness, Stall, iso
 from daemon.runtime.settings import TaskMetrics
-from daemon.runtime.slot.autorestart import iso
 
 #: Records per partition whose offsets and timestamps are kept while not committed. Past it the
 #: oldest batches keep only their last record's: a commit inside one of those reports the event

@@ -272,5 +272,6 @@ class TaskSlot:
             executor_pid=self.executors.current_pid(str(self.id)),
             auto_restart=self.auto.status(),
             stalled=self.freshness.stall(self.stall_warn) if state is State.RUNNING else None,
+            retrying=inc.retrier.state if inc is not None and state is State.RUNNING else None,
             freshness=self.freshness.snapshot(),
         )

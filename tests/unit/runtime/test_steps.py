@@ -11,7 +11,7 @@ import pytest
 from daemon.config import parse_connector
 from daemon.connectors.api import TaskId
 from daemon.connectors.records import OffsetRange, TopicPartition
-from daemon.errors import ConversionError, TaskTimeout, WriteTimeout
+from daemon.errors import ConversionError, RetriableError, TaskTimeout, WriteTimeout
 from daemon.runtime.incarnation.context import TaskContext
 from daemon.runtime.incarnation.deadlines import with_deadline
 from daemon.runtime.incarnation.progress import PartitionProgress, offset_ranges
@@ -63,6 +63,40 @@ def test_retry_policy_retries_only_retriable_errors_and_not_with_timeout_zero() 
         delay = forever.next_delay(WriteTimeout("slow"))
     assert delay == 60.0
     assert RetryPolicy(0.0, 60.0).next_delay(WriteTimeout("slow")) is None
+
+
+def test_the_sinks_retriable_error_is_retried_past_errors_retry_timeout() -> None:
+    """Connect retries a RetriableException from put until it succeeds: errors.retry.timeout
+    (0 by default: no retry) does not bound it; the sink's context.timeout sets the wait."""
+    now = [100.0]
+    policy = RetryPolicy(0.0, 2.0, clock=lambda: now[0])
+    assert policy.next_delay(WriteTimeout("slow")) is None  # the budget rules the others
+    for _ in range(50):
+        now[0] += 60.0
+        delay = policy.next_delay(RetriableError("database unreachable"))
+    assert delay == 2.0  # the doubling, capped by errors.retry.delay.max.ms
+    assert policy.next_delay(RetriableError("still"), asked=0.25) == 0.25
+
+
+async def test_the_retry_state_lasts_until_the_failed_step_succeeds() -> None:
+    host, wake = _Host(), asyncio.Event()
+    r = Retrier(host, wake)
+    r.policy = RetryPolicy(0.0, 60.0)
+    host.context.timeout(1500)  # Connect's SinkTaskContext.timeout, once
+    assert r.after(RetriableError("db down\ntrace"), "deliver") == 1.5
+    assert r.state is not None and r.state.reason == "RetriableError: db down"
+    first = r.state.since
+    assert r.after(RetriableError("db down"), "deliver") == pytest.approx(0.6)
+    assert r.state.attempts == 2 and r.state.since == first
+    assert r.state.next_retry >= r.state.since
+    r.succeeded("commit")  # a periodic commit that works is no recovery of put
+    assert r.state is not None and r.policy.attempts == 2
+    r.succeeded("deliver")
+    assert r.state is None and r.policy.attempts == 0
+    with pytest.raises(TypeError, match="milliseconds"):
+        host.context.timeout(1.5)  # type: ignore[arg-type]
+    host.context.timeout(-1)
+    assert host.context.take_retry_wait() is None
 
 
 def test_retry_policy_from_connector_config() -> None:
@@ -129,13 +163,16 @@ class _Host:
         for tp, offset in self.context.take_seeks().items():
             self.seek(tp, offset)
 
+    def take_retry_wait(self) -> float | None:
+        return self.context.take_retry_wait()
+
 
 async def test_a_retry_rereads_the_failed_batch_unless_the_sink_asked_to_seek() -> None:
     host, wake = _Host(), asyncio.Event()
     r = Retrier(host, wake)
     r.policy = RetryPolicy(None, 1.0)
     host.context.offset(TP1, 2)  # the sink asked to re-read partition 1 from its committed offset
-    assert r.after(WriteTimeout("slow")) == pytest.approx(0.3)
+    assert r.after(WriteTimeout("slow"), "deliver") == pytest.approx(0.3)
     assert host.consumer.seeks == [(TP0, 10), (TP1, 5), (TP1, 2)]
     assert host.progress.next == {TP0: 10, TP1: 2} and host.progress.delivering == []
     started = asyncio.get_running_loop().time()
