@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from daemon.logs.levels import parse_level
 from daemon.rest import models as m
 from daemon.rest.api import Query, Reply, Routes, body, query
 from daemon.rest.context import context
 from daemon.rest.errors import bad_request, json_reply, not_found
-from daemon.rest.loggers import parse_level
 from daemon.runtime.distributed.herder import DistributedHerder
 
 routes = Routes("admin")
@@ -44,13 +44,12 @@ async def get_logger(request: web.Request) -> web.Response:
     "/admin/loggers/{logger}",
     "Set the level of a logger and of every logger below it (root: all of them)",
     Reply(200, "The loggers changed (scope=worker)", m.LoggerNames),
-    Reply(204, "Changed (scope=cluster: in standalone mode, this worker is the cluster)"),
     Reply(
-        400,
-        "No level given, an invalid scope, or scope=cluster in distributed mode (not applied"
-        " to the other workers: refused, nothing changed)",
-        m.ErrorMessage,
+        204,
+        "Changed (scope=cluster: written to the config topic, and every worker of the cluster"
+        " applies it when it reads it; in standalone mode, this worker is the cluster)",
     ),
+    Reply(400, "No level given, or an invalid scope", m.ErrorMessage),
     Reply(404, "Not a log level (Connect's status for this case)", m.ErrorMessage),
     body=m.LoggerLevelBody,
     query=(Query("scope", "choice", "worker", "worker or cluster", choices=("worker", "cluster")),),
@@ -64,11 +63,9 @@ async def set_logger(request: web.Request) -> web.Response:
         raise not_found(f"invalid log level '{text}'.")
     ctx = context(request)
     if query(request, "scope") == "cluster" and isinstance(ctx.herder, DistributedHerder):
-        raise bad_request(
-            "scope=cluster is not supported in connectd's distributed mode: each worker keeps"
-            " its own log levels, so this would change one worker only. Nothing was changed;"
-            " set the level on every worker with scope=worker."
-        )
+        # Every worker applies it when it reads it from the config topic, as in Connect.
+        await ctx.call(ctx.herder.set_cluster_logger_level(request.match_info["logger"], text))
+        return web.Response(status=204)
     changed = ctx.loggers.set_level(request.match_info["logger"], level)
     if query(request, "scope") == "cluster":
         return web.Response(status=204)

@@ -20,9 +20,9 @@ from aiohttp.typedefs import Handler
 
 from daemon.connectors.api import ConnectorRegistry
 from daemon.errors import ConnectorNotFound, TaskNotFound
+from daemon.logs.levels import LoggerLevels
 from daemon.metrics import Metrics
 from daemon.rest.errors import RestError
-from daemon.rest.loggers import LoggerLevels
 from daemon.rest.settings import RestSettings
 from daemon.runtime.distributed.forward import FORWARDED, HEADER, RETRIED, RETRY_HEADER
 from daemon.runtime.model import Herder

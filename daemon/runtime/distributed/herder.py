@@ -325,6 +325,18 @@ class DistributedHerder:
             await self.writes.write([record])
         return self.connector_status(name)
 
+    async def set_cluster_logger_level(self, namespace: str, level: str) -> None:
+        """``PUT /admin/loggers/<namespace>?scope=cluster``: Connect's ``logger-cluster-``
+        record in the config log (written by the leader, as every config write here); each
+        worker applies it when it reads it (``HerderLoop._apply``), this one included."""
+        if not self.writes.leading:
+            await self.writes.forward(
+                "PUT", f"/admin/loggers/{_quote(namespace)}?scope=cluster", {"level": level}
+            )
+            return
+        async with self.writes.lock:
+            await self.writes.write([rec.logger_level_record(namespace, level)])
+
     async def restart_task(self, name: str, task: int) -> None:
         self.task_status(name, task)  # 404s first
         rt = self.loop.worker.get(name)

@@ -43,6 +43,7 @@ from daemon.cluster import (
 )
 from daemon.config import WorkerConfig
 from daemon.errors import ConnectdError
+from daemon.logs.levels import LoggerLevels, level_name, parse_level
 from daemon.runtime.distributed.rejoin import BatchedRejoin, LeaderWriter
 from daemon.runtime.distributed.settings import member_settings, topic_specs
 from daemon.runtime.distributed.statuses import StatusPublisher
@@ -121,7 +122,9 @@ class HerderLoop:
         self._events: asyncio.Queue[Event] = asyncio.Queue()
         self._applied_offset = -1  # the config offset the work here reflects
         self._applied_snapshot = ConfigSnapshot()
-        self._restarts_from = 0  # restart requests at or after this offset are new
+        # Restart requests and cluster-wide log levels at or after this offset are new: as in
+        # Connect, those written before this worker started are not acted on.
+        self._restarts_from = 0
         self.publisher = StatusPublisher(self.status_writer, self.worker, "")
         self.rejoins = BatchedRejoin(self.rejoin, REJOIN_QUIET, REJOIN_MAX_WAIT)
         self._tasks: list[asyncio.Task[None]] = []
@@ -391,6 +394,20 @@ class HerderLoop:
                         await rt.restart(
                             include_tasks=request.include_tasks, only_failed=request.only_failed
                         )
+        for wanted in snapshot.levels_since(self._restarts_from):
+            level = parse_level(wanted.level)
+            if level is None:
+                log.warning(
+                    "config log: cluster-wide level %r for logger %s is not a log level; ignored",
+                    wanted.level,
+                    wanted.namespace,
+                )
+                continue
+            changed = LoggerLevels().set_level(wanted.namespace, level)
+            log.info(
+                "Logger %s set to %s cluster-wide (scope=cluster): %d logger(s) changed",
+                *(wanted.namespace, level_name(level), len(changed)),
+            )
         self._restarts_from = snapshot.offset
         self._applied_offset = snapshot.offset
         self._applied_snapshot = snapshot

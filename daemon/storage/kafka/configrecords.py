@@ -10,11 +10,13 @@ so the topic reads the same in any Kafka tool and in Connect's own terms:
 ``target-state-<name>``         ``{"state": ..., "state.v2": ...}``; STARTED / PAUSED / STOPPED
                                 (``state`` says PAUSED for STOPPED, for workers that predate it)
 ``restart-connector-<name>``    ``{"include-tasks": bool, "only-failed": bool}``
+``logger-cluster-<namespace>``  ``{"level": ...}``; a cluster-wide log level (``PUT
+                                /admin/loggers/<namespace>?scope=cluster``)
 ==============================  ===============================================================
 
 Connector and task properties are stored exactly as given: ``${file:...}`` and ``${env:...}``
 references stay unresolved, so no secret reaches Kafka. Connect's other keys
-(``tasks-fencing-``, ``session-key``, ``logger-cluster-``) are read past without effect.
+(``tasks-fencing-``, ``session-key``) are read past without effect.
 
 A record that cannot be used (not UTF-8, not JSON, a field of the wrong type) is skipped with a
 warning naming its key and offset; nothing in the topic can make the reader raise.
@@ -38,9 +40,10 @@ TASK_PREFIX = "task-"
 COMMIT_PREFIX = "commit-"
 TARGET_STATE_PREFIX = "target-state-"
 RESTART_PREFIX = "restart-connector-"
-#: Connect's keys that connectd reads past (zombie fencing of source tasks, request signing,
-#: cluster-wide log levels): not errors, just not ours.
-FOREIGN_PREFIXES = ("tasks-fencing-", "session-key", "logger-cluster-")
+LOGGER_PREFIX = "logger-cluster-"
+#: Connect's keys that connectd reads past (zombie fencing of source tasks, request signing):
+#: not errors, just not ours.
+FOREIGN_PREFIXES = ("tasks-fencing-", "session-key")
 
 # Connect's wire name for a running connector is STARTED; connectd's is RUNNING.
 _WIRE_STATE = {TargetState.RUNNING: "STARTED", TargetState.PAUSED: "PAUSED"}
@@ -85,6 +88,11 @@ def restart_record(connector: str, *, include_tasks: bool, only_failed: bool) ->
     return RESTART_PREFIX + connector, _json(value)
 
 
+def logger_level_record(namespace: str, level: str) -> tuple[str, bytes]:
+    """``logger-cluster-<namespace>``, as Connect's ``putLoggerLevel`` writes it."""
+    return LOGGER_PREFIX + namespace, _json({"level": level})
+
+
 # --- the snapshot ----------------------------------------------------------------------------
 
 
@@ -95,6 +103,15 @@ class RestartRequest:
     connector: str
     include_tasks: bool
     only_failed: bool
+    offset: int
+
+
+@dataclass(frozen=True)
+class LoggerLevel:
+    """The latest cluster-wide level of a logger namespace, and the offset it was written at."""
+
+    namespace: str
+    level: str
     offset: int
 
 
@@ -117,6 +134,9 @@ class ConfigSnapshot:
     - ``target_states``: name → target state; a connector without a record is RUNNING.
     - ``restart_requests``: name → the latest request (Connect acts only on requests read after
       it started: compare ``RestartRequest.offset`` with the offset a worker started from).
+    - ``logger_levels``: namespace → its latest cluster-wide level. As in Connect, a worker
+      applies only the levels written after it started (``levels_since``): one that starts
+      later keeps the levels of its own configuration.
     """
 
     offset: int = 0
@@ -125,6 +145,7 @@ class ConfigSnapshot:
     target_states: Mapping[str, TargetState] = field(default_factory=_empty)
     restart_requests: Mapping[str, RestartRequest] = field(default_factory=_empty)
     inconsistent: frozenset[str] = frozenset()
+    logger_levels: Mapping[str, LoggerLevel] = field(default_factory=_empty)
 
     def target_state(self, connector: str) -> TargetState:
         return self.target_states.get(connector, TargetState.RUNNING)
@@ -135,6 +156,11 @@ class ConfigSnapshot:
     def restarts_since(self, offset: int) -> list[RestartRequest]:
         """Restart requests written at or after ``offset``, oldest first."""
         found = [r for r in self.restart_requests.values() if r.offset >= offset]
+        return sorted(found, key=lambda r: r.offset)
+
+    def levels_since(self, offset: int) -> list[LoggerLevel]:
+        """Cluster-wide log levels written at or after ``offset``, oldest first."""
+        found = [r for r in self.logger_levels.values() if r.offset >= offset]
         return sorted(found, key=lambda r: r.offset)
 
 
@@ -168,6 +194,7 @@ class ConfigLogState:
     _targets: dict[str, TargetState] = field(default_factory=dict)
     _restarts: dict[str, RestartRequest] = field(default_factory=dict)
     _inconsistent: set[str] = field(default_factory=set)
+    _levels: dict[str, LoggerLevel] = field(default_factory=dict)
 
     def apply(self, key: bytes | None, value: bytes | None, offset: int) -> None:
         """Apply one record; a record that cannot be used is skipped with a warning."""
@@ -208,6 +235,7 @@ class ConfigLogState:
                 {c: r for c, r in self._restarts.items() if c in present}
             ),
             inconsistent=frozenset(c for c in self._inconsistent if c in present),
+            logger_levels=MappingProxyType(dict(self._levels)),
         )
 
     # -- one method per record kind, in Connect's order of prefix checks --------------------
@@ -223,6 +251,8 @@ class ConfigLogState:
             self._commit(key[len(COMMIT_PREFIX) :], value, tombstone, offset)
         elif key.startswith(RESTART_PREFIX):
             self._restart(key[len(RESTART_PREFIX) :], value, tombstone, offset)
+        elif key.startswith(LOGGER_PREFIX):
+            self._logger_level(key[len(LOGGER_PREFIX) :], value, tombstone, offset)
         elif key.startswith(FOREIGN_PREFIXES):
             log.debug("config log: %s at offset %d is not used by connectd", key, offset)
         else:
@@ -316,6 +346,13 @@ class ConfigLogState:
                 flag = False
             flags.append(flag)
         self._restarts[name] = RestartRequest(name, flags[0], flags[1], offset)
+
+    def _logger_level(self, namespace: str, value: object, tombstone: bool, offset: int) -> None:
+        level = value.get("level") if isinstance(value, dict) else None
+        if tombstone or not isinstance(level, str) or not namespace:
+            _skip(LOGGER_PREFIX + namespace, offset, 'expected {"level": <string>}')
+            return
+        self._levels[namespace] = LoggerLevel(namespace, level, offset)
 
 
 def _skip(key: str, offset: int, why: str) -> None:

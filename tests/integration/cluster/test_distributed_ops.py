@@ -143,3 +143,55 @@ async def _pause() -> None:
     import asyncio
 
     await asyncio.sleep(0.2)  # the polling interval of the check above, not a synchronisation
+
+
+LOGGER = "connectd.scopetest"
+
+
+def _level(worker: ClusterWorker) -> str | None:
+    code, body = worker.try_rest("GET", f"/admin/loggers/{LOGGER}")
+    return body["level"] if code == 200 else None
+
+
+async def test_a_cluster_scoped_log_level_reaches_every_worker_but_not_a_later_one(
+    cluster: ClusterFactory,  # noqa: F811
+) -> None:
+    """``PUT /admin/loggers/{logger}?scope=cluster`` on any worker is Connect's 204 and a
+    ``logger-cluster-`` record in the config topic: every worker sets the level when it reads
+    it (the namespace and the loggers below it), the one that took the request included. As in
+    Connect, a worker started afterwards does not apply levels written before it started."""
+    c = await cluster(2, **GROUP)
+    a, b = c[0], c[1]
+    code, answer = await c.write(
+        b, "PUT", f"/admin/loggers/{LOGGER}?scope=cluster", {"level": "trace"}
+    )
+    assert code == 204, answer
+    await c.wait(lambda w: _level(w) == "TRACE", 30, f"{LOGGER} at TRACE on both workers")
+    code, answer = await c.write(
+        a, "PUT", f"/admin/loggers/{LOGGER}?scope=cluster", {"level": "LOUD"}
+    )
+    assert code == 404 and answer["message"] == "invalid log level 'LOUD'.", answer
+    code, answer = await c.write(
+        a, "PUT", f"/admin/loggers/{LOGGER}?scope=cluster", {"level": "ERROR"}
+    )
+    assert code == 204, answer
+    await c.wait(lambda w: _level(w) == "ERROR", 30, f"{LOGGER} at ERROR on both workers")
+
+    later = c.add(**GROUP)
+    await c.start(later)
+    # A level written once it runs reaches it too: it has read the log past its start.
+    other = f"{LOGGER}.other"
+    code, answer = await c.write(
+        a, "PUT", f"/admin/loggers/{other}?scope=cluster", {"level": "WARN"}
+    )
+    assert code == 204, answer
+
+    def warn(w: ClusterWorker) -> bool:
+        code, body = w.try_rest("GET", f"/admin/loggers/{other}")
+        return code == 200 and body["level"] == "WARN"
+
+    await c.wait(warn, 60, f"{other} at WARN on all three workers")
+    assert _level(later) != "ERROR"  # its own configuration's level, not the cluster's
+    for w in (a, b):
+        assert f"Logger {LOGGER} set to ERROR cluster-wide" in w.log_path.read_text()
+    assert f"Logger {LOGGER} set to" not in later.log_path.read_text()

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from support.fake_worker import Client
 
-from daemon.rest.loggers import level_name, parse_level
+from daemon.logs.levels import level_name, parse_level
 
 
 @pytest.fixture(autouse=True)

@@ -200,6 +200,29 @@ def test_connects_other_record_kinds_are_read_past_quietly(
         state = _state(
             ("tasks-fencing-c", b'{"task-count":3}'),
             ("session-key", b'{"key":"a2V5","algorithm":"HmacSHA256","creation-timestamp":1}'),
-            ("logger-cluster-org.apache", b'{"level":"DEBUG"}'),
         )
-    assert caplog.text == "" and state.snapshot().offset == 3
+    assert caplog.text == "" and state.snapshot().offset == 2
+
+
+def test_cluster_log_levels_keep_the_latest_per_namespace_and_their_offsets(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    key, value = rec.logger_level_record("org.apache", "DEBUG")
+    assert (key, value) == ("logger-cluster-org.apache", b'{"level":"DEBUG"}')  # Connect's
+    with caplog.at_level(logging.WARNING):
+        state = _state(
+            ("logger-cluster-org.apache", b'{"level":"DEBUG"}'),
+            ("logger-cluster-connectd", b'{"level":"TRACE"}'),
+            ("logger-cluster-org.apache", b'{"level":"WARN"}'),
+            ("logger-cluster-bad", b'{"level":3}'),
+            ("logger-cluster-", b'{"level":"INFO"}'),
+        )
+    assert "skipped logger-cluster-bad at offset 3" in caplog.text
+    assert "skipped logger-cluster- at offset 4" in caplog.text
+    snap = state.snapshot()
+    assert [(r.namespace, r.level, r.offset) for r in snap.levels_since(0)] == [
+        ("connectd", "TRACE", 1),
+        ("org.apache", "WARN", 2),
+    ]
+    assert [r.namespace for r in snap.levels_since(2)] == ["org.apache"]
+    assert snap.levels_since(3) == []

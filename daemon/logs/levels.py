@@ -4,6 +4,10 @@ Levels are read and set on the process's ``logging`` loggers at run time. Names 
 (``TRACE``, ``DEBUG``, ``INFO``, ``WARN``, ``ERROR``, ``FATAL``, ``OFF``); Python's own names
 (``WARNING``, ``CRITICAL``) are accepted too. As in Connect, setting a namespace sets it and
 every existing logger below it, and ``last_modified`` records when this API last did so.
+
+Levels are the process's, so the record of when each was last set is too: the REST API's
+``PUT /admin/loggers`` and a distributed worker applying a cluster-wide level read from the
+config topic (``scope=cluster``) share it.
 """
 
 from __future__ import annotations
@@ -59,11 +63,15 @@ def _existing() -> dict[str, logging.Logger]:
     return {name: lg for name, lg in list(found.items()) if isinstance(lg, logging.Logger)}
 
 
+#: When each logger's level was last set through ``LoggerLevels`` (epoch ms), process-wide.
+_MODIFIED: dict[str, int] = {}
+
+
 class LoggerLevels:
     """Reads and sets levels; remembers when each logger's level was last set here."""
 
     def __init__(self) -> None:
-        self._modified: dict[str, int] = {}
+        self._modified = _MODIFIED
 
     def _entry(self, name: str, logger: logging.Logger) -> dict[str, object]:
         return {
