@@ -39,9 +39,9 @@ async def test_iceberg_exactly_once_through_kills(
     iceberg_pool: ThreadedPool,
     tmp_path: Path,
 ) -> None:
-    """9,000 records, 3 partitions, the daemon SIGKILLed twice and an executor JVM SIGKILLed
-    (each fault ParquetSink's 20,000-record audit repeats, once): the Iceberg table holds each
-    offset once (Spark's Iceberg reader)."""
+    """6,000 records, 3 partitions, the daemon SIGKILLed and an executor JVM SIGKILLed (each
+    fault ParquetSink's 20,000-record audit repeats, once): the Iceberg table holds each offset
+    once (Spark's Iceberg reader)."""
     topic = await kafka_topic(partitions=PARTITIONS)
     warehouse = tmp_path / "wh"
     table_dir = warehouse / "db" / "eos"
