@@ -21,6 +21,19 @@ Names (counters get ``_total`` on export):
 - ``connectd_consumer_lag_records{connector,task,topic,partition}``
 - ``connectd_offsets_skipped_total{connector,topic,partition}`` (offsets deleted by retention
   before they were consumed, skipped under ``errors.offset.out.of.range=earliest``)
+- Kafka Connect's own names, as the Prometheus JMX exporter with Strimzi's Kafka Connect
+  rules exports Connect's MBeans (so dashboards and alerts built on them work unchanged):
+  per task ``{connector,task}`` ``kafka_connect_sink_task_sink_record_read_total``,
+  ``kafka_connect_sink_task_sink_record_send_total``,
+  ``kafka_connect_sink_task_offset_commit_completion_total``,
+  ``kafka_connect_sink_task_offset_commit_seq_no``, the ``task-error-metrics`` group
+  (``TASK_COUNTS``: ``kafka_connect_task_error_total_record_errors``, ...,
+  ``kafka_connect_task_error_last_error_timestamp`` in ms); on scrape
+  ``kafka_connect_connector_status{connector,status}`` and
+  ``kafka_connect_connector_task_status{connector,task,status}`` (1, the state in lower case),
+  ``kafka_connect_worker_connector_count``, ``kafka_connect_worker_task_count`` and per
+  connector ``kafka_connect_worker_connector_{total,running,paused,failed,unassigned,
+  restarting,destroyed}_task_count`` (``collectors.py``)
 - on scrape: ``connectd_connector_state{connector,state}``, ``connectd_task_state{...,state}``,
   ``connectd_task_incarnation``, ``connectd_task_auto_restarts``, ``connectd_task_stalled``,
   per task and partition (``{connector,task,topic,partition}``, from the task's freshness:
@@ -38,6 +51,7 @@ Names (counters get ``_total`` on export):
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -54,6 +68,49 @@ from daemon.metrics.collectors import (
     WorkerCollector,
 )
 from daemon.runtime.model import Herder
+
+#: Connect's per-task counters that the runtime adds to (``record_task_counts``): keyword →
+#: (the exported name, its help). Strimzi's rules export the ``task-error-metrics`` group as
+#: gauges named ``kafka_connect_task_error_<attribute>``, and ``-total`` attributes of
+#: ``sink-task-metrics`` as counters.
+TASK_COUNTS: dict[str, tuple[str, str]] = {
+    "sink_record_send": (
+        "kafka_connect_sink_task_sink_record_send",
+        "Connect's sink-record-send-total: records output from the transformations and sent"
+        " to the task's put (errant ones left out).",
+    ),
+    "total_record_errors": (
+        "kafka_connect_task_error_total_record_errors",
+        "Connect's total-record-errors: records that failed a stage (converter, transform,"
+        " the sink's refusal).",
+    ),
+    "total_record_failures": (
+        "kafka_connect_task_error_total_record_failures",
+        "Connect's total-record-failures: failed attempts at a record's stage.",
+    ),
+    "total_records_skipped": (
+        "kafka_connect_task_error_total_records_skipped",
+        "Connect's total-records-skipped: errant records skipped under errors.tolerance=all.",
+    ),
+    "total_errors_logged": (
+        "kafka_connect_task_error_total_errors_logged",
+        "Connect's total-errors-logged: errant records logged (errors.log.enable).",
+    ),
+    "total_retries": (
+        "kafka_connect_task_error_total_retries",
+        "Connect's total-retries: failed delivery steps retried.",
+    ),
+    "deadletterqueue_produce_requests": (
+        "kafka_connect_task_error_deadletterqueue_produce_requests",
+        "Connect's deadletterqueue-produce-requests: dead letters produced.",
+    ),
+    "deadletterqueue_produce_failures": (
+        "kafka_connect_task_error_deadletterqueue_produce_failures",
+        "Connect's deadletterqueue-produce-failures: dead letters whose produce failed.",
+    ),
+}
+#: Of ``TASK_COUNTS``: the ones that say a record had an error (``last-error-timestamp``).
+_ERRORS = frozenset({"total_record_errors", "deadletterqueue_produce_failures"})
 
 WRITE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -128,6 +185,35 @@ class Metrics:
             ["connector", "topic", "partition"],
             registry=r,
         )
+        self.connect_read = Counter(
+            "kafka_connect_sink_task_sink_record_read",
+            "Connect's sink-record-read-total: records read from Kafka by the task.",
+            task,
+            registry=r,
+        )
+        self.connect_commits = Counter(
+            "kafka_connect_sink_task_offset_commit_completion",
+            "Connect's offset-commit-completion-total: the task's commits (pre_commit returned).",
+            task,
+            registry=r,
+        )
+        self.connect_commit_seq = Gauge(
+            "kafka_connect_sink_task_offset_commit_seq_no",
+            "Connect's offset-commit-seq-no: the sequence number of the task's last commit.",
+            task,
+            registry=r,
+        )
+        self.task_counts: dict[str, Counter | Gauge] = {
+            key: (Counter if key == "sink_record_send" else Gauge)(name, doc, task, registry=r)
+            for key, (name, doc) in TASK_COUNTS.items()
+        }
+        self.last_error = Gauge(
+            "kafka_connect_task_error_last_error_timestamp",
+            "Connect's last-error-timestamp: when the task last saw an errant record (epoch ms).",
+            task,
+            registry=r,
+        )
+        self._counted: set[tuple[str, str]] = set()  # tasks with their TASK_COUNTS series
         self._lag_labels: dict[tuple[str, str], set[tuple[str, str]]] = {}
         self._watched: dict[tuple[int, type[Collector]], Collector] = {}
         self._consumed_total = 0
@@ -137,7 +223,20 @@ class Metrics:
 
     def record_consumed(self, connector: str, task: int, count: int) -> None:
         self.records_consumed.labels(connector, str(task)).inc(count)
+        self.connect_read.labels(connector, str(task)).inc(count)
         self._consumed_total += count
+
+    def record_task_counts(self, connector: str, task: int, **counts: int) -> None:
+        labels = (connector, str(task))
+        if labels not in self._counted:  # every series from the first count on, at 0 (as
+            self._counted.add(labels)  # Connect's MBean attributes): no gaps in dashboards
+            for metric in self.task_counts.values():
+                metric.labels(*labels)
+        for key, count in counts.items():
+            if count:
+                self.task_counts[key].labels(*labels).inc(count)
+        if any(counts.get(key) for key in _ERRORS):
+            self.last_error.labels(*labels).set(int(time.time() * 1000))
 
     def record_written(self, connector: str, task: int, count: int, seconds: float) -> None:
         """One committed write of ``count`` records that took ``seconds``."""
@@ -169,7 +268,7 @@ class Metrics:
 
     # Freshness (committed offsets, log ends, event times) is kept per task by the runtime
     # (``runtime/slot/freshness.py``) and read from the task status on scrape, like the states:
-    # these three only make ``Metrics`` a complete ``TaskMetrics``.
+    # of these three, only ``record_committed`` counts something here (Connect's commits).
 
     def record_delivering(
         self,
@@ -183,7 +282,8 @@ class Metrics:
     def record_committed(
         self, connector: str, task: int, offsets: Mapping[TopicPartition, int]
     ) -> None:
-        pass
+        self.connect_commits.labels(connector, str(task)).inc()
+        self.connect_commit_seq.labels(connector, str(task)).inc()
 
     def set_log_ends(
         self, connector: str, task: int, ends: Mapping[TopicPartition, int | None]
@@ -211,10 +311,19 @@ class Metrics:
     def forget_task(self, connector: str, task: int) -> None:
         """Drop a task's series (its connector was deleted or shrank): no stale lag."""
         key = (connector, str(task))
+        self._counted.discard(key)
         for topic, partition in self._lag_labels.pop(key, set()):
             with contextlib.suppress(KeyError):
                 self.consumer_lag.remove(*key, topic, partition)
-        for metric in (self.records_consumed, self.records_written, self.write_seconds):
+        connect = (self.connect_read, self.connect_commits, self.connect_commit_seq)
+        for metric in (
+            self.records_consumed,
+            self.records_written,
+            self.write_seconds,
+            *connect,
+            *self.task_counts.values(),
+            self.last_error,
+        ):
             with contextlib.suppress(KeyError):
                 metric.remove(*key)
 

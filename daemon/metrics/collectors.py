@@ -12,7 +12,7 @@ from prometheus_client.registry import Collector
 
 from daemon.errors import ConnectdError
 from daemon.executor.info import ExecutorInfo, PoolStatus
-from daemon.runtime.model import Herder, PartitionFreshness, State
+from daemon.runtime.model import ConnectorStatus, Herder, PartitionFreshness, State
 
 
 class ClusterView(Protocol):
@@ -64,11 +64,13 @@ class WorkerCollector(Collector):
             labels=["connector", "task"],
         )
         fresh = _FreshnessFamilies()
+        connect = _ConnectFamilies(self._herder.worker_id)
         for name in self._herder.connector_names():
             try:
                 status = self._herder.connector_status(name)
             except ConnectdError:  # deleted while we looked
                 continue
+            connect.add(status)
             for state in State:
                 connector_state.add_metric([name, state.value], float(status.state is state))
             for t in status.tasks:
@@ -84,6 +86,81 @@ class WorkerCollector(Collector):
                     fresh.add(labels, p)
         yield from (connector_state, task_state, incarnation, restarts, stalled)
         yield from fresh.families()
+        yield from connect.families()
+
+
+#: Connect's per-connector task counts of a worker (``connect-worker-metrics``), by state.
+_TASK_COUNTS = {
+    "running": State.RUNNING,
+    "paused": State.PAUSED,
+    "failed": State.FAILED,
+    "unassigned": State.UNASSIGNED,
+    "restarting": State.RESTARTING,
+}
+
+
+class _ConnectFamilies:
+    """Kafka Connect's state metrics under the names Strimzi's JMX exporter rules give its
+    MBeans: what this worker runs, as a Connect worker reports it (in distributed mode, the
+    connectors and tasks whose status names this worker)."""
+
+    def __init__(self, worker_id: str) -> None:
+        self._worker_id = worker_id
+        self.connector_status = GaugeMetricFamily(
+            "kafka_connect_connector_status",
+            "Connect's connector-metrics status: 1 for the connector's state (lower case).",
+            labels=["connector", "status"],
+        )
+        self.task_status = GaugeMetricFamily(
+            "kafka_connect_connector_task_status",
+            "Connect's connector-task-metrics status: 1 for the task's state (lower case).",
+            labels=["connector", "task", "status"],
+        )
+        self.connectors = 0
+        self.tasks = 0
+        self.per_connector = {
+            kind: GaugeMetricFamily(
+                f"kafka_connect_worker_connector_{kind}_task_count",
+                f"Connect's connector-{kind}-task-count of this worker.",
+                labels=["connector"],
+            )
+            for kind in ("total", *_TASK_COUNTS, "destroyed")
+        }
+
+    def _here(self, worker_id: str) -> bool:
+        return not self._worker_id or worker_id == self._worker_id
+
+    def add(self, status: ConnectorStatus) -> None:
+        name = status.name
+        if self._here(status.worker_id):
+            self.connectors += 1
+            self.connector_status.add_metric([name, status.state.value.lower()], 1.0)
+        mine = [t for t in status.tasks if self._here(t.worker_id)]
+        for t in mine:
+            self.task_status.add_metric([name, str(t.id), t.state.value.lower()], 1.0)
+        self.tasks += len(mine)
+        if not mine and not self._here(status.worker_id):
+            return
+        self.per_connector["total"].add_metric([name], len(mine))
+        for kind, state in _TASK_COUNTS.items():
+            count = sum(1 for t in mine if t.state is state)
+            self.per_connector[kind].add_metric([name], count)
+        self.per_connector["destroyed"].add_metric([name], 0)
+
+    def families(self) -> Iterator[Metric]:
+        yield self.connector_status
+        yield self.task_status
+        yield GaugeMetricFamily(
+            "kafka_connect_worker_connector_count",
+            "Connect's connector-count: connectors run in this worker.",
+            value=self.connectors,
+        )
+        yield GaugeMetricFamily(
+            "kafka_connect_worker_task_count",
+            "Connect's task-count: tasks run in this worker.",
+            value=self.tasks,
+        )
+        yield from self.per_connector.values()
 
 
 class _FreshnessFamilies:

@@ -64,6 +64,11 @@ class TaskMetrics(Protocol):
         """After a poll: every assigned partition's end (highwater), ``None`` if not known."""
         ...
 
+    def record_task_counts(self, connector: str, task: int, **counts: int) -> None:
+        """Add to Connect's per-task counters, named as ``daemon.metrics.TASK_COUNTS`` names
+        them (``sink_record_send``, ``total_record_errors``, ``total_retries``, ...)."""
+        ...
+
 
 @dataclass(frozen=True)
 class TaskSettings:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import bisect
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -196,8 +196,10 @@ class ErrantRecords:
         converters: tuple[Converter, Converter],
         *,
         close_timeout: float = TaskSettings.client_close_timeout,
+        count: Callable[..., None] = lambda **counts: None,
     ) -> None:
-        """``close_timeout``: how long ``close`` waits for each dead-letter topic client."""
+        """``close_timeout``: how long ``close`` waits for each dead-letter topic client;
+        ``count``: adds to Connect's task error metrics (``TaskMetrics.record_task_counts``)."""
         self.task_id = task_id
         self.converters = converters  # key, value
         self.config = config
@@ -206,6 +208,7 @@ class ErrantRecords:
         self.index = DeadLetterIndex()
         self._generation: int | None = None
         self.produced = 0
+        self._count = count
         name = config.errors_deadletterqueue_topic_name
         if name and config.errors_tolerance is ErrorTolerance.ALL:
             client = client_settings(worker, f"{config.name}-{task_id.task}-dlq")
@@ -247,7 +250,12 @@ class ErrantRecords:
         """Apply the tolerance to a batch's failures; under ``all`` with a dead-letter topic,
         make sure each is in the topic once. Called for every batch (also one without
         failures: the index must cover every partition from its first batch on)."""
+        if failures:  # counted before the tolerance acts: under none, it raises
+            self._count(total_record_errors=len(failures), total_record_failures=len(failures))
         apply_tolerance(self.config, self.task_id, failures)
+        if failures:
+            logged = len(failures) if self.config.errors_log_enable else 0
+            self._count(total_records_skipped=len(failures), total_errors_logged=logged)
         if self.dlq is None or not ranges:
             return
         if generation != self._generation:  # a rebalance: others may have owned partitions
@@ -297,7 +305,12 @@ class ErrantRecords:
             )
             for f in new
         ]
-        positions = await self.dlq.produce(letters)
+        try:
+            positions = await self.dlq.produce(letters)
+        except BaseException:
+            self._count(deadletterqueue_produce_failures=len(new))
+            raise
+        self._count(deadletterqueue_produce_requests=len(new))
         for f, (p, o) in zip(new, positions, strict=True):
             self.index.produced(f.tp, f.offset, p, o)
         self.produced += len(new)

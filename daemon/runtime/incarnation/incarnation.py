@@ -202,7 +202,9 @@ class Incarnation:
         task_config = await self._resolve(self._raw_task)
         cfg = parse_connector(conn).config
         self.binding.group_limit = cfg.executor_writes_max
-        self.pipeline = RecordPipeline(self.id, self.worker, cfg, task_config, self.settings)
+        self.pipeline = RecordPipeline(
+            self.id, self.worker, cfg, task_config, self.settings, self._metrics
+        )
         self.retrier.configure(cfg)
         self.gaps.configure(cfg)
         await self.pipeline.start()
@@ -274,6 +276,10 @@ class Incarnation:
                     delay = self.retrier.after(exc, step)  # rewinds the batch for a retry
                     if delay is None:
                         raise
+                    if self._metrics is not None:
+                        self._metrics.record_task_counts(
+                            self.id.connector, self.id.task, total_retries=1
+                        )
             if delay is not None:
                 await self.retrier.wait(delay)
 
@@ -317,6 +323,9 @@ class Incarnation:
         self.progress.delivered()
         if self._metrics is not None and count:
             self._metrics.record_consumed(self.id.connector, self.id.task, count)
+            self._metrics.record_task_counts(
+                self.id.connector, self.id.task, sink_record_send=len(batch)
+            )
         self.apply_seeks()
         return count
 

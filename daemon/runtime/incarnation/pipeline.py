@@ -33,7 +33,7 @@ from daemon.connectors.records import OffsetRange, RawBatch, RecordBatch, TopicP
 from daemon.connectors.transforms import apply as apply_transforms
 from daemon.runtime.deadletter.policy import ErrantRecords
 from daemon.runtime.incarnation.consumer import group_id
-from daemon.runtime.settings import TaskSettings
+from daemon.runtime.settings import TaskMetrics, TaskSettings
 
 
 def task_converter_options(
@@ -76,8 +76,14 @@ class RecordPipeline:
         config: ConnectorConfig,
         task_config: Mapping[str, str],
         settings: TaskSettings,
+        metrics: TaskMetrics | None = None,
     ) -> None:
         self.key, self.value = task_converters(worker, config, task_config)
+
+        def count(**counts: int) -> None:
+            if metrics is not None:
+                metrics.record_task_counts(task_id.connector, task_id.task, **counts)
+
         self.errant = ErrantRecords(
             task_id,
             config,
@@ -85,6 +91,7 @@ class RecordPipeline:
             group_id(config.name),
             (self.key, self.value),
             close_timeout=settings.client_close_timeout,
+            count=count,
         )
         self._timeout = settings.callback_timeout
         self.chain = config.transform_chain

@@ -367,6 +367,10 @@ class SlotRecorder:
         if self._inner is not None:
             self._inner.executor_killed(reason)
 
+    def record_task_counts(self, connector: str, task: int, **counts: int) -> None:
+        if self._inner is not None:
+            self._inner.record_task_counts(connector, task, **counts)
+
     def record_delivering(
         self,
         connector: str,

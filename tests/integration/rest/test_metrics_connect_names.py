@@ -1,0 +1,124 @@
+"""Kafka Connect's metrics under Connect's names (issue 35 item 1, a first part): a real daemon,
+real broker, records with bad JSON among them under ``errors.tolerance=all`` with a dead-letter
+topic, and a sink whose ``put`` raises ``RetriableError`` twice. The scrape (over HTTP, parsed as
+Prometheus text) carries the series that the Prometheus JMX exporter with Strimzi's Kafka
+Connect rules makes of Connect's MBeans: ``kafka_connect_sink_task_*``,
+``kafka_connect_task_error_*``, ``kafka_connect_connector_status``,
+``kafka_connect_connector_task_status`` and ``kafka_connect_worker_*``, with the counts the
+test caused."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import aiohttp
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from support.daemon import DaemonFactory, wait_until, worker_properties
+from support.kafka import produce
+from support.kafka_fixtures import TopicFactory
+
+pytestmark = pytest.mark.integration
+
+GOOD, BAD = 24, 6
+Samples = dict[str, list[tuple[dict[str, str], float]]]
+
+
+def _samples(text: str) -> Samples:
+    out: Samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out.setdefault(sample.name, []).append((dict(sample.labels), sample.value))
+    return out
+
+
+def _value(samples: Samples, name: str, **labels: str) -> float | None:
+    found = [v for have, v in samples.get(name, []) if labels.items() <= have.items()]
+    return sum(found) if found else None
+
+
+async def test_connect_named_metrics_count_what_the_tasks_did(
+    run_daemon: DaemonFactory, kafka_bootstrap: str, kafka_topic: TopicFactory, tmp_path: Path
+) -> None:
+    topic = await kafka_topic(partitions=1)
+    dlq = await kafka_topic(partitions=1)
+    records = [(None, b'{"n": %d}' % i) for i in range(GOOD)]
+    records += [(None, b"{not json %d" % i) for i in range(BAD)]
+    await produce(kafka_bootstrap, topic, records)
+    d = await run_daemon(worker_properties(kafka_bootstrap, tmp_path / "state"))
+    assert d.rest_url is not None
+    echo = {
+        "connector.class": "EchoSink",
+        "topics": topic,
+        "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+        "value.converter.schemas.enable": "false",
+        "errors.tolerance": "all",
+        "errors.log.enable": "true",
+        "errors.deadletterqueue.topic.name": dlq,
+        "errors.deadletterqueue.topic.replication.factor": "1",
+    }
+    flaky = {
+        "connector.class": "support.failing_sinks:FlakySink",
+        "topics": topic,
+        "fail.puts": "2",
+        "retry.wait.ms": "100",
+    }
+    async with aiohttp.ClientSession(d.rest_url) as http:
+        for name, config in (("echo", echo), ("flaky-metrics", flaky)):
+            async with http.post("/connectors", json={"name": name, "config": config}) as r:
+                assert r.status == 201, await r.text()
+
+        async def scrape() -> Samples:
+            async with http.get("/metrics") as r:
+                assert r.status == 200
+                return _samples(await r.text())
+
+        async def settled() -> Samples | None:
+            s = await scrape()
+            done = (
+                _value(s, "kafka_connect_sink_task_sink_record_read_total", connector="echo")
+                == GOOD + BAD
+                and _value(s, "kafka_connect_task_error_total_retries", connector="flaky-metrics")
+                == 2
+                and (_value(s, "kafka_connect_sink_task_offset_commit_completion_total") or 0) > 0
+            )
+            return s if done else None
+
+        s = await wait_until(settled, 60, "every record read, both retries, a commit")
+
+    task = {"connector": "echo", "task": "0"}
+    assert _value(s, "kafka_connect_sink_task_sink_record_send_total", **task) == GOOD
+    errors = {
+        "total_record_errors": BAD,
+        "total_record_failures": BAD,
+        "total_records_skipped": BAD,
+        "total_errors_logged": BAD,
+        "total_retries": 0,
+        "deadletterqueue_produce_requests": BAD,
+        "deadletterqueue_produce_failures": 0,  # present at 0, as Connect's attribute is
+    }
+    for attribute, expected in errors.items():
+        assert _value(s, f"kafka_connect_task_error_{attribute}", **task) == expected, attribute
+    last = _value(s, "kafka_connect_task_error_last_error_timestamp", **task)
+    assert last is not None and abs(last / 1000 - time.time()) < 120
+    seq = _value(s, "kafka_connect_sink_task_offset_commit_seq_no", **task)
+    commits = _value(s, "kafka_connect_sink_task_offset_commit_completion_total", **task)
+    assert seq is not None and seq >= 1 and commits == seq
+
+    flaky_task = {"connector": "flaky-metrics", "task": "0"}
+    assert _value(s, "kafka_connect_task_error_total_retries", **flaky_task) == 2
+    assert _value(s, "kafka_connect_sink_task_sink_record_send_total", **flaky_task) == GOOD + BAD
+
+    # State, as a Connect worker's MBeans give it: one series per connector and task, value 1.
+    for name in ("echo", "flaky-metrics"):
+        assert _value(s, "kafka_connect_connector_status", connector=name, status="running") == 1
+        assert _value(s, "kafka_connect_connector_status", connector=name) == 1
+        running = {"connector": name, "task": "0", "status": "running"}
+        assert _value(s, "kafka_connect_connector_task_status", **running) == 1
+        per = {"connector": name}
+        assert _value(s, "kafka_connect_worker_connector_total_task_count", **per) == 1
+        assert _value(s, "kafka_connect_worker_connector_running_task_count", **per) == 1
+        assert _value(s, "kafka_connect_worker_connector_failed_task_count", **per) == 0
+    assert _value(s, "kafka_connect_worker_connector_count") == 2
+    assert _value(s, "kafka_connect_worker_task_count") == 2
