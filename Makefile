@@ -26,7 +26,7 @@ TEST_WORKERS ?= 2
 
 export KAFKA_VERSION
 
-.PHONY: help venv check-java check-test-tools jars kafka-up kafka-down spark-up spark-down lint fmt test test-unit test-integration soak bench bench-commitlog bench-executor bench-e2e bench-rest bench-many bench-cluster bench-ss bench-spark-cluster demo demo-down clean
+.PHONY: help venv check-java check-test-tools jars prometheus kafka-up kafka-down spark-up spark-down lint fmt test test-unit test-integration soak bench bench-commitlog bench-executor bench-e2e bench-rest bench-many bench-cluster bench-ss bench-spark-cluster demo demo-down clean
 
 help:
 	@echo "make demo        run connectd on the example configs against a local broker"
@@ -35,6 +35,8 @@ help:
 	@echo "make lint        ruff format --check, ruff check, mypy --strict, the layer rule (dev/check_layers.py)"
 	@echo "make jars        fetch the Delta Lake and Iceberg jars from Maven Central into"
 	@echo "                 ~/.cache/connectd/jars (connectd fetch-jars; make test does it too)"
+	@echo "make prometheus  Debian's Prometheus package, unpacked into .cache/prometheus (the alert"
+	@echo "                 rules' tests run it; make test does it too)"
 	@echo "make kafka-up    start the development broker (KAFKA_PORT, default 9092)"
 	@echo "make kafka-down  stop it"
 	@echo "make spark-up    a Spark standalone master and SPARK_WORKERS workers on loopback, from"
@@ -66,6 +68,18 @@ check-java: $(STAMP)
 jars: check-java
 	@$(PY) -m daemon fetch-jars
 
+# Debian's Prometheus package (prometheus and promtool), unpacked into the project's .cache: the
+# monitoring tests run it on loopback, tracked by PID. Nothing is installed system-wide and no
+# service starts; apt-get refreshes its lists (as root) only if the download needs them.
+PROMETHEUS_DIR := .cache/prometheus
+PROMETHEUS := $(PROMETHEUS_DIR)/usr/bin/prometheus
+prometheus: $(PROMETHEUS)
+$(PROMETHEUS):
+	@mkdir -p $(PROMETHEUS_DIR)/deb
+	@cd $(PROMETHEUS_DIR)/deb && { apt-get download prometheus >/dev/null 2>&1 || { apt-get update -qq && apt-get download prometheus; } || { echo "Could not download Debian's prometheus package with apt-get" >&2; exit 69; }; }
+	dpkg-deb -x "$$(ls $(PROMETHEUS_DIR)/deb/prometheus_*.deb | head -1)" $(PROMETHEUS_DIR)
+	@$(PROMETHEUS) --version 2>&1 | head -1
+
 # Tools the tests call besides Python and Java; under CI a test that cannot run fails the run
 # (tests/conftest.py), so say what is missing before the long run starts.
 check-test-tools:
@@ -96,7 +110,7 @@ fmt: $(STAMP)
 	$(VENV)/bin/ruff format daemon tests bench dev
 	$(VENV)/bin/ruff check --fix daemon tests bench dev
 
-test: lint check-java check-test-tools jars
+test: lint check-java check-test-tools jars prometheus
 	$(VENV)/bin/pytest -m "not soak" --durations=40 -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test-unit: $(STAMP) check-test-tools

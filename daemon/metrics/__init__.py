@@ -228,8 +228,8 @@ class Metrics:
 
     def record_task_counts(self, connector: str, task: int, **counts: int) -> None:
         labels = (connector, str(task))
-        if labels not in self._counted:  # every series from the first count on, at 0 (as
-            self._counted.add(labels)  # Connect's MBean attributes): no gaps in dashboards
+        if labels not in self._counted:  # every series from the task's start, at 0 (as
+            self._counted.add(labels)  # Connect's MBean attributes): rates see the first rise
             for metric in self.task_counts.values():
                 metric.labels(*labels)
         for key, count in counts.items():

@@ -8,6 +8,9 @@ failed.
 ``GreedySink`` (``support.failing_sinks:GreedySink``): generates two more task configurations
 than ``tasks.max`` allows; its tasks accept records and write nothing.
 
+``NeverCommitSink`` (``support.failing_sinks:NeverCommitSink``): takes every record and makes
+none durable (``pre_commit`` returns nothing): with lag, its task stalls.
+
 ``FlakySink`` (``support.failing_sinks:FlakySink``): its ``put`` raises ``RetriableError``
 (Connect's ``RetriableException``) for the first ``fail.puts`` non-empty batches of each
 connector, after asking ``context.timeout(retry.wait.ms)``; then it keeps each record's
@@ -19,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from daemon.connectors.api import RetriableError, SinkConnector, SinkTask, SinkTaskContext
-from daemon.connectors.records import RecordBatch
+from daemon.connectors.records import RecordBatch, TopicPartition
 
 STARTS: dict[str, int] = {}
 """Failed task starts, by connector name."""
@@ -100,3 +103,17 @@ class FlakySink(SinkConnector):
 
     def task_class(self) -> type[SinkTask]:
         return FlakyTask
+
+
+class NeverCommitTask(IdleTask):
+    async def pre_commit(
+        self, offsets: Mapping[TopicPartition, int]
+    ) -> Mapping[TopicPartition, int]:
+        return {}
+
+
+class NeverCommitSink(SinkConnector):
+    needs_executors = False
+
+    def task_class(self) -> type[SinkTask]:
+        return NeverCommitTask

@@ -208,6 +208,8 @@ class Incarnation:
         self.retrier.configure(cfg)
         self.gaps.configure(cfg)
         await self.pipeline.start()
+        if self._metrics is not None:  # Connect's task counters exist, at 0, from the start
+            self._metrics.record_task_counts(self.id.connector, self.id.task)
         # The worker's write deadline, for sinks that read it from their configuration.
         task_config.setdefault(WRITE_TIMEOUT_KEY, str(int(self.settings.write_timeout * 1000)))
         self.task = self._task_class()
