@@ -1,6 +1,6 @@
-"""A real Prometheus for tests: Debian's package, unpacked by ``make prometheus`` into
-``.cache/prometheus``, run on loopback with a configuration of the test's, tracked by PID and
-ended by PID (``prometheus`` fixture)."""
+"""Prometheus for tests: ``samples`` reads a ``/metrics`` scrape; a real Prometheus (Debian's
+package, unpacked by ``make prometheus`` into ``.cache/prometheus``) runs on loopback with a
+configuration of the test's, tracked by PID and ended by PID (``prometheus`` fixture)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from support.daemon import ROOT
 from support.kafka import free_port
 
 BIN = ROOT / ".cache" / "prometheus" / "usr" / "bin"
+
+#: Sample name → [(labels, value)].
+Samples = dict[str, list[tuple[dict[str, str], float]]]
+
+
+def samples(text: str) -> Samples:
+    """Sample name → [(labels, value)] of a Prometheus text exposition."""
+    out: Samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out.setdefault(sample.name, []).append((dict(sample.labels), sample.value))
+    return out
 
 
 def tool(name: str) -> Path:

@@ -124,7 +124,7 @@ class HerderLoop:
         self._applied_snapshot = ConfigSnapshot()
         # Restart requests and cluster-wide log levels at or after this offset are new: as in
         # Connect, those written before this worker started are not acted on.
-        self._restarts_from = 0
+        self._requests_from = 0
         self.publisher = StatusPublisher(self.status_writer, self.worker, "")
         self.rejoins = BatchedRejoin(self.rejoin, REJOIN_QUIET, REJOIN_MAX_WAIT)
         self._tasks: list[asyncio.Task[None]] = []
@@ -157,7 +157,7 @@ class HerderLoop:
         self.snapshot = await self.reader.read_to_end(timeout)
         self.statuses = await self.status_reader.read_to_end(timeout)
         self.loaded = True
-        self._restarts_from = self.snapshot.offset
+        self._requests_from = self.snapshot.offset
         self.member = self._member()
         await self.member.start()
         self._tasks = [
@@ -386,7 +386,7 @@ class HerderLoop:
     async def _apply(self) -> None:
         snapshot = self.snapshot
         await self.worker.reconcile(snapshot, self.running)
-        for request in snapshot.restarts_since(self._restarts_from):
+        for request in snapshot.restarts_since(self._requests_from):
             rt = self.worker.get(request.connector)
             if rt is not None:
                 async with rt.lock:
@@ -394,7 +394,7 @@ class HerderLoop:
                         await rt.restart(
                             include_tasks=request.include_tasks, only_failed=request.only_failed
                         )
-        for wanted in snapshot.levels_since(self._restarts_from):
+        for wanted in snapshot.levels_since(self._requests_from):
             level = parse_level(wanted.level)
             if level is None:
                 log.warning(
@@ -408,6 +408,6 @@ class HerderLoop:
                 "Logger %s set to %s cluster-wide (scope=cluster): %d logger(s) changed",
                 *(wanted.namespace, level_name(level), len(changed)),
             )
-        self._restarts_from = snapshot.offset
+        self._requests_from = snapshot.offset
         self._applied_offset = snapshot.offset
         self._applied_snapshot = snapshot

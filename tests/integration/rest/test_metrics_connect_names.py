@@ -14,23 +14,14 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 from support.daemon import DaemonFactory, wait_until, worker_properties
 from support.kafka import produce
 from support.kafka_fixtures import TopicFactory
+from support.prometheus import Samples, samples
 
 pytestmark = pytest.mark.integration
 
 GOOD, BAD = 24, 6
-Samples = dict[str, list[tuple[dict[str, str], float]]]
-
-
-def _samples(text: str) -> Samples:
-    out: Samples = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            out.setdefault(sample.name, []).append((dict(sample.labels), sample.value))
-    return out
 
 
 def commits(samples: Samples, connector: str) -> float | None:
@@ -77,7 +68,7 @@ async def test_connect_named_metrics_count_what_the_tasks_did(
         async def scrape() -> Samples:
             async with http.get("/metrics") as r:
                 assert r.status == 200
-                return _samples(await r.text())
+                return samples(await r.text())
 
         async def settled() -> Samples | None:
             s = await scrape()

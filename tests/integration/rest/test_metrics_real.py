@@ -14,26 +14,17 @@ from typing import Any
 
 import aiohttp
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 from support.daemon import run_daemon, wait_until, worker_properties  # noqa: F401 (fixture)
 from support.kafka import produce
+from support.prometheus import Samples, samples
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 PARTITIONS = 2
 PER_PARTITION = 40
 
 
-def _samples(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
-    """Sample name → [(labels, value)] of a Prometheus text exposition."""
-    out: dict[str, list[tuple[dict[str, str], float]]] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            out.setdefault(sample.name, []).append((dict(sample.labels), sample.value))
-    return out
-
-
-def _total(samples: dict[str, list[tuple[dict[str, str], float]]], name: str, c: str) -> float:
-    return sum(v for labels, v in samples.get(name, []) if labels.get("connector") == c)
+def _total(scraped: Samples, name: str, c: str) -> float:
+    return sum(v for labels, v in scraped.get(name, []) if labels.get("connector") == c)
 
 
 async def test_metrics_count_records_writes_and_lag(
@@ -69,7 +60,7 @@ async def test_metrics_count_records_writes_and_lag(
             async with http.get("/metrics") as r:
                 assert r.status == 200
                 assert r.headers["Content-Type"].startswith("text/plain")
-                s = _samples(await r.text())
+                s = samples(await r.text())
             lags = {
                 (labels["topic"], labels["partition"]): v
                 for labels, v in s.get("connectd_consumer_lag_records", [])
