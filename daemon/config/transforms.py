@@ -15,7 +15,7 @@ ignored: one of Connect's own that connectd does not apply yet, or a class it do
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from daemon.config.problems import Problem, error, warning
@@ -24,31 +24,170 @@ _T = "org.apache.kafka.connect.transforms."
 _P = _T + "predicates."
 FILTER = _T + "Filter"
 DROP_HEADERS = _T + "DropHeaders"
+INSERT_FIELD = _T + "InsertField"
+REPLACE_FIELD = _T + "ReplaceField"
+MASK_FIELD = _T + "MaskField"
+CAST = _T + "Cast"
 TOPIC_NAME_MATCHES = _P + "TopicNameMatches"
 HAS_HEADER_KEY = _P + "HasHeaderKey"
 RECORD_IS_TOMBSTONE = _P + "RecordIsTombstone"
 
-#: Applied transforms → their own keys (each required).
-TRANSFORMS: dict[str, tuple[str, ...]] = {FILTER: (), DROP_HEADERS: ("headers",)}
-#: Applied predicates → their own keys (each required).
-PREDICATES: dict[str, tuple[str, ...]] = {
-    TOPIC_NAME_MATCHES: ("pattern",),
-    HAS_HEADER_KEY: ("name",),
+#: Cast's target types (Connect's ``Schema.Type`` names, any case).
+CAST_TYPES = ("int8", "int16", "int32", "int64", "float32", "float64", "boolean", "string")
+
+
+def _bool(text: str) -> str | None:
+    return None if text.strip().lower() in ("true", "false") else "is not true or false"
+
+
+def _renames(text: str) -> str | None:
+    bad = [m for m in names(text) if len(m.split(":")) != 2]
+    return f"invalid rename mapping {bad[0]!r}" if bad else None
+
+
+def _cast_spec(text: str) -> str | None:
+    items = names(text)
+    for item in items:
+        parts = item.split(":")
+        if len(parts) > 2:
+            return f"invalid cast {item!r}: a field:type pair or a single type"
+        kind = parts[-1].strip().lower()
+        if kind not in CAST_TYPES:
+            return f"{parts[-1].strip()!r} is not a type Cast casts to ({', '.join(CAST_TYPES)})"
+    if len(items) > 1 and any(":" not in item for item in items):
+        return "a cast of the whole value (a single type) must be the only one in spec"
+    return None
+
+
+def _non_empty(text: str) -> str | None:
+    return None if text else "must not be empty"
+
+
+@dataclass(frozen=True)
+class Key:
+    """A transform's or predicate's own setting: Connect's name, type, default and meaning."""
+
+    name: str
+    doc: str
+    required: bool = False
+    default: str | None = None
+    type: str = "STRING"  # Connect's ConfigDef type, as GET /connector-plugins/{c}/config says
+    expected: str = ""
+    check: Callable[[str], str | None] | None = None
+
+
+_NULL_DEFAULT = Key(
+    "replace.null.with.default",
+    "For values with a schema, whether a null field takes its default. connectd's values have no"
+    " schema yet, so it changes nothing.",
+    default="true",
+    type="BOOLEAN",
+    expected="true or false",
+    check=_bool,
+)
+_INSERT_SUFFIX = " Suffix ! (required) or ? (optional, the default) sets the field's optionality."
+_INSERT = (
+    Key("topic.field", "Field for the record's topic." + _INSERT_SUFFIX),
+    Key("partition.field", "Field for the record's partition." + _INSERT_SUFFIX),
+    Key("offset.field", "Field for the record's offset." + _INSERT_SUFFIX),
+    Key("timestamp.field", "Field for the record's timestamp." + _INSERT_SUFFIX),
+    Key("static.field", "Field for static.value." + _INSERT_SUFFIX),
+    Key("static.value", "The value of static.field."),
+    _NULL_DEFAULT,
+)
+_REPLACE = (
+    Key("exclude", "Fields to drop; wins over include.", default="", type="LIST"),
+    Key("include", "Fields to keep (all when empty).", default="", type="LIST"),
+    Key(
+        "renames",
+        "Renames, old:new pairs.",
+        default="",
+        type="LIST",
+        expected="a list of colon-delimited pairs, e.g. foo:bar,abc:xyz",
+        check=_renames,
+    ),
+    _NULL_DEFAULT,
+)
+_MASK = (
+    Key(
+        "fields",
+        "Fields to mask.",
+        required=True,
+        type="LIST",
+        expected="a comma-separated list of field names",
+    ),
+    Key(
+        "replacement",
+        "What a masked value becomes (numbers and strings only); else its type's empty value.",
+        expected="a non-empty string",
+        check=_non_empty,
+    ),
+    _NULL_DEFAULT,
+)
+_CAST = (
+    Key(
+        "spec",
+        "field:type pairs, or one type for the whole value; types: " + ", ".join(CAST_TYPES),
+        required=True,
+        type="LIST",
+        expected="field:type pairs (e.g. a:int32,b:string) or a single type",
+        check=_cast_spec,
+    ),
+    _NULL_DEFAULT,
+)
+
+
+def _sides(cls: str, keys: tuple[Key, ...]) -> dict[str, tuple[Key, ...]]:
+    return {f"{cls}$Key": keys, f"{cls}$Value": keys}
+
+
+#: Applied transforms → their own settings.
+TRANSFORMS: dict[str, tuple[Key, ...]] = {
+    FILTER: (),
+    DROP_HEADERS: (
+        Key(
+            "headers",
+            "DropHeaders removes every header with one of these names.",
+            required=True,
+            type="LIST",
+            expected="a comma-separated list of header names",
+        ),
+    ),
+    **_sides(INSERT_FIELD, _INSERT),
+    **_sides(REPLACE_FIELD, _REPLACE),
+    **_sides(MASK_FIELD, _MASK),
+    **_sides(CAST, _CAST),
+}
+#: Applied predicates → their own settings.
+PREDICATES: dict[str, tuple[Key, ...]] = {
+    TOPIC_NAME_MATCHES: (
+        Key(
+            "pattern",
+            "TopicNameMatches holds where the whole topic name matches this regex.",
+            required=True,
+            expected="a regex the whole topic name must match",
+            check=lambda text: _regex(text),
+        ),
+    ),
+    HAS_HEADER_KEY: (
+        Key(
+            "name",
+            "HasHeaderKey holds where some header has this name.",
+            required=True,
+            expected="a header name",
+        ),
+    ),
     RECORD_IS_TOMBSTONE: (),
 }
 #: Connect 4.1's other built-in transforms (each with ``$Key`` and ``$Value`` where it has
 #: them): known, not applied yet, so refused as such.
 NOT_YET = (
-    "Cast",
     "ExtractField",
     "Flatten",
     "HeaderFrom",
     "HoistField",
-    "InsertField",
     "InsertHeader",
-    "MaskField",
     "RegexRouter",
-    "ReplaceField",
     "SetSchemaMetadata",
     "TimestampConverter",
     "TimestampRouter",
@@ -56,6 +195,19 @@ NOT_YET = (
 )
 #: Keys the framework adds to every transform's own (``predicate``, ``negate``) or predicate's.
 FRAMEWORK_KEYS = ("type", "predicate", "negate")
+
+
+def _regex(text: str) -> str | None:
+    try:
+        re.compile(text)
+    except re.error as e:
+        return f"is not a valid regex: {e}"
+    return None
+
+
+def side(cls: str) -> str:
+    """``key`` or ``value``: the part of the record a ``$Key``/``$Value`` transform changes."""
+    return "key" if cls.endswith("$Key") else "value"
 
 
 def class_name(type_name: str) -> str:
@@ -139,38 +291,54 @@ def _predicate(alias: str, config: Mapping[str, str]) -> tuple[PredicateSpec | N
     cls = class_name(given)
     if cls not in PREDICATES:
         return None, [_class_problem("predicates", alias, given, PREDICATES)]
-    own = _own(config, alias, ("type",))
-    problems = [
-        error(f"predicates.{alias}.{k}", "is required and has no default", _EXPECTED[k])
-        for k in PREDICATES[cls]
-        if not own.get(k, "").strip()
-    ]
-    if cls == TOPIC_NAME_MATCHES and own.get("pattern", "").strip():
-        try:
-            re.compile(own["pattern"])
-        except re.error as e:
-            problems.append(
-                error(f"predicates.{alias}.pattern", f"is not a valid regex: {e}", "a regex")
-            )
-    problems += [
-        warning(f"predicates.{alias}.{k}", f"is not a setting of {cls.rsplit('.', 1)[1]}: unused")
-        for k in own
-        if k not in PREDICATES[cls]
-    ]
+    own, problems = _settings("predicates", alias, cls, _own(config, alias, ("type",)))
     return (None if any(p.is_error for p in problems) else PredicateSpec(alias, cls, own)), problems
 
 
-_EXPECTED = {
-    "pattern": "a regex the whole topic name must match",
-    "name": "a header name",
-    "headers": "a comma-separated list of header names",
-}
-#: What each applied class's own setting means (``GET /connector-plugins/{class}/config``).
-KEY_DOCS = {
-    "pattern": "TopicNameMatches holds where the whole topic name matches this regex.",
-    "name": "HasHeaderKey holds where some header has this name.",
-    "headers": "DropHeaders removes every header with one of these names.",
-}
+def _settings(
+    kind: str, alias: str, cls: str, own: Mapping[str, str]
+) -> tuple[dict[str, str], list[Problem]]:
+    """``own`` with the defaults of the settings it leaves out, and its problems: a required
+    setting missing, a value its check refuses, a key the class does not have (a warning)."""
+    keys = (TRANSFORMS if kind == "transforms" else PREDICATES)[cls]
+    known = {k.name for k in keys}
+    where = f"{kind}.{alias}."
+    problems: list[Problem] = []
+    for k in keys:
+        text = own.get(k.name)
+        empty = not (names(text) if k.type == "LIST" else text.strip()) if text else True
+        if text is None or (k.required and empty):
+            if k.required:
+                problems.append(error(where + k.name, "is required and has no default", k.expected))
+            continue
+        why = k.check(text) if k.check is not None else None
+        if why is not None:
+            problems.append(error(where + k.name, f"{text!r}: {why}", k.expected))
+    simple = cls.rsplit(".", 1)[1]
+    problems += [
+        warning(where + k, f"is not a setting of {simple}: unused") for k in own if k not in known
+    ]
+    if cls.startswith(INSERT_FIELD + "$"):
+        inserted = ("topic.field", "partition.field", "offset.field", "timestamp.field")
+        if not any(own.get(k) for k in (*inserted, "static.field")):
+            problems.append(
+                error(
+                    where + "topic.field",
+                    "no field insertion configured",
+                    "at least one of topic.field, partition.field, offset.field, timestamp.field,"
+                    " static.field",
+                )
+            )
+        if own.get("static.field") and own.get("static.value") is None:
+            problems.append(
+                error(
+                    where + "static.value",
+                    f"static.field is {own['static.field']!r} but no value is given for it",
+                    "the static field's value",
+                )
+            )
+    defaults = {k.name: k.default for k in keys if k.default is not None}
+    return {**defaults, **own}, problems
 
 
 def names(text: str) -> tuple[str, ...]:
@@ -232,18 +400,8 @@ def chain(
             problems.append(
                 warning(f"transforms.{alias}.negate", "has no effect without a predicate")
             )
-        problems += [
-            error(f"transforms.{alias}.{k}", "is required and has no default", _EXPECTED[k])
-            for k in TRANSFORMS[cls]
-            if not names(own.get(k, ""))
-        ]
-        problems += [
-            warning(
-                f"transforms.{alias}.{k}", f"is not a setting of {cls.rsplit('.', 1)[1]}: unused"
-            )
-            for k in own
-            if k not in TRANSFORMS[cls]
-        ]
+        own, found = _settings("transforms", alias, cls, own)
+        problems += found
         specs.append(
             TransformSpec(
                 alias,

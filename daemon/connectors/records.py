@@ -27,6 +27,20 @@ COORDINATE_COLUMNS = ("kafka_topic", "kafka_partition", "kafka_offset", "kafka_t
 RESERVED_COLUMNS = frozenset((*COORDINATE_COLUMNS, "key", "value", "headers"))
 
 
+def value_column_names(fields: Iterable[str], taken: Iterable[str] = ()) -> dict[str, str]:
+    """Value field → its column name: the field's own, or ``value_<name>`` (then ``_``-prefixed)
+    where that is a reserved or ``taken`` column."""
+    names: dict[str, str] = {}
+    used = set(RESERVED_COLUMNS) | set(taken)
+    for f in fields:
+        col = f if f not in used else f"value_{f}"
+        while col in used:
+            col = f"_{col}"
+        used.add(col)
+        names[f] = col
+    return names
+
+
 class TimestampType(enum.IntEnum):
     """Kafka's record timestamp types, with Kafka's numeric codes."""
 
@@ -129,8 +143,9 @@ class BadRecord:
     """A record that could not be converted; the runtime applies ``errors.tolerance`` to it.
 
     ``error`` is the message, ``exception_class`` the qualified name of the exception type,
-    ``stage`` which converter failed (``key`` or ``value``). The raw bytes and headers are kept
-    for the dead-letter queue.
+    ``stage`` which converter failed (``key`` or ``value``), or ``transformation`` when a
+    transform refused the converted record (``transform``: its class, ``error`` names its
+    alias). The raw bytes and headers are kept for the dead-letter queue.
     """
 
     topic: str
@@ -138,10 +153,11 @@ class BadRecord:
     offset: int
     error: str
     exception_class: str
-    stage: Literal["key", "value"]
+    stage: Literal["key", "value", "transformation"]
     key: bytes | None = None
     value: bytes | None = None
     headers: tuple[tuple[str, bytes | None], ...] = ()
+    transform: str | None = None
 
     @property
     def tp(self) -> TopicPartition:

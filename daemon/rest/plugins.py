@@ -89,18 +89,18 @@ async def list_plugins(request: web.Request) -> web.Response:
     return json_reply(out)
 
 
-def _chain_key(name: str) -> dict[str, object]:
+def _chain_key(key: tf.Key) -> dict[str, object]:
     """A transform's or predicate's own setting, in Connect's ``ConfigKeyInfo`` shape."""
     return {
-        "name": name,
-        "type": "STRING",
-        "required": True,
-        "default_value": None,
-        "importance": "HIGH",
-        "documentation": tf.KEY_DOCS[name],
+        "name": key.name,
+        "type": key.type,
+        "required": key.required,
+        "default_value": key.default,
+        "importance": "HIGH" if key.required else "MEDIUM",
+        "documentation": key.doc,
         "group": None,
         "width": "NONE",
-        "display_name": name,
+        "display_name": key.name,
         "dependents": [],
         "order": -1,
     }

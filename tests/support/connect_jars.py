@@ -15,6 +15,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from daemon.config import transforms as tf
+from daemon.config.transforms import Chain
+
 ROOT = Path(__file__).resolve().parents[2]
 CONNECT_VERSION = "4.1.2"
 POM = ROOT / "tests" / "conformance" / "connect" / "pom.xml"
@@ -74,10 +77,30 @@ def refused_overrides(
 
 
 def run_harness(
-    libs: Path, requests: Sequence[tuple[Mapping[str, str], Sequence[Mapping[str, Any]]]]
+    libs: Path,
+    requests: Sequence[tuple[Mapping[str, str], Sequence[Mapping[str, Any]]]],
+    converter: str = "string",
 ) -> list[list[dict[str, Any] | None]]:
     """For each (connector config, records): the records as Connect's classes leave them
-    (``Harness.java``), None where dropped. One JVM for all of them."""
-    body = json.dumps([{"config": dict(c), "records": list(r)} for c, r in requests])
+    (``Harness.java``), None where dropped. One JVM for all of them. ``converter``: how keys
+    and values are read (``string``, or ``json``: JsonConverter, schemas.enable=false)."""
+    body = json.dumps(
+        [{"config": dict(c), "records": list(r), "converter": converter} for c, r in requests]
+    )
     result: list[list[dict[str, Any] | None]] = _java(libs, HARNESS, body)
     return result
+
+
+def chain_of(config: Mapping[str, str]) -> Chain:
+    """The chain connectd makes of a connector's flat ``transforms``/``predicates`` settings,
+    the harness's request form (no error allowed)."""
+    split = lambda s: tuple(a.strip() for a in s.split(",") if a.strip())  # noqa: E731
+    own = {k: v for k, v in config.items() if k not in ("transforms", "predicates")}
+    chain, problems = tf.chain(
+        split(config.get("transforms", "")),
+        {k.removeprefix("transforms."): v for k, v in own.items() if k.startswith("transforms.")},
+        split(config.get("predicates", "")),
+        {k.removeprefix("predicates."): v for k, v in own.items() if k.startswith("predicates.")},
+    )
+    assert not [p for p in problems if p.is_error], problems
+    return chain

@@ -10,7 +10,6 @@ import pyarrow.dataset as ds
 
 from daemon.storage.commitlog import META, CommitLog
 
-
 #: How many of the newest records ``committed`` checks for files not yet in place: a task has
 #: at most one commit between its record and its files' move, and tests run a few tasks.
 IN_FLIGHT = 16

@@ -13,7 +13,7 @@ import pyarrow.json as pj
 
 from daemon.connectors.converters.base import Converted, Converter
 from daemon.connectors.converters.text import decode_each, decode_text, string_array
-from daemon.connectors.records import RESERVED_COLUMNS
+from daemon.connectors.records import value_column_names
 from daemon.errors import ConfigError, ConversionError
 
 
@@ -147,15 +147,7 @@ class JsonConverter(Converter):
     @property
     def columns(self) -> dict[str, str]:
         """Value fields with a column so far → column names, in column order."""
-        names: dict[str, str] = {}
-        used = set(RESERVED_COLUMNS)
-        for f in self._types:
-            col = f if f not in used else f"value_{f}"
-            while col in used:
-                col = f"_{col}"
-            used.add(col)
-            names[f] = col
-        return names
+        return value_column_names(self._types)
 
     def convert(self, data: Sequence[bytes | None]) -> Converted:
         fast = None if self.schemas_enable or not self.use_pyarrow else self._fast(data)

@@ -66,8 +66,9 @@ Headers = tuple[tuple[str, bytes | None], ...]
 class Failure:
     """One record that failed, with what Connect's context headers report about it.
 
-    ``stage`` is Connect's stage name (``KEY_CONVERTER``, ``VALUE_CONVERTER``, ``TASK_PUT``);
-    ``class_name`` the class that was running (the converter, or the sink task).
+    ``stage`` is Connect's stage name (``KEY_CONVERTER``, ``VALUE_CONVERTER``, ``TRANSFORMATION``,
+    ``TASK_PUT``);
+    ``class_name`` the class that was running (the converter, the transform, or the sink task).
     """
 
     topic: str

@@ -1,7 +1,7 @@
 """Errant records: ``errors.*`` applied to the records a task could not take.
 
-A record is *errant* when a converter rejects it (``BadRecord``) or the sink's ``reject`` hook
-refuses it. ``ErrantRecords`` decides, per batch, before the batch reaches ``put``:
+A record is *errant* when a converter or a transform rejects it (``BadRecord``) or the sink's
+``reject`` hook refuses it. ``ErrantRecords`` decides, per batch, before the batch reaches ``put``:
 
 - ``errors.tolerance=none``: the task fails (``ConversionError`` / ``RecordRejected``, not
   retriable) with a message naming the first record's topic, partition and offset.
@@ -56,6 +56,7 @@ def conversion_failures(
     for b in bad:
         record = _find(polled, b.tp, b.offset)
         side = converters[0] if b.stage == "key" else converters[1]
+        stage = {"key": "KEY_CONVERTER", "value": "VALUE_CONVERTER"}.get(b.stage, "TRANSFORMATION")
         out.append(
             Failure(
                 b.topic,
@@ -65,8 +66,8 @@ def conversion_failures(
                 b.key,
                 b.value,
                 tuple(b.headers),
-                "KEY_CONVERTER" if b.stage == "key" else "VALUE_CONVERTER",
-                qualified_name(type(side)),
+                stage,
+                b.transform or qualified_name(type(side)),
                 b.exception_class,
                 b.error,
                 f"{b.exception_class}: {b.error}",  # the converters keep no traceback
@@ -142,7 +143,9 @@ def apply_tolerance(config: ConnectorConfig, task_id: TaskId, failures: Sequence
     first = failures[0]
     if config.errors_tolerance is ErrorTolerance.NONE:
         error = RecordRejected if first.stage == "TASK_PUT" else ConversionError
-        what = "refused by the sink" if first.stage == "TASK_PUT" else "could not be converted"
+        what = {"TASK_PUT": "refused by the sink", "TRANSFORMATION": "refused by a transform"}.get(
+            first.stage, "could not be converted"
+        )
         raise error(
             f"{len(failures)} record(s) {what}; the first, at {first.where()}: "
             f"{first.message} ({first.exception_class}). Fix the data or the settings, or set "

@@ -12,7 +12,8 @@ guarantees:
   with records is converted (``convert_poll``, one call) and transformed in a thread, under the
   callback deadline; the rows a transform drops leave the batch while its offset ranges still
   cover them, so the sink's commit moves past them;
-- every failure of a poll (the converters' and the sink's ``reject``) is sifted out and handled
+- every failure of a poll (the converters', the transforms' and the sink's ``reject``) is
+  sifted out and handled
   (tolerance, log, dead-letter topic) before ``put`` sees the batch; the batch's offset ranges
   still cover the records left out, so the sink's commit moves past them;
 - with a dead-letter topic, the group commit's metadata carries each partition's dead-letter
@@ -27,10 +28,19 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from daemon.config import ConnectorConfig, WorkerConfig, effective_converter
+from daemon.config.transforms import Chain
 from daemon.connectors.api import TaskId
 from daemon.connectors.converters import ConversionResult, Converter, convert_poll, make_converter
-from daemon.connectors.records import OffsetRange, RawBatch, RecordBatch, TopicPartition
+from daemon.connectors.records import (
+    BadRecord,
+    OffsetRange,
+    RawBatch,
+    RecordBatch,
+    TopicPartition,
+)
 from daemon.connectors.transforms import apply as apply_transforms
+from daemon.connectors.transforms.java import TransformError
+from daemon.runtime.deadletter.index import qualified_name
 from daemon.runtime.deadletter.policy import ErrantRecords
 from daemon.runtime.incarnation.consumer import group_id
 from daemon.runtime.settings import TaskMetrics, TaskSettings
@@ -64,6 +74,35 @@ def task_converters(
             value.value, task_converter_options(value_opts, task_config, "value"), is_key=False
         ),
     )
+
+
+def _transformed(
+    chain: Chain, result: ConversionResult, records: Sequence[Any]
+) -> ConversionResult:
+    """``result`` after ``chain``: the records a transform refused join the bad ones, with
+    their raw bytes for the dead-letter queue."""
+    done = apply_transforms(chain, result.batch)
+    if not done.failures:
+        return dataclasses.replace(result, batch=done.batch)
+    raw = {(r.topic, r.partition, r.offset): r for r in records}
+    bad = list(result.bad)
+    for f in done.failures:
+        r = raw.get((f.topic, f.partition, f.offset))
+        bad.append(
+            BadRecord(
+                f.topic,
+                f.partition,
+                f.offset,
+                f"transform '{f.alias}' ({f.cls.rsplit('.', 1)[1]}): {f.message}",
+                qualified_name(TransformError),
+                "transformation",
+                getattr(r, "key", None),
+                getattr(r, "value", None),
+                tuple(getattr(r, "headers", ())),
+                transform=f.cls,
+            )
+        )
+    return ConversionResult(done.batch, bad)
 
 
 class RecordPipeline:
@@ -113,7 +152,7 @@ class RecordPipeline:
             records = [r for tp in sorted(polled) for r in polled[tp]]
             result = convert_poll(RawBatch.from_records(records), key, value, ranges)
             if chain:
-                result = dataclasses.replace(result, batch=apply_transforms(chain, result.batch))
+                result = _transformed(chain, result, records)
             return len(records), result
 
         if not any(polled.values()):

@@ -5,6 +5,8 @@
 //
 // requests: a list of requests (one JVM start for many chains), each
 //          {"config": {"transforms": "a", "transforms.a.type": "...", ...},
+//           "converter": "string" (the default) or "json" (Connect's JsonConverter with
+//                        schemas.enable=false reads each key and value, as a sink worker would),
 //           "records": [{"topic": t, "partition": p, "offset": o, "key": k, "value": v,
 //                        "headers": [[name, value-or-null], ...]}, ...]}
 // results: for each request, one entry per record, null where the chain dropped it, else the record as it left
@@ -21,19 +23,25 @@ import java.util.HashMap;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
+import java.nio.charset.StandardCharsets;
 import org.apache.kafka.connect.header.ConnectHeaders;
+import org.apache.kafka.connect.json.JsonConverter;
 import org.apache.kafka.connect.header.Header;
 import org.apache.kafka.connect.sink.SinkRecord;
 import org.apache.kafka.connect.transforms.Transformation;
 import org.apache.kafka.connect.transforms.predicates.Predicate;
 
 public class Harness {
-    static final Map<String, String> ALIASES = Map.of(
-        "Filter", "org.apache.kafka.connect.transforms.Filter",
-        "DropHeaders", "org.apache.kafka.connect.transforms.DropHeaders",
-        "TopicNameMatches", "org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
-        "HasHeaderKey", "org.apache.kafka.connect.transforms.predicates.HasHeaderKey",
-        "RecordIsTombstone", "org.apache.kafka.connect.transforms.predicates.RecordIsTombstone");
+    static final String T = "org.apache.kafka.connect.transforms.";
+
+    // Short names as Connect's plugin aliases give them: the simple class name (nested classes
+    // with their outer class: InsertField$Value).
+    static String fullName(String type) {
+        if (type.contains(".")) return type;
+        for (String p : List.of("Filter", "DropHeaders")) if (type.equals(p)) return T + p;
+        for (String p : List.of("TopicNameMatches", "HasHeaderKey", "RecordIsTombstone")) if (type.equals(p)) return T + "predicates." + p;
+        return T + type;
+    }
 
     record Stage(Transformation<SinkRecord> transform, Predicate<SinkRecord> predicate, boolean negate) {}
 
@@ -56,7 +64,7 @@ public class Harness {
 
     @SuppressWarnings("unchecked")
     static <T> T make(String type, Map<String, String> config) throws Exception {
-        Object made = Class.forName(ALIASES.getOrDefault(type, type)).getDeclaredConstructor().newInstance();
+        Object made = Class.forName(fullName(type)).getDeclaredConstructor().newInstance();
         if (made instanceof Transformation<?> t) t.configure(config);
         if (made instanceof Predicate<?> p) p.configure(config);
         return (T) made;
@@ -85,15 +93,28 @@ public class Harness {
             boolean negate = Boolean.parseBoolean(config.getOrDefault(prefix + "negate", "false"));
             stages.add(new Stage(t, predicate == null ? null : predicates.get(predicate), negate));
         }
+        JsonConverter keys = null, values = null;
+        if (request.has("converter") && request.get("converter").asText().equals("json")) {
+            keys = new JsonConverter();
+            keys.configure(Map.of("schemas.enable", "false"), true);
+            values = new JsonConverter();
+            values.configure(Map.of("schemas.enable", "false"), false);
+        }
         ArrayNode out = json.createArrayNode();
         for (JsonNode r : request.get("records")) {
             ConnectHeaders headers = new ConnectHeaders();
             for (JsonNode h : r.get("headers")) headers.addString(h.get(0).asText(), h.get(1).isNull() ? null : h.get(1).asText());
+            String topic = r.get("topic").asText();
+            Object key = r.get("key").isNull() ? null : r.get("key").asText();
+            Object value = r.get("value").isNull() ? null : r.get("value").asText();
+            if (keys != null) {
+                key = keys.toConnectData(topic, key == null ? null : ((String) key).getBytes(StandardCharsets.UTF_8)).value();
+                value = values.toConnectData(topic, value == null ? null : ((String) value).getBytes(StandardCharsets.UTF_8)).value();
+            }
+            long timestamp = r.has("timestamp") ? r.get("timestamp").asLong() : 0L;
             SinkRecord record = new SinkRecord(
-                r.get("topic").asText(), r.get("partition").asInt(),
-                null, r.get("key").isNull() ? null : r.get("key").asText(),
-                null, r.get("value").isNull() ? null : r.get("value").asText(),
-                r.get("offset").asLong(), 0L, org.apache.kafka.common.record.TimestampType.CREATE_TIME, headers);
+                topic, r.get("partition").asInt(), null, key, null, value,
+                r.get("offset").asLong(), timestamp, org.apache.kafka.common.record.TimestampType.CREATE_TIME, headers);
             try {
                 for (Stage s : stages) {
                     if (record == null) break;

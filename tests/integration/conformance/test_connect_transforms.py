@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from support.connect_jars import connect_libs, run_harness
+from support.connect_jars import chain_of, connect_libs, run_harness
 
 from daemon.config import transforms as tf
 from daemon.connectors.converters import convert_poll, make_converter
@@ -132,15 +132,7 @@ def chains() -> Iterator[tuple[str, dict[str, str]]]:
 
 def connectd_output(config: dict[str, str]) -> list[dict[str, Any] | None]:
     """The records as connectd's chain leaves them, in the harness's form."""
-    split = lambda s: tuple(a.strip() for a in s.split(",") if a.strip())  # noqa: E731
-    own = {k: v for k, v in config.items() if k not in ("transforms", "predicates")}
-    chain, problems = tf.chain(
-        split(config.get("transforms", "")),
-        {k.removeprefix("transforms."): v for k, v in own.items() if k.startswith("transforms.")},
-        split(config.get("predicates", "")),
-        {k.removeprefix("predicates."): v for k, v in own.items() if k.startswith("predicates.")},
-    )
-    assert not [p for p in problems if p.is_error], problems
+    chain = chain_of(config)
     raw = RawBatch(
         topics=[r["topic"] for r in RECORDS],
         partitions=[r["partition"] for r in RECORDS],
@@ -154,7 +146,7 @@ def connectd_output(config: dict[str, str]) -> list[dict[str, Any] | None]:
         timestamp_types=[0] * len(RECORDS),
     )
     string = lambda is_key: make_converter("string", {}, is_key=is_key)  # noqa: E731
-    batch = apply(chain, convert_poll(raw, string(True), string(False)).batch)
+    batch = apply(chain, convert_poll(raw, string(True), string(False)).batch).batch
     kept = {r.offset: r for r in batch.records()}
     out: list[dict[str, Any] | None] = []
     for r in RECORDS:

@@ -1,9 +1,9 @@
-"""A Connect transform connectd does not apply yet is refused everywhere a configuration
-enters, naming the transform's key (``transforms.<alias>.type``) — accepted, a MaskField would
-leave ``ssn`` unmasked in the table. A real ``connectd standalone``
-and its REST API: POST and PUT answer 400 with Connect's body and create nothing,
-``/config/validate`` files the error under the transform's key, ``check-config`` and the daemon's
-start exit 78 naming it."""
+"""A Connect transform connectd does not apply yet, or one of its settings with a value Connect
+refuses, is refused everywhere a configuration enters, naming the key it concerns
+(``transforms.<alias>.type``, ``transforms.<alias>.spec``) — accepted, a Flatten would leave
+``address`` nested in the table. A real ``connectd standalone`` and its REST API: POST and PUT
+answer 400 with Connect's body and create nothing, ``/config/validate`` files the error under
+the key, ``check-config`` and the daemon's start exit 78 naming it."""
 
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ from support.daemon import ProcessFactory, worker_properties, write_properties
 
 pytestmark = pytest.mark.integration
 
-MASK = "org.apache.kafka.connect.transforms.MaskField$Value"
-WHY = f"transforms.mask.type: {MASK}: connectd does not apply this single message transform yet"
+FLATTEN = "org.apache.kafka.connect.transforms.Flatten$Value"
+WHY = f"transforms.mask.type: {FLATTEN}: connectd does not apply this single message transform yet"
+BAD_CAST = "transforms.cast.spec: 'id:int32,when:date': 'date' is not a type Cast casts to"
 
 
 def masked(name: str) -> dict[str, str]:
@@ -27,8 +28,19 @@ def masked(name: str) -> dict[str, str]:
         "connector.class": "EchoSink",
         "topics": "people",
         "transforms": "mask",
-        "transforms.mask.type": MASK,
-        "transforms.mask.fields": "ssn",
+        "transforms.mask.type": FLATTEN,
+        "transforms.mask.delimiter": "_",
+    }
+
+
+def cast(name: str) -> dict[str, str]:
+    return {
+        "name": name,
+        "connector.class": "EchoSink",
+        "topics": "people",
+        "transforms": "cast",
+        "transforms.cast.type": "Cast$Value",
+        "transforms.cast.spec": "id:int32,when:date",
     }
 
 
@@ -59,6 +71,19 @@ def test_a_connector_with_transforms_is_refused_everywhere(
     out = checked.stdout + checked.stderr
     assert checked.returncode == 78, out
     assert f"error: {connector_file}:5: {WHY}" in out, out  # line 5: transforms.mask.type
+
+    code, answer = daemon.rest("POST", "/connectors", {"name": "c", "config": cast("c")})
+    assert code == 400 and BAD_CAST in answer["message"], answer
+    code, infos = daemon.rest("PUT", "/connector-plugins/EchoSink/config/validate", cast("c"))
+    assert code == 200 and infos["error_count"] == 1, infos
+    (value,) = [
+        c["value"] for c in infos["configs"] if c["value"]["name"] == "transforms.cast.spec"
+    ]
+    assert any("'date' is not a type Cast casts to" in e for e in value["errors"]), value
+    cast_file = write_properties(tmp_path / "c.properties", cast("c"))
+    checked = connectd("check-config", worker_file, cast_file)
+    assert checked.returncode == 78 and BAD_CAST in checked.stdout + checked.stderr, checked
+    assert daemon.rest("GET", "/connectors") == (200, [])
 
     started = daemon_process(worker, [masked("m")], wait=False)
     with contextlib.suppress(subprocess.TimeoutExpired):

@@ -12,7 +12,7 @@ from daemon.config import transforms as tf
 from daemon.errors import InvalidConfig
 
 BASE = {"name": "c", "connector.class": "EchoSink", "topics": "t"}
-MASK = "org.apache.kafka.connect.transforms.MaskField$Value"
+FLATTEN = "org.apache.kafka.connect.transforms.Flatten$Value"
 
 
 def errors(config: Mapping[str, str]) -> dict[str | None, str]:
@@ -43,12 +43,12 @@ def test_filter_with_a_predicate_is_the_chain() -> None:
 
 def test_a_transform_connectd_does_not_apply_yet_is_refused_naming_it() -> None:
     found = errors(
-        {"transforms": "mask", "transforms.mask.type": MASK, "transforms.mask.fields": "x"}
+        {"transforms": "mask", "transforms.mask.type": FLATTEN, "transforms.mask.delimiter": "_"}
     )
     message = found["transforms.mask.type"]
-    assert f"{MASK}: connectd does not apply this single message transform yet" in message
+    assert f"{FLATTEN}: connectd does not apply this single message transform yet" in message
     assert "records would reach the sink untransformed" in message and "Filter" in message
-    short = errors({"transforms": "m", "transforms.m.type": "MaskField$Key"})
+    short = errors({"transforms": "m", "transforms.m.type": "Flatten$Key"})
     assert "does not apply this single message transform yet" in short["transforms.m.type"]
 
 
@@ -110,11 +110,97 @@ def test_a_transform_connectd_does_not_apply_yet_is_refused_naming_it() -> None:
             "transforms.d.headers",
             "is required",
         ),
+        (
+            {"transforms": "i", "transforms.i.type": "InsertField$Value"},
+            "transforms.i.topic.field",
+            "no field insertion configured",
+        ),
+        (
+            {
+                "transforms": "i",
+                "transforms.i.type": "InsertField$Key",
+                "transforms.i.static.field": "s",
+            },
+            "transforms.i.static.value",
+            "static.field is 's' but no value is given for it",
+        ),
+        (
+            {
+                "transforms": "r",
+                "transforms.r.type": "ReplaceField$Value",
+                "transforms.r.renames": "a:b,c",
+            },
+            "transforms.r.renames",
+            "invalid rename mapping 'c'",
+        ),
+        (
+            {"transforms": "m", "transforms.m.type": "MaskField$Value"},
+            "transforms.m.fields",
+            "is required",
+        ),
+        (
+            {
+                "transforms": "m",
+                "transforms.m.type": "MaskField$Value",
+                "transforms.m.fields": "a",
+                "transforms.m.replacement": "",
+            },
+            "transforms.m.replacement",
+            "must not be empty",
+        ),
+        (
+            {"transforms": "c", "transforms.c.type": "Cast$Value", "transforms.c.spec": "a:date"},
+            "transforms.c.spec",
+            "'date' is not a type Cast casts to",
+        ),
+        (
+            {
+                "transforms": "c",
+                "transforms.c.type": "Cast$Value",
+                "transforms.c.spec": "int32,a:string",
+            },
+            "transforms.c.spec",
+            "must be the only one in spec",
+        ),
+        (
+            {"transforms": "c", "transforms.c.type": "Cast$Value", "transforms.c.spec": "a:b:int8"},
+            "transforms.c.spec",
+            "invalid cast 'a:b:int8'",
+        ),
+        (
+            {
+                "transforms": "c",
+                "transforms.c.type": "Cast$Key",
+                "transforms.c.replace.null.with.default": "yes",
+            },
+            "transforms.c.replace.null.with.default",
+            "is not true or false",
+        ),
     ],
 )
 def test_each_refusal_names_its_key(config: dict[str, str], key: str, why: str) -> None:
     found = errors(config)
     assert key in found and why in found[key], found
+
+
+def test_field_transforms_get_connects_defaults() -> None:
+    config, warnings = parse_connector(
+        {
+            **BASE,
+            "transforms": "m,c",
+            "transforms.m.type": "MaskField$Value",
+            "transforms.m.fields": "ssn",
+            "transforms.c.type": "org.apache.kafka.connect.transforms.Cast$Key",
+            "transforms.c.spec": "INT32",
+        }
+    )
+    assert warnings == []
+    mask, cast = config.transform_chain.transforms
+    assert (mask.cls, dict(mask.config)) == (
+        tf.MASK_FIELD + "$Value",
+        {"fields": "ssn", "replace.null.with.default": "true"},
+    )
+    assert cast.cls == tf.CAST + "$Key" and tf.side(cast.cls) == "key"
 
 
 def test_unused_settings_and_a_lone_negate_are_warnings() -> None:

@@ -28,10 +28,10 @@ def test_a_tombstone_of_a_projected_value_is_dropped_and_the_ranges_stay() -> No
     value = make_converter("json", {"schemas.enable": "false", "fields": "id:int64"}, is_key=False)
     batch = convert_poll(raw, make_converter("string", {}, is_key=True), value).batch
     assert batch.value_columns is not None and batch.tombstones is not None
-    out = apply(TOMBSTONES, batch)
+    out = apply(TOMBSTONES, batch).batch
     assert out.table.column("kafka_offset").to_pylist() == [0, 2]
     assert out.table.column("id").to_pylist() == [1, 3]
     assert out.tombstones is not None and out.tombstones.to_pylist() == [False, False]
     assert out.timestamp_types is not None and out.timestamp_types.to_pylist() == [0, 0]
     assert out.ranges == batch.ranges  # the commit still moves past offset 1
-    assert apply(tf.Chain(), batch) is batch
+    assert apply(tf.Chain(), batch).batch is batch

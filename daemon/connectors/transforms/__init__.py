@@ -17,21 +17,51 @@ Column-wise on the batch's Arrow table, never a Python loop over records:
 - ``DropHeaders`` removes the headers named in ``headers`` from those rows (the headers column's
   values are filtered and its offsets moved, no row rebuilt).
 
+- ``InsertField``, ``ReplaceField``, ``MaskField`` and ``Cast`` (``$Key`` and ``$Value``) change
+  the key or the value of those rows (``fields.py``).
+
 Stages run in order, each on the batch the ones before it left: a predicate sees the headers a
-``DropHeaders`` before it removed, as it would in Connect.
+``DropHeaders`` before it removed, as it would in Connect. A row a transform refuses (Connect's
+``DataException``) leaves the batch there, as a ``TransformFailure``: the runtime applies
+``errors.tolerance`` to it as Connect does to a record its TRANSFORMATION stage failed, and the
+stages after it never see it.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from daemon.config import transforms as tf
 from daemon.connectors.records import RecordBatch
+from daemon.connectors.transforms import fields
+
+#: Transforms ``fields.py`` applies (by class name without ``$Key``/``$Value``).
+FIELD_TRANSFORMS = (tf.INSERT_FIELD, tf.REPLACE_FIELD, tf.MASK_FIELD, tf.CAST)
+
+
+@dataclass(frozen=True)
+class TransformFailure:
+    """A record a transform refused: where it is, which transform, Connect's message."""
+
+    topic: str
+    partition: int
+    offset: int
+    alias: str
+    cls: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Transformed:
+    """The batch after the chain, and the records its transforms refused (not in it)."""
+
+    batch: RecordBatch
+    failures: tuple[TransformFailure, ...] = ()
 
 
 def predicate_mask(spec: tf.PredicateSpec, batch: RecordBatch) -> pa.BooleanArray:
@@ -60,9 +90,11 @@ def predicate_mask(spec: tf.PredicateSpec, batch: RecordBatch) -> pa.BooleanArra
     raise ValueError(f"{spec.cls} is not a predicate connectd applies")
 
 
-def apply(chain: tf.Chain, batch: RecordBatch) -> RecordBatch:
+def apply(chain: tf.Chain, batch: RecordBatch) -> Transformed:
     """``batch`` after ``chain``, stage by stage (each predicate sees the batch as the stages
-    before it left it): the rows Filter drops are gone, ranges unchanged."""
+    before it left it): the rows Filter drops and the rows a transform refused are gone, ranges
+    unchanged."""
+    failures: list[TransformFailure] = []
     for spec in chain.transforms:
         n = len(batch)
         if n == 0:
@@ -76,9 +108,34 @@ def apply(chain: tf.Chain, batch: RecordBatch) -> RecordBatch:
             batch = _keep(batch, pc.invert(where))
         elif spec.cls == tf.DROP_HEADERS:
             batch = _drop_headers(batch, tf.names(spec.config["headers"]), where)
+        elif spec.cls.rsplit("$", 1)[0] in FIELD_TRANSFORMS:
+            batch, errors = fields.apply(spec, batch, where)
+            if errors:
+                failures += _failures(batch, spec, errors)
+                keep = [True] * len(batch)
+                for row in errors:
+                    keep[row] = False
+                batch = _keep(batch, pa.array(keep, pa.bool_()))
         else:
             raise ValueError(f"{spec.cls} is not a transform connectd applies")
-    return batch
+    return Transformed(batch, tuple(failures))
+
+
+def _failures(
+    batch: RecordBatch, spec: tf.TransformSpec, errors: dict[int, str]
+) -> list[TransformFailure]:
+    rows = sorted(errors)
+    picked = batch.table.select(["kafka_topic", "kafka_partition", "kafka_offset"]).take(rows)
+    return [
+        TransformFailure(topic, partition, offset, spec.alias, spec.cls, errors[row])
+        for row, topic, partition, offset in zip(
+            rows,
+            picked.column(0).to_pylist(),
+            picked.column(1).to_pylist(),
+            picked.column(2).to_pylist(),
+            strict=True,
+        )
+    ]
 
 
 def _keep(batch: RecordBatch, keep: pa.BooleanArray) -> RecordBatch:

@@ -1,0 +1,467 @@
+"""Connect's field transforms on a batch: ``InsertField``, ``ReplaceField``, ``MaskField`` and
+``Cast``, each as ``$Key`` or ``$Value``, with Connect's semantics for schemaless values (what
+``JsonConverter`` with ``schemas.enable=false`` and ``StringConverter`` give a Connect sink).
+
+A side (the key or the value) comes in one of two forms:
+
+- **columns**: the value's fields projected into columns (``JsonConverter`` ``mode=infer`` or
+  ``fields``): a field is a column, a tombstone a row of ``batch.tombstones``. The transforms
+  work column by column: InsertField adds a column from the coordinates, ReplaceField drops and
+  renames columns, MaskField writes its constant over a column. A null field and an absent one
+  are the same here (a row has every column): the difference Connect's maps keep between them
+  is the one thing this form cannot carry.
+- **text**: the whole key or value in one column, JSON text (``JsonConverter``'s default
+  ``mode=text``: a ``Map`` for an object) or a plain string or bytes (never a ``Map``). The
+  transforms read each applied row's JSON and write it back (a Python step per record), or, for
+  a plain column, refuse the rows Connect refuses (a ``Map`` is required) or cast the column.
+
+A row a transform refuses (Connect's ``DataException``, e.g. a ``String`` value where a ``Map``
+is required) is returned in the errors with Connect's message; the caller takes it out of the
+batch and applies ``errors.tolerance`` to it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from daemon.config import transforms as tf
+from daemon.connectors.records import RecordBatch, value_column_names
+from daemon.connectors.transforms import java
+from daemon.connectors.transforms.java import TransformError
+
+#: Arrow types of Cast's targets.
+CAST_ARROW = {
+    "int8": pa.int8(),
+    "int16": pa.int16(),
+    "int32": pa.int32(),
+    "int64": pa.int64(),
+    "float32": pa.float32(),
+    "float64": pa.float64(),
+    "boolean": pa.bool_(),
+    "string": pa.string(),
+}
+
+
+@dataclass(frozen=True)
+class Row:
+    """What a transform may read of a record besides its key or value."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int | None
+
+
+Errors = dict[int, str]
+
+
+def apply(
+    spec: tf.TransformSpec, batch: RecordBatch, where: pa.BooleanArray
+) -> tuple[RecordBatch, Errors]:
+    """``batch`` with ``spec`` applied to the rows of ``where``, and the rows it refused (by
+    index, with Connect's message; still in the returned batch)."""
+    side = tf.side(spec.cls)
+    if side == "value" and batch.value_columns is not None:
+        return _columns(spec, batch, where)
+    return _text(spec, batch, where, side)
+
+
+# ---- one record at a time: the reference, and the text form's path ----
+
+
+def record_function(spec: tf.TransformSpec) -> Callable[[Any, Row], Any]:
+    """What ``spec`` does to one schemaless key or value (Connect's ``applySchemaless``)."""
+    base = spec.cls.rsplit("$", 1)[0]
+    c = spec.config
+    if base == tf.INSERT_FIELD:
+        fields = _insertions(c)
+
+        def insert(value: Any, row: Row) -> Any:
+            if value is None:
+                return None
+            out = dict(java.require_map(value, "field insertion"))
+            for name, what in fields.items():
+                got = _inserted(what, row, c)
+                if got is not None:
+                    out[name] = got
+            return out
+
+        return insert
+    if base == tf.REPLACE_FIELD:
+        keep, renamed = _replacement(c)
+
+        def replace_fields(value: Any, row: Row) -> Any:
+            if value is None:
+                return None
+            value = java.require_map(value, "field replacement")
+            return {renamed.get(k, k): v for k, v in value.items() if keep(k)}
+
+        return replace_fields
+    if base == tf.MASK_FIELD:
+        masked, replacement = tf.names(c["fields"]), c.get("replacement")
+
+        def mask(value: Any, row: Row) -> Any:
+            value = java.require_map(value, "mask fields")
+            out = dict(value)
+            for f in masked:
+                out[f] = java.mask(value.get(f), replacement)
+            return out
+
+        return mask
+    if base == tf.CAST:
+        casts, whole = _casts(c)
+
+        def cast(value: Any, row: Row) -> Any:
+            if value is None:
+                return None
+            if whole is not None:
+                return java.cast(value, whole)
+            value = java.require_map(value, "cast types")
+            out = dict(value)
+            for f, target in casts.items():
+                out[f] = java.cast(value.get(f), target)
+            return out
+
+        return cast
+    raise ValueError(f"{spec.cls} is not a field transform")
+
+
+def _insertions(c: Mapping[str, str]) -> dict[str, str]:
+    """Field name (optionality suffix stripped) → what goes in it."""
+    out = {}
+    for what in ("topic", "partition", "offset", "timestamp", "static"):
+        name = c.get(f"{what}.field")
+        if name:
+            out[name[:-1] if name.endswith(("?", "!")) else name] = what
+    return out
+
+
+def _inserted(what: str, row: Row, c: Mapping[str, str]) -> Any:
+    if what == "static":
+        return c.get("static.value")
+    return {"topic": row.topic, "partition": row.partition, "offset": row.offset}.get(
+        what, row.timestamp
+    )
+
+
+def _replacement(c: Mapping[str, str]) -> tuple[Callable[[str], bool], dict[str, str]]:
+    exclude, include = set(tf.names(c.get("exclude", ""))), set(tf.names(c.get("include", "")))
+    renames = dict(m.split(":") for m in tf.names(c.get("renames", "")))
+    return (lambda k: k not in exclude and (not include or k in include)), renames
+
+
+def _casts(c: Mapping[str, str]) -> tuple[dict[str, str], str | None]:
+    casts: dict[str, str] = {}
+    for item in tf.names(c["spec"]):
+        field, sep, target = item.rpartition(":")
+        if not sep:
+            return {}, target.strip().lower()
+        casts[field.strip()] = target.strip().lower()
+    return casts, None
+
+
+def _rows(batch: RecordBatch) -> list[Row]:
+    t = batch.table
+    stamps = pc.cast(t.column("kafka_timestamp"), pa.int64()).to_pylist()
+    return [
+        Row(topic, partition, offset, stamp)
+        for topic, partition, offset, stamp in zip(
+            t.column("kafka_topic").to_pylist(),
+            t.column("kafka_partition").to_pylist(),
+            t.column("kafka_offset").to_pylist(),
+            stamps,
+            strict=True,
+        )
+    ]
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _text(
+    spec: tf.TransformSpec, batch: RecordBatch, where: pa.BooleanArray, side: str
+) -> tuple[RecordBatch, Errors]:
+    """The text form: each applied row's key or value through ``record_function``."""
+    table = batch.table
+    column = table.column(side).combine_chunks()
+    is_json = side in batch.json_columns
+    fn, rows = record_function(spec), _rows(batch)
+    old = column.to_pylist()
+    applied = where.to_pylist()
+    out: list[Any] = list(old)
+    errors: Errors = {}
+    for i, on in enumerate(applied):
+        if not on:
+            continue
+        value = old[i]
+        if is_json and value is not None:
+            value = json.loads(value)
+        try:
+            out[i] = fn(value, rows[i])
+        except TransformError as e:
+            errors[i] = str(e)
+            continue
+        if is_json and out[i] is not None:
+            out[i] = _dumps(out[i])
+    if is_json:
+        return _set(batch, side, pa.array(out, pa.string()), json=True), errors
+    whole = _casts(spec.config)[1] if spec.cls.rsplit("$", 1)[0] == tf.CAST else None
+    if whole is None:  # the rest need a Map: a plain value either errs or stays as it was
+        return batch, errors
+    if all(on or v is None for on, v in zip(applied, old, strict=True)):
+        typed = [None if i in errors else v for i, v in enumerate(out)]
+        return _set(batch, side, pa.array(typed, CAST_ARROW[whole]), json=False), errors
+    # Cast values beside uncast ones in one column: JSON text keeps each one's type.
+    texts = [None if v is None or i in errors else _dumps(_plain(v)) for i, v in enumerate(out)]
+    return _set(batch, side, pa.array(texts, pa.string()), json=True), errors
+
+
+def _plain(value: Any) -> Any:
+    return java.cast(value, "string") if isinstance(value, bytes) else value
+
+
+def _set(batch: RecordBatch, name: str, column: pa.Array, *, json: bool) -> RecordBatch:
+    table = batch.table
+    index = table.schema.get_field_index(name)
+    table = table.set_column(index, name, column)
+    columns = set(batch.json_columns) - {name} | ({name} if json else set())
+    return replace(batch, table=table, json_columns=frozenset(columns))
+
+
+# ---- the columns form ----
+
+
+@dataclass
+class _Fields:
+    """The value's fields as columns, in order, and which hold JSON text."""
+
+    arrays: dict[str, pa.Array]
+    json: set[str]
+
+
+def _read(batch: RecordBatch) -> _Fields:
+    assert batch.value_columns is not None
+    table = batch.table
+    return _Fields(
+        {f: table.column(c).combine_chunks() for f, c in batch.value_columns.items()},
+        {f for f, c in batch.value_columns.items() if c in batch.json_columns},
+    )
+
+
+def _write(batch: RecordBatch, fields: _Fields) -> RecordBatch:
+    """``batch`` with its value columns replaced by ``fields`` (named as ``JsonConverter``
+    names them: a reserved name becomes ``value_<name>``), before ``headers``."""
+    assert batch.value_columns is not None
+    table = batch.table.drop_columns(list(batch.value_columns.values()))
+    names = value_column_names(fields.arrays, table.column_names)
+    at = table.schema.get_field_index("headers")
+    for f, array in fields.arrays.items():
+        table = table.add_column(at, names[f], array)
+        at += 1
+    others = set(batch.json_columns) - set(batch.value_columns.values())
+    json_columns = others | {names[f] for f in fields.json if f in names}
+    return replace(batch, table=table, value_columns=names, json_columns=frozenset(json_columns))
+
+
+def _live(batch: RecordBatch, where: pa.BooleanArray) -> pa.BooleanArray:
+    """Applied rows whose value is not a tombstone."""
+    if batch.tombstones is None:
+        return where
+    return pc.and_(where, pc.invert(pc.fill_null(batch.tombstones, False)))
+
+
+def _merge(old: pa.Array | None, new: pa.Array, rows: pa.BooleanArray) -> pa.Array | None:
+    """``new`` where ``rows``, ``old`` elsewhere (``None``: the types cannot share a column)."""
+    if pc.all(rows).as_py():
+        return new
+    if old is None:
+        return pc.if_else(rows, new, pa.nulls(len(new), new.type))
+    if old.type != new.type:
+        if not pc.any(pc.and_(pc.invert(rows), old.is_valid())).as_py():
+            return pc.if_else(rows, new, pa.nulls(len(new), new.type))
+        try:
+            new = new.cast(old.type)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return None
+    return pc.if_else(rows, new, old)
+
+
+def _columns(
+    spec: tf.TransformSpec, batch: RecordBatch, where: pa.BooleanArray
+) -> tuple[RecordBatch, Errors]:
+    base = spec.cls.rsplit("$", 1)[0]
+    fields, live = _read(batch), _live(batch, where)
+    errors: Errors = {}
+    if base == tf.INSERT_FIELD:
+        _insert_columns(spec.config, batch, fields, live, errors)
+    elif base == tf.REPLACE_FIELD:
+        _replace_columns(spec.config, fields, live, errors)
+    elif base == tf.MASK_FIELD:
+        if batch.tombstones is not None:
+            dead = pc.and_(where, pc.fill_null(batch.tombstones, False))
+            for i in pc.indices_nonzero(dead).to_pylist():
+                errors[i] = str(_refusal(None, "mask fields"))
+        _mask_columns(spec.config, fields, live, errors)
+    elif base == tf.CAST:
+        _cast_columns(spec.config, fields, live, errors)
+    else:
+        raise ValueError(f"{spec.cls} is not a field transform")
+    return _write(batch, fields), errors
+
+
+def _refusal(value: Any, purpose: str) -> TransformError:
+    try:
+        java.require_map(value, purpose)
+    except TransformError as e:
+        return e
+    raise AssertionError("a map was refused")
+
+
+def _put(
+    fields: _Fields, name: str, array: pa.Array, rows: pa.BooleanArray, errors: Errors, why: str
+) -> None:
+    merged = _merge(fields.arrays.get(name), array, rows)
+    if merged is None:
+        for i in pc.indices_nonzero(rows).to_pylist():
+            errors.setdefault(i, why)
+        return
+    fields.arrays[name] = merged
+    fields.json.discard(name)
+
+
+def _insert_columns(
+    c: Mapping[str, str], batch: RecordBatch, fields: _Fields, live: pa.BooleanArray, errors: Errors
+) -> None:
+    t, n = batch.table, batch.table.num_rows
+    for name, what in _insertions(c).items():
+        if what == "static":
+            array = pa.array([c.get("static.value")] * n, pa.string())
+        elif what == "timestamp":
+            array = pc.cast(t.column("kafka_timestamp").combine_chunks(), pa.int64())
+        else:
+            array = t.column(f"kafka_{what}").combine_chunks()
+        why = f"InsertField: field {name!r} has another type in this table's column"
+        _put(fields, name, array, live, errors, why)
+
+
+def _replace_columns(
+    c: Mapping[str, str], fields: _Fields, live: pa.BooleanArray, errors: Errors
+) -> None:
+    keep, renames = _replacement(c)
+    every = pc.all(live).as_py()
+    before = dict(fields.arrays)
+    moved: dict[str, pa.Array] = {}
+    for f, array in before.items():
+        target = renames.get(f, f) if keep(f) else None
+        if target == f:
+            continue
+        if target is not None:
+            moved[target] = pc.if_else(live, array, pa.nulls(len(array), array.type))
+            if f in fields.json:
+                fields.json.add(target)
+        if every:
+            del fields.arrays[f]
+            fields.json.discard(f)
+        else:
+            fields.arrays[f] = pc.if_else(live, pa.nulls(len(array), array.type), array)
+    for target, array in moved.items():
+        json_text = target in fields.json
+        old = fields.arrays.get(target)
+        merged = array if old is None else _merge(old, array, live)
+        if merged is None:
+            for i in pc.indices_nonzero(live).to_pylist():
+                errors.setdefault(i, f"ReplaceField: field {target!r} has another type here")
+            continue
+        fields.arrays[target] = merged
+        if json_text:
+            fields.json.add(target)
+
+
+def _mask_columns(
+    c: Mapping[str, str], fields: _Fields, live: pa.BooleanArray, errors: Errors
+) -> None:
+    replacement = c.get("replacement")
+    for f in tf.names(c["fields"]):
+        array = fields.arrays.get(f)
+        if array is None:
+            continue  # Connect puts null there: a null and an absent field are one here
+        rows = pc.and_(live, array.is_valid())
+        if f in fields.json:  # a nested map or list: only its empty value masks it
+            values = array.to_pylist()
+            out = list(values)
+            for i in pc.indices_nonzero(rows).to_pylist():
+                try:
+                    out[i] = json.dumps(java.mask(json.loads(values[i]), replacement))
+                except TransformError as e:
+                    errors[i] = str(e)
+            fields.arrays[f] = pa.array(out, pa.string())
+            continue
+        try:
+            masked = _masked_scalar(array.type, replacement)
+        except TransformError as e:
+            for i in pc.indices_nonzero(rows).to_pylist():
+                errors[i] = str(e)
+            continue
+        fields.arrays[f] = pc.if_else(rows, masked, array)
+
+
+def _masked_scalar(kind: pa.DataType, replacement: str | None) -> pa.Scalar:
+    """What MaskField writes over a column of ``kind`` (Connect's per-class empty value, or
+    ``replacement`` converted to the field's class)."""
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        sample: Any = ""
+    elif pa.types.is_boolean(kind):
+        sample = False
+    elif pa.types.is_integer(kind):
+        sample = 0
+    elif pa.types.is_floating(kind):
+        sample = 0.0
+    else:
+        raise TransformError(f"Cannot mask value of type: {kind}")
+    return pa.scalar(java.mask(sample, replacement), kind)
+
+
+def _cast_columns(
+    c: Mapping[str, str], fields: _Fields, live: pa.BooleanArray, errors: Errors
+) -> None:
+    casts, whole = _casts(c)
+    if whole is not None:  # the value is a Map: Cast takes no Map
+        for i in pc.indices_nonzero(live).to_pylist():
+            errors[i] = str(
+                TransformError(
+                    "Cast transformation does not support casting from MAP; supported types"
+                    f" are [{', '.join(java.CAST_INPUTS)}]"
+                )
+            )
+        return
+    for f, target in casts.items():
+        array = fields.arrays.get(f)
+        if array is None:
+            continue
+        values = array.to_pylist()
+        is_json = f in fields.json
+        out: list[Any] = [None] * len(values)
+        rows = pc.and_(live, array.is_valid())
+        for i in pc.indices_nonzero(rows).to_pylist():
+            value = json.loads(values[i]) if is_json else values[i]
+            try:
+                out[i] = java.cast(value, target)
+            except TransformError as e:
+                errors[i] = str(e)
+        why = f"Cast: field {f!r} cast to {target} beside values of another type in its column"
+        fields.json.discard(f)
+        merged = _merge(None if is_json else array, pa.array(out, CAST_ARROW[target]), rows)
+        if merged is None or (is_json and not pc.all(pc.or_(rows, array.is_null())).as_py()):
+            for i in pc.indices_nonzero(rows).to_pylist():
+                errors.setdefault(i, why)
+            if is_json:
+                fields.json.add(f)
+            continue
+        fields.arrays[f] = merged

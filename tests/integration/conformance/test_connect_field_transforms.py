@@ -1,0 +1,227 @@
+"""InsertField, ReplaceField, MaskField and Cast against Kafka Connect 4.1's own classes (issue 30).
+
+The same JSON records go through Connect's transforms (``Harness.java``, each key and value read
+by Connect's ``JsonConverter`` with ``schemas.enable=false``, as a sink worker reads them) and
+through connectd's chain, in both forms connectd holds a JSON value in:
+
+- ``text``: ``JsonConverter``'s default ``mode=text`` (the value as JSON text), every record;
+- ``columns``: ``mode=infer`` (each top-level field a column), for the records whose values are
+  objects of one shape (the converter refuses the others before any transform sees them). A
+  null field and an absent one are one thing in this form, so null fields are left out of both
+  sides before comparing.
+
+What comes out must be the same record for record: dropped, refused (Connect's
+``DataException``, with its message), or kept with every field equal (a float32 compares as
+Connect prints it).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from support.connect_jars import chain_of, connect_libs, run_harness
+
+from daemon.connectors.converters import convert_poll, make_converter
+from daemon.connectors.records import RawBatch
+from daemon.connectors.transforms import apply
+from daemon.connectors.transforms.java import float32
+
+pytestmark = pytest.mark.integration
+
+_SHAPE = (
+    '{"id":%d,"name":"%s","price":%s,"ok":%s,"count":"%s","tags":["a"],"addr":{"city":"x"},'
+    '"gone":null}'
+)
+#: Objects of one shape: every form takes them.
+SHAPED = [
+    ('{"k":1}', _SHAPE % (1, "ann", "2.5", "true", "12")),
+    ('"plain"', _SHAPE % (-7, "", "-0.5", "false", "-3")),
+    (None, None),
+    ('{"k":2}', _SHAPE % (300, "bob", "1e10", "true", "x1")),
+    ('{"k":3}', _SHAPE % (2**40 + 5, "c\u00e9", "0.001", "false", "99999")),
+    ('{"k":4}', _SHAPE % (0, "d", "123456789.125", "true", " 7")),
+    ('{"k":5}', _SHAPE % (-129, "e", "1.5e-7", "false", "true")),
+]
+#: Values no columns form holds: scalars, arrays, a string, a number.
+LOOSE = [
+    ('"k"', "42"),
+    ('"k"', '"12"'),
+    ('"k"', '"abc"'),
+    ("7", "[1,2]"),
+    ('"k"', "true"),
+    ('"k"', "1.75"),
+    ('"k"', '{"only":"x"}'),
+]
+
+
+def records(pairs: list[tuple[str | None, str | None]]) -> list[dict[str, Any]]:
+    return [
+        {
+            "topic": "orders" if i % 2 else "people",
+            "partition": i % 3,
+            "offset": 100 + i,
+            "timestamp": 1_700_000_000_000 + i,
+            "key": k,
+            "value": v,
+            "headers": [],
+        }
+        for i, (k, v) in enumerate(pairs)
+    ]
+
+
+def chains() -> Iterator[tuple[str, dict[str, str]]]:
+    def one(cls: str, **own: str) -> dict[str, str]:
+        return {"transforms": "t", "transforms.t.type": cls} | {
+            f"transforms.t.{k.replace('_', '.')}": v for k, v in own.items()
+        }
+
+    for side in ("Value", "Key"):
+        insert = f"InsertField${side}"
+        yield (
+            f"insert-all-{side}",
+            one(
+                insert,
+                topic_field="t",
+                partition_field="p!",
+                offset_field="o?",
+                timestamp_field="ts",
+                static_field="s",
+                static_value="v",
+            ),
+        )
+        yield f"insert-over-{side}", one(insert, topic_field="name")
+        yield f"replace-exclude-{side}", one(f"ReplaceField${side}", exclude="name,ok,nope")
+        yield f"mask-{side}", one(f"MaskField${side}", fields="name,id,price,ok,tags,addr,nope")
+        yield f"cast-{side}", one(f"Cast${side}", spec="id:int8,price:int32,ok:string,name:boolean")
+    replace = "org.apache.kafka.connect.transforms.ReplaceField$Value"
+    yield "replace-include", one(replace, include="id,name,price,nope")
+    yield "replace-renames", one(replace, renames="id:ident,name:who")
+    yield "replace-all", one(replace, exclude="ok", include="id,ok,name", renames="name:n,id:i")
+    yield "replace-onto-kept", one(replace, exclude="price", renames="id:price")
+    mask = "MaskField$Value"
+    yield "mask-text", one(mask, fields="name", replacement="***")
+    yield "mask-number", one(mask, fields="id,price", replacement="42")
+    yield "mask-number-decimal", one(mask, fields="id,price", replacement="1.9")
+    yield "mask-number-bad", one(mask, fields="id", replacement="abc")
+    yield "mask-bool-replaced", one(mask, fields="ok", replacement="x")
+    yield "mask-nested-replaced", one(mask, fields="addr", replacement="x")
+    cast = "Cast$Value"
+    for target in ("int8", "int16", "int32", "int64", "float32", "float64", "boolean", "string"):
+        yield f"cast-all-{target}", one(cast, spec=f"id:{target},price:{target},ok:{target}")
+        yield f"cast-count-{target}", one(cast, spec=f"count:{target}")
+    yield "cast-nested", one(cast, spec="addr:string")
+    yield "cast-whole", one(cast, spec="int64")
+    for target in ("int32", "float64", "boolean", "string"):
+        yield f"cast-whole-key-{target}", one("Cast$Key", spec=target)
+    yield (
+        "chain-with-predicate",
+        {
+            "transforms": "ins,mask,cast",
+            "transforms.ins.type": "InsertField$Value",
+            "transforms.ins.offset.field": "off",
+            "transforms.ins.predicate": "o",
+            "transforms.mask.type": "MaskField$Value",
+            "transforms.mask.fields": "name",
+            "transforms.mask.predicate": "o",
+            "transforms.mask.negate": "true",
+            "transforms.cast.type": "Cast$Value",
+            "transforms.cast.spec": "id:int16",
+            "transforms.cast.predicate": "o",
+            "predicates": "o",
+            "predicates.o.type": "TopicNameMatches",
+            "predicates.o.pattern": "orders",
+        },
+    )
+
+
+CHAINS = dict(chains())
+FORMS = {"text": records(SHAPED + LOOSE), "columns": records(SHAPED)}
+
+
+def connectd_output(config: dict[str, str], form: str) -> list[dict[str, Any] | None]:
+    """The records as connectd's chain leaves them, in the harness's form."""
+    chain = chain_of(config)
+    recs = FORMS[form]
+    raw = RawBatch(
+        topics=[r["topic"] for r in recs],
+        partitions=[r["partition"] for r in recs],
+        offsets=[r["offset"] for r in recs],
+        timestamps=[r["timestamp"] for r in recs],
+        keys=[None if r["key"] is None else r["key"].encode() for r in recs],
+        values=[None if r["value"] is None else r["value"].encode() for r in recs],
+        headers=[() for _ in recs],
+        timestamp_types=[0] * len(recs),
+    )
+    options = {"schemas.enable": "false"}
+    value_options = options | ({"mode": "infer"} if form == "columns" else {})
+    converted = convert_poll(
+        raw,
+        make_converter("json", options, is_key=True),
+        make_converter("json", value_options, is_key=False),
+    )
+    assert not converted.bad, converted.bad
+    done = apply(chain, converted.batch)
+    kept = {r.offset: r for r in done.batch.records()}
+    refused = {f.offset: f.message for f in done.failures}
+    out: list[dict[str, Any] | None] = []
+    for r in recs:
+        got = kept.get(r["offset"])
+        if r["offset"] in refused:
+            out.append({"error": "DataException: " + refused[r["offset"]]})
+        elif got is None:
+            out.append(None)
+        else:
+            out.append(
+                {
+                    "topic": got.topic,
+                    "partition": got.partition,
+                    "offset": got.offset,
+                    "key": got.key,
+                    "value": got.value,
+                    "headers": [],
+                }
+            )
+    return out
+
+
+@pytest.fixture(scope="module")
+def connect() -> dict[tuple[str, str], list[dict[str, Any] | None]]:
+    """Every chain's output from Connect's own classes, for each form's records."""
+    out = {}
+    for form, recs in FORMS.items():
+        results = run_harness(connect_libs(), [(c, recs) for c in CHAINS.values()], "json")
+        out.update({(case, form): r for case, r in zip(CHAINS, results, strict=True)})
+    return out
+
+
+def _same(a: Any, b: Any, *, nulls: bool) -> bool:
+    """Equal as JSON, floats as float32 where one side is one; null fields dropped first
+    unless ``nulls``."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        if not nulls:
+            a = {k: v for k, v in a.items() if v is not None}
+            b = {k: v for k, v in b.items() if v is not None}
+        return a.keys() == b.keys() and all(_same(a[k], b[k], nulls=nulls) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y, nulls=nulls) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float) and isinstance(b, float) and not isinstance(a, bool):
+        return a == b or float32(a) == float32(b) or (math.isnan(a) and math.isnan(b))
+    return type(a) is type(b) and a == b
+
+
+@pytest.mark.parametrize("form", list(FORMS))
+@pytest.mark.parametrize("case", list(CHAINS))
+def test_the_transform_does_to_each_record_what_connect_does(
+    connect: dict[tuple[str, str], list[dict[str, Any] | None]], case: str, form: str
+) -> None:
+    expected = connect[(case, form)]
+    got = connectd_output(CHAINS[case], form)
+    nulls = form == "text"
+    for want, have, record in zip(expected, got, FORMS[form], strict=True):
+        assert _same(want, have, nulls=nulls), (
+            f"{case} ({form}) on {json.dumps(record)}:\n Connect: {want}\n connectd: {have}"
+        )
