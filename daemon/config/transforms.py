@@ -28,6 +28,11 @@ INSERT_FIELD = _T + "InsertField"
 REPLACE_FIELD = _T + "ReplaceField"
 MASK_FIELD = _T + "MaskField"
 CAST = _T + "Cast"
+EXTRACT_FIELD = _T + "ExtractField"
+HOIST_FIELD = _T + "HoistField"
+FLATTEN = _T + "Flatten"
+VALUE_TO_KEY = _T + "ValueToKey"
+INSERT_HEADER = _T + "InsertHeader"
 TOPIC_NAME_MATCHES = _P + "TopicNameMatches"
 HAS_HEADER_KEY = _P + "HasHeaderKey"
 RECORD_IS_TOMBSTONE = _P + "RecordIsTombstone"
@@ -74,6 +79,55 @@ class Key:
     type: str = "STRING"  # Connect's ConfigDef type, as GET /connector-plugins/{c}/config says
     expected: str = ""
     check: Callable[[str], str | None] | None = None
+    blank_ok: bool = False  # a required setting may be set to "" (Connect's NonNullValidator)
+
+
+def field_path(text: str, version: str) -> tuple[str, ...]:
+    """The steps of a field path: the whole name under ``field.syntax.version=V1``; under
+    ``V2`` dot-separated, a step in backticks may hold dots, and a backtick escaped with a
+    backslash before a dot is part of its step (``ValueError`` for an unclosed backtick)."""
+    if version.strip().upper() != "V2":
+        return (text,)
+    steps: list[str] = []
+    i = 0
+    while 0 <= i < len(text):
+        if text[i] != "`":
+            dot = text.find(".", i)
+            steps.append(text[i:] if dot < 0 else text[i:dot])
+            i = -1 if dot < 0 else dot + 1
+            continue
+        opened, i, start, step = i, i + 1, i + 1, ""
+        while True:
+            i = text.find("`", i)
+            if i < 0:
+                raise ValueError(f"incomplete backtick pair in path {text!r} at position {opened}")
+            escaped = text[i - 1] == "\\"
+            if i >= len(text) - 1:
+                if escaped:
+                    raise ValueError(
+                        f"incomplete backtick pair in path {text!r} at position {opened}"
+                    )
+                steps.append(step + text[start:i])
+                i += 1
+                break
+            if text[i + 1] != ".":
+                i += 1
+                continue
+            if escaped:
+                step += text[start : i - 1] + "`"
+                i += 1
+                start = i
+                continue
+            steps.append(step + text[start:i])
+            i += 2
+            break
+    if text.endswith("."):
+        steps.append("")
+    return tuple(steps)
+
+
+def _syntax(text: str) -> str | None:
+    return None if text.strip().upper() in ("V1", "V2") else "is not V1 or V2"
 
 
 _NULL_DEFAULT = Key(
@@ -157,6 +211,43 @@ TRANSFORMS: dict[str, tuple[Key, ...]] = {
     **_sides(REPLACE_FIELD, _REPLACE),
     **_sides(MASK_FIELD, _MASK),
     **_sides(CAST, _CAST),
+    **_sides(
+        EXTRACT_FIELD,
+        (
+            Key("field", "The field whose value becomes the key or value.", required=True),
+            Key(
+                "field.syntax.version",
+                "V1: field is one top-level name; V2: a dotted path into nested maps (backticks"
+                " quote a name with dots).",
+                default="V1",
+                expected="V1 or V2",
+                check=_syntax,
+            ),
+            _NULL_DEFAULT,
+        ),
+    ),
+    **_sides(
+        HOIST_FIELD,
+        (Key("field", "The one field of the map the key or value is wrapped in.", required=True),),
+    ),
+    **_sides(
+        FLATTEN,
+        (Key("delimiter", "Between a nested field's name and its parent's.", default="."),),
+    ),
+    VALUE_TO_KEY: (
+        Key(
+            "fields",
+            "The value's fields that make the key (a map of them).",
+            required=True,
+            type="LIST",
+            expected="a comma-separated list of field names",
+        ),
+        _NULL_DEFAULT,
+    ),
+    INSERT_HEADER: (
+        Key("header", "The name of the header added.", required=True, blank_ok=True),
+        Key("value.literal", "The header's value.", required=True, blank_ok=True),
+    ),
 }
 #: Applied predicates → their own settings.
 PREDICATES: dict[str, tuple[Key, ...]] = {
@@ -182,16 +273,11 @@ PREDICATES: dict[str, tuple[Key, ...]] = {
 #: Connect 4.1's other built-in transforms (each with ``$Key`` and ``$Value`` where it has
 #: them): known, not applied yet, so refused as such.
 NOT_YET = (
-    "ExtractField",
-    "Flatten",
     "HeaderFrom",
-    "HoistField",
-    "InsertHeader",
     "RegexRouter",
     "SetSchemaMetadata",
     "TimestampConverter",
     "TimestampRouter",
-    "ValueToKey",
 )
 #: Keys the framework adds to every transform's own (``predicate``, ``negate``) or predicate's.
 FRAMEWORK_KEYS = ("type", "predicate", "negate")
@@ -307,7 +393,7 @@ def _settings(
     for k in keys:
         text = own.get(k.name)
         empty = not (names(text) if k.type == "LIST" else text.strip()) if text else True
-        if text is None or (k.required and empty):
+        if text is None or (k.required and empty and not k.blank_ok):
             if k.required:
                 problems.append(error(where + k.name, "is required and has no default", k.expected))
             continue
@@ -337,6 +423,11 @@ def _settings(
                     "the static field's value",
                 )
             )
+    if cls.startswith(EXTRACT_FIELD + "$") and own.get("field") is not None:
+        try:
+            field_path(own["field"], own.get("field.syntax.version", "V1"))
+        except ValueError as e:
+            problems.append(error(where + "field", str(e), "a field path"))
     defaults = {k.name: k.default for k in keys if k.default is not None}
     return {**defaults, **own}, problems
 

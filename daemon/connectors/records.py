@@ -232,6 +232,11 @@ class RecordBatch:
                 hdrs,
             )
 
+    def value_objects(self) -> list[Any]:
+        """Each row's value as ``records()`` gives it (a map of the fields for a value in
+        columns, None for a tombstone)."""
+        return self._values()
+
     def _decoded(self, column: str) -> list[Any]:
         values: list[Any] = self.table.column(column).to_pylist()
         if column in self.json_columns:

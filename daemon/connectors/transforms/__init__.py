@@ -17,8 +17,10 @@ Column-wise on the batch's Arrow table, never a Python loop over records:
 - ``DropHeaders`` removes the headers named in ``headers`` from those rows (the headers column's
   values are filtered and its offsets moved, no row rebuilt).
 
+- ``InsertHeader`` adds a header to those rows;
 - ``InsertField``, ``ReplaceField``, ``MaskField`` and ``Cast`` (``$Key`` and ``$Value``) change
-  the key or the value of those rows (``fields.py``).
+  the key or the value of those rows (``fields.py``); ``ExtractField``, ``HoistField``,
+  ``Flatten`` and ``ValueToKey`` change its shape (``reshape.py``).
 
 Stages run in order, each on the batch the ones before it left: a predicate sees the headers a
 ``DropHeaders`` before it removed, as it would in Connect. A row a transform refuses (Connect's
@@ -38,7 +40,7 @@ import pyarrow.compute as pc
 
 from daemon.config import transforms as tf
 from daemon.connectors.records import RecordBatch
-from daemon.connectors.transforms import fields
+from daemon.connectors.transforms import fields, reshape
 
 #: Transforms ``fields.py`` applies (by class name without ``$Key``/``$Value``).
 FIELD_TRANSFORMS = (tf.INSERT_FIELD, tf.REPLACE_FIELD, tf.MASK_FIELD, tf.CAST)
@@ -108,8 +110,14 @@ def apply(chain: tf.Chain, batch: RecordBatch) -> Transformed:
             batch = _keep(batch, pc.invert(where))
         elif spec.cls == tf.DROP_HEADERS:
             batch = _drop_headers(batch, tf.names(spec.config["headers"]), where)
-        elif spec.cls.rsplit("$", 1)[0] in FIELD_TRANSFORMS:
-            batch, errors = fields.apply(spec, batch, where)
+        elif spec.cls == tf.INSERT_HEADER:
+            literal = spec.config["value.literal"].encode()
+            batch = _insert_header(batch, spec.config["header"], literal, where)
+        elif spec.cls.rsplit("$", 1)[0] in (*FIELD_TRANSFORMS, *reshape.RESHAPES):
+            change = (
+                fields.apply if spec.cls.rsplit("$", 1)[0] in FIELD_TRANSFORMS else reshape.apply
+            )
+            batch, errors = change(spec, batch, where)
             if errors:
                 failures += _failures(batch, spec, errors)
                 keep = [True] * len(batch)
@@ -149,6 +157,23 @@ def _keep(batch: RecordBatch, keep: pa.BooleanArray) -> RecordBatch:
             None if batch.timestamp_types is None else batch.timestamp_types.filter(keep)
         ),
     )
+
+
+def _insert_header(
+    batch: RecordBatch, name: str, value: bytes, rows: pa.BooleanArray
+) -> RecordBatch:
+    """InsertHeader: a header ``name`` with ``value`` (the literal's UTF-8 bytes, what Connect's
+    ``SimpleHeaderConverter`` writes for it) added last to the ``rows`` it applies to."""
+    table = batch.table
+    index = table.schema.get_field_index("headers")
+    column = table.column(index).combine_chunks()
+    added = {"key": name, "value": value}
+    headers = [
+        [*(h or []), added] if on else h
+        for h, on in zip(column.to_pylist(), rows.to_pylist(), strict=True)
+    ]
+    array = pa.array(headers, column.type)
+    return replace(batch, table=table.set_column(index, table.schema.field(index), array))
 
 
 def _drop_headers(batch: RecordBatch, names: Sequence[str], rows: pa.BooleanArray) -> RecordBatch:

@@ -166,7 +166,7 @@ def _casts(c: Mapping[str, str]) -> tuple[dict[str, str], str | None]:
     return casts, None
 
 
-def _rows(batch: RecordBatch) -> list[Row]:
+def rows_of(batch: RecordBatch) -> list[Row]:
     t = batch.table
     stamps = pc.cast(t.column("kafka_timestamp"), pa.int64()).to_pylist()
     return [
@@ -181,22 +181,36 @@ def _rows(batch: RecordBatch) -> list[Row]:
     ]
 
 
-def _dumps(value: Any) -> str:
+def dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _text(
     spec: tf.TransformSpec, batch: RecordBatch, where: pa.BooleanArray, side: str
 ) -> tuple[RecordBatch, Errors]:
-    """The text form: each applied row's key or value through ``record_function``."""
+    whole = _casts(spec.config)[1] if spec.cls.rsplit("$", 1)[0] == tf.CAST else None
+    return text_apply(batch, where, side, record_function(spec), whole)
+
+
+def text_apply(
+    batch: RecordBatch,
+    where: pa.BooleanArray,
+    side: str,
+    fn: Callable[[Any, Row], Any],
+    whole: str | None = None,
+) -> tuple[RecordBatch, Errors]:
+    """The text form: each applied row's key or value through ``fn``. The column stays JSON
+    text if it was; a plain one becomes JSON text once ``fn`` changed a row (it made a map),
+    or the ``whole`` Cast's type when every value in it was cast."""
     table = batch.table
     column = table.column(side).combine_chunks()
     is_json = side in batch.json_columns
-    fn, rows = record_function(spec), _rows(batch)
+    rows = rows_of(batch)
     old = column.to_pylist()
     applied = where.to_pylist()
     out: list[Any] = list(old)
     errors: Errors = {}
+    changed = False
     for i, on in enumerate(applied):
         if not on:
             continue
@@ -208,26 +222,27 @@ def _text(
         except TransformError as e:
             errors[i] = str(e)
             continue
+        changed = changed or out[i] is not old[i]
         if is_json and out[i] is not None:
-            out[i] = _dumps(out[i])
+            out[i] = dumps(out[i])
     if is_json:
-        return _set(batch, side, pa.array(out, pa.string()), json=True), errors
-    whole = _casts(spec.config)[1] if spec.cls.rsplit("$", 1)[0] == tf.CAST else None
-    if whole is None:  # the rest need a Map: a plain value either errs or stays as it was
-        return batch, errors
-    if all(on or v is None for on, v in zip(applied, old, strict=True)):
+        return set_column(batch, side, pa.array(out, pa.string()), json=True), errors
+    if whole is not None and all(on or v is None for on, v in zip(applied, old, strict=True)):
         typed = [None if i in errors else v for i, v in enumerate(out)]
-        return _set(batch, side, pa.array(typed, CAST_ARROW[whole]), json=False), errors
-    # Cast values beside uncast ones in one column: JSON text keeps each one's type.
-    texts = [None if v is None or i in errors else _dumps(_plain(v)) for i, v in enumerate(out)]
-    return _set(batch, side, pa.array(texts, pa.string()), json=True), errors
+        return set_column(batch, side, pa.array(typed, CAST_ARROW[whole]), json=False), errors
+    if not changed:  # a plain value is no map: the transform refused it or left it as it was
+        return batch, errors
+    # Changed values beside unchanged ones in one column: JSON text keeps each one's type.
+    texts = [None if v is None or i in errors else dumps(plain(v)) for i, v in enumerate(out)]
+    return set_column(batch, side, pa.array(texts, pa.string()), json=True), errors
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
+    """A key or value as JSON can hold it (bytes: their Base64 text, as Cast writes them)."""
     return java.cast(value, "string") if isinstance(value, bytes) else value
 
 
-def _set(batch: RecordBatch, name: str, column: pa.Array, *, json: bool) -> RecordBatch:
+def set_column(batch: RecordBatch, name: str, column: pa.Array, *, json: bool) -> RecordBatch:
     table = batch.table
     index = table.schema.get_field_index(name)
     table = table.set_column(index, name, column)

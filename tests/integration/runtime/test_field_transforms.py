@@ -155,3 +155,46 @@ async def test_with_tolerance_none_a_refused_record_fails_the_task_naming_it(
     trace = await wait_until(failed, 120, "the task FAILED")
     assert f"topic {topic} partition 0 offset 3" in trace, trace
     assert "refused by a transform" in trace and "transform 'cast' (Cast$Value)" in trace, trace
+
+
+async def test_nested_json_lands_flattened_into_typed_columns(
+    run_daemon: DaemonFactory, kafka_bootstrap: str, kafka_topic: TopicFactory, tmp_path: Path
+) -> None:
+    """Flatten$Value turns each nested map's leaves into typed columns of the table; ValueToKey
+    makes the key from the value's id; InsertHeader marks every row."""
+    topic = await kafka_topic(partitions=1)
+    docs = [
+        {"id": i, "addr": {"city": f"c{i}", "geo": {"lat": i + 0.5, "tags": ["a"]}}}
+        for i in range(10)
+    ]
+    await produce(kafka_bootstrap, topic, [(b"k", json.dumps(d).encode()) for d in docs])
+    table = tmp_path / "table"
+    sink = {
+        "name": "flat",
+        "connector.class": "ParquetSink",
+        "topics": topic,
+        "path": str(table),
+        "flush.interval.ms": "500",
+        "transforms": "flat,key,mark",
+        "transforms.flat.type": "Flatten$Value",
+        "transforms.flat.delimiter": "_",
+        "transforms.key.type": "ValueToKey",
+        "transforms.key.fields": "id",
+        "transforms.mark.type": "InsertHeader",
+        "transforms.mark.header": "via",
+        "transforms.mark.value.literal": "connectd",
+    }
+    await run_daemon(worker(kafka_bootstrap, tmp_path / "state"), connectors=[sink])
+    await wait_until(lambda: committed(table) == len(docs), 180, "every offset committed")
+
+    data = ds.dataset(table, format="parquet").to_table()
+    types = {f.name: str(f.type) for f in data.schema}
+    assert types["addr_city"] == "string" and types["addr_geo_lat"] == "double", types
+    assert "addr" not in types, types
+    rows = sorted(data.to_pylist(), key=lambda r: r["kafka_offset"])
+    assert [(r["id"], r["addr_city"], r["addr_geo_lat"]) for r in rows] == [
+        (i, f"c{i}", i + 0.5) for i in range(10)
+    ]
+    assert [json.loads(r["addr_geo_tags"]) for r in rows] == [["a"]] * 10  # a list: JSON text
+    assert [json.loads(r["key"]) for r in rows] == [{"id": i} for i in range(10)]
+    assert all(r["headers"] == [{"key": "via", "value": b"connectd"}] for r in rows), rows[0]

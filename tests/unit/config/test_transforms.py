@@ -12,7 +12,7 @@ from daemon.config import transforms as tf
 from daemon.errors import InvalidConfig
 
 BASE = {"name": "c", "connector.class": "EchoSink", "topics": "t"}
-FLATTEN = "org.apache.kafka.connect.transforms.Flatten$Value"
+CONVERTER = "org.apache.kafka.connect.transforms.TimestampConverter$Value"
 
 
 def errors(config: Mapping[str, str]) -> dict[str | None, str]:
@@ -43,12 +43,16 @@ def test_filter_with_a_predicate_is_the_chain() -> None:
 
 def test_a_transform_connectd_does_not_apply_yet_is_refused_naming_it() -> None:
     found = errors(
-        {"transforms": "mask", "transforms.mask.type": FLATTEN, "transforms.mask.delimiter": "_"}
+        {
+            "transforms": "mask",
+            "transforms.mask.type": CONVERTER,
+            "transforms.mask.target.type": "unix",
+        }
     )
     message = found["transforms.mask.type"]
-    assert f"{FLATTEN}: connectd does not apply this single message transform yet" in message
+    assert f"{CONVERTER}: connectd does not apply this single message transform yet" in message
     assert "records would reach the sink untransformed" in message and "Filter" in message
-    short = errors({"transforms": "m", "transforms.m.type": "Flatten$Key"})
+    short = errors({"transforms": "m", "transforms.m.type": "TimestampConverter$Key"})
     assert "does not apply this single message transform yet" in short["transforms.m.type"]
 
 
@@ -201,6 +205,35 @@ def test_field_transforms_get_connects_defaults() -> None:
         {"fields": "ssn", "replace.null.with.default": "true"},
     )
     assert cast.cls == tf.CAST + "$Key" and tf.side(cast.cls) == "key"
+
+
+def test_an_empty_header_literal_is_a_value_as_in_connect() -> None:
+    config, _ = parse_connector(
+        {
+            **BASE,
+            "transforms": "i",
+            "transforms.i.type": "InsertHeader",
+            "transforms.i.header": "h",
+            "transforms.i.value.literal": "",
+        }
+    )
+    (spec,) = config.transform_chain.transforms
+    assert spec.config == {"header": "h", "value.literal": ""}
+
+
+@pytest.mark.parametrize(
+    ("path", "steps"),
+    [
+        ("a.b", ("a", "b")),
+        ("`a.b`.c", ("a.b", "c")),
+        ("a.", ("a", "")),
+        ("x", ("x",)),
+        ("`x`", ("x",)),
+    ],
+)
+def test_v2_field_paths_split_as_connect_splits_them(path: str, steps: tuple[str, ...]) -> None:
+    assert tf.field_path(path, "V2") == steps
+    assert tf.field_path(path, "V1") == (path,)
 
 
 def test_unused_settings_and_a_lone_negate_are_warnings() -> None:
