@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from daemon.config.dateformat import LETTERS, compile_pattern
 from daemon.config.problems import Problem, error, warning
 
 _T = "org.apache.kafka.connect.transforms."
@@ -33,6 +34,7 @@ HOIST_FIELD = _T + "HoistField"
 FLATTEN = _T + "Flatten"
 VALUE_TO_KEY = _T + "ValueToKey"
 INSERT_HEADER = _T + "InsertHeader"
+TIMESTAMP_CONVERTER = _T + "TimestampConverter"
 TOPIC_NAME_MATCHES = _P + "TopicNameMatches"
 HAS_HEADER_KEY = _P + "HasHeaderKey"
 RECORD_IS_TOMBSTONE = _P + "RecordIsTombstone"
@@ -124,6 +126,18 @@ def field_path(text: str, version: str) -> tuple[str, ...]:
     if text.endswith("."):
         steps.append("")
     return tuple(steps)
+
+
+def _one_of(*allowed: str) -> Callable[[str], str | None]:
+    return lambda text: None if text in allowed else f"is not one of {', '.join(allowed)}"
+
+
+def _date_format(text: str) -> str | None:
+    try:
+        compile_pattern(text)
+    except ValueError as e:
+        return str(e)
+    return None
 
 
 def _syntax(text: str) -> str | None:
@@ -234,6 +248,39 @@ TRANSFORMS: dict[str, tuple[Key, ...]] = {
         FLATTEN,
         (Key("delimiter", "Between a nested field's name and its parent's.", default="."),),
     ),
+    **_sides(
+        TIMESTAMP_CONVERTER,
+        (
+            Key(
+                "field",
+                "The field holding the timestamp; empty: the whole key or value.",
+                default="",
+            ),
+            Key(
+                "target.type",
+                "What the timestamp becomes: string, unix, Date, Time or Timestamp.",
+                required=True,
+                expected="string, unix, Date, Time or Timestamp",
+                check=_one_of("string", "unix", "Date", "Time", "Timestamp"),
+            ),
+            Key(
+                "format",
+                "A SimpleDateFormat pattern (UTC): writes target.type=string, reads string"
+                " timestamps.",
+                default="",
+                expected="a SimpleDateFormat pattern of the letters " + " ".join(LETTERS),
+                check=_date_format,
+            ),
+            Key(
+                "unix.precision",
+                "The unit of a Unix timestamp read or written.",
+                default="milliseconds",
+                expected="seconds, milliseconds, microseconds or nanoseconds",
+                check=_one_of("seconds", "milliseconds", "microseconds", "nanoseconds"),
+            ),
+            _NULL_DEFAULT,
+        ),
+    ),
     VALUE_TO_KEY: (
         Key(
             "fields",
@@ -276,7 +323,6 @@ NOT_YET = (
     "HeaderFrom",
     "RegexRouter",
     "SetSchemaMetadata",
-    "TimestampConverter",
     "TimestampRouter",
 )
 #: Keys the framework adds to every transform's own (``predicate``, ``negate``) or predicate's.
@@ -423,6 +469,15 @@ def _settings(
                     "the static field's value",
                 )
             )
+    converter = cls.startswith(TIMESTAMP_CONVERTER + "$")
+    if converter and own.get("target.type") == "string" and not own.get("format", "").strip():
+        problems.append(
+            error(
+                where + "format",
+                "target.type is string but no format is given to write it",
+                "a SimpleDateFormat pattern, e.g. yyyy-MM-dd'T'HH:mm:ss",
+            )
+        )
     if cls.startswith(EXTRACT_FIELD + "$") and own.get("field") is not None:
         try:
             field_path(own["field"], own.get("field.syntax.version", "V1"))

@@ -20,7 +20,8 @@ Column-wise on the batch's Arrow table, never a Python loop over records:
 - ``InsertHeader`` adds a header to those rows;
 - ``InsertField``, ``ReplaceField``, ``MaskField`` and ``Cast`` (``$Key`` and ``$Value``) change
   the key or the value of those rows (``fields.py``); ``ExtractField``, ``HoistField``,
-  ``Flatten`` and ``ValueToKey`` change its shape (``reshape.py``).
+  ``Flatten`` and ``ValueToKey`` change its shape (``reshape.py``); ``TimestampConverter``
+  reads and writes timestamps (``timestamps.py``).
 
 Stages run in order, each on the batch the ones before it left: a predicate sees the headers a
 ``DropHeaders`` before it removed, as it would in Connect. A row a transform refuses (Connect's
@@ -40,10 +41,15 @@ import pyarrow.compute as pc
 
 from daemon.config import transforms as tf
 from daemon.connectors.records import RecordBatch
-from daemon.connectors.transforms import fields, reshape
+from daemon.connectors.transforms import fields, reshape, timestamps
 
 #: Transforms ``fields.py`` applies (by class name without ``$Key``/``$Value``).
 FIELD_TRANSFORMS = (tf.INSERT_FIELD, tf.REPLACE_FIELD, tf.MASK_FIELD, tf.CAST)
+#: The other modules' transforms, and what applies them.
+CHANGES = {
+    **dict.fromkeys(reshape.RESHAPES, reshape.apply),
+    tf.TIMESTAMP_CONVERTER: timestamps.apply,
+}
 
 
 @dataclass(frozen=True)
@@ -113,10 +119,8 @@ def apply(chain: tf.Chain, batch: RecordBatch) -> Transformed:
         elif spec.cls == tf.INSERT_HEADER:
             literal = spec.config["value.literal"].encode()
             batch = _insert_header(batch, spec.config["header"], literal, where)
-        elif spec.cls.rsplit("$", 1)[0] in (*FIELD_TRANSFORMS, *reshape.RESHAPES):
-            change = (
-                fields.apply if spec.cls.rsplit("$", 1)[0] in FIELD_TRANSFORMS else reshape.apply
-            )
+        elif spec.cls.rsplit("$", 1)[0] in (*FIELD_TRANSFORMS, *CHANGES):
+            change = CHANGES.get(spec.cls.rsplit("$", 1)[0], fields.apply)
             batch, errors = change(spec, batch, where)
             if errors:
                 failures += _failures(batch, spec, errors)

@@ -261,7 +261,7 @@ class _Fields:
     json: set[str]
 
 
-def _read(batch: RecordBatch) -> _Fields:
+def read_fields(batch: RecordBatch) -> _Fields:
     assert batch.value_columns is not None
     table = batch.table
     return _Fields(
@@ -270,7 +270,7 @@ def _read(batch: RecordBatch) -> _Fields:
     )
 
 
-def _write(batch: RecordBatch, fields: _Fields) -> RecordBatch:
+def write_fields(batch: RecordBatch, fields: _Fields) -> RecordBatch:
     """``batch`` with its value columns replaced by ``fields`` (named as ``JsonConverter``
     names them: a reserved name becomes ``value_<name>``), before ``headers``."""
     assert batch.value_columns is not None
@@ -285,14 +285,14 @@ def _write(batch: RecordBatch, fields: _Fields) -> RecordBatch:
     return replace(batch, table=table, value_columns=names, json_columns=frozenset(json_columns))
 
 
-def _live(batch: RecordBatch, where: pa.BooleanArray) -> pa.BooleanArray:
+def live_rows(batch: RecordBatch, where: pa.BooleanArray) -> pa.BooleanArray:
     """Applied rows whose value is not a tombstone."""
     if batch.tombstones is None:
         return where
     return pc.and_(where, pc.invert(pc.fill_null(batch.tombstones, False)))
 
 
-def _merge(old: pa.Array | None, new: pa.Array, rows: pa.BooleanArray) -> pa.Array | None:
+def merge(old: pa.Array | None, new: pa.Array, rows: pa.BooleanArray) -> pa.Array | None:
     """``new`` where ``rows``, ``old`` elsewhere (``None``: the types cannot share a column)."""
     if pc.all(rows).as_py():
         return new
@@ -312,7 +312,7 @@ def _columns(
     spec: tf.TransformSpec, batch: RecordBatch, where: pa.BooleanArray
 ) -> tuple[RecordBatch, Errors]:
     base = spec.cls.rsplit("$", 1)[0]
-    fields, live = _read(batch), _live(batch, where)
+    fields, live = read_fields(batch), live_rows(batch, where)
     errors: Errors = {}
     if base == tf.INSERT_FIELD:
         _insert_columns(spec.config, batch, fields, live, errors)
@@ -328,7 +328,7 @@ def _columns(
         _cast_columns(spec.config, fields, live, errors)
     else:
         raise ValueError(f"{spec.cls} is not a field transform")
-    return _write(batch, fields), errors
+    return write_fields(batch, fields), errors
 
 
 def _refusal(value: Any, purpose: str) -> TransformError:
@@ -342,7 +342,7 @@ def _refusal(value: Any, purpose: str) -> TransformError:
 def _put(
     fields: _Fields, name: str, array: pa.Array, rows: pa.BooleanArray, errors: Errors, why: str
 ) -> None:
-    merged = _merge(fields.arrays.get(name), array, rows)
+    merged = merge(fields.arrays.get(name), array, rows)
     if merged is None:
         for i in pc.indices_nonzero(rows).to_pylist():
             errors.setdefault(i, why)
@@ -389,7 +389,7 @@ def _replace_columns(
     for target, array in moved.items():
         json_text = target in fields.json
         old = fields.arrays.get(target)
-        merged = array if old is None else _merge(old, array, live)
+        merged = array if old is None else merge(old, array, live)
         if merged is None:
             for i in pc.indices_nonzero(live).to_pylist():
                 errors.setdefault(i, f"ReplaceField: field {target!r} has another type here")
@@ -472,7 +472,7 @@ def _cast_columns(
                 errors[i] = str(e)
         why = f"Cast: field {f!r} cast to {target} beside values of another type in its column"
         fields.json.discard(f)
-        merged = _merge(None if is_json else array, pa.array(out, CAST_ARROW[target]), rows)
+        merged = merge(None if is_json else array, pa.array(out, CAST_ARROW[target]), rows)
         if merged is None or (is_json and not pc.all(pc.or_(rows, array.is_null())).as_py()):
             for i in pc.indices_nonzero(rows).to_pylist():
                 errors.setdefault(i, why)

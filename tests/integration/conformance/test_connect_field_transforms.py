@@ -17,6 +17,7 @@ Connect prints it).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 from collections.abc import Iterator
@@ -34,17 +35,36 @@ pytestmark = pytest.mark.integration
 
 _SHAPE = (
     '{"id":%d,"name":"%s","price":%s,"ok":%s,"count":"%s","tags":["a"],'
-    '"addr":{"city":"x","geo":{"lat":1.5,"n":null,"up":{"z":[1]}}},"gone":null}'
+    '"addr":{"city":"x","geo":{"lat":1.5,"n":null,"up":{"z":[1]}}},"gone":null,'
+    '"at":%d,"when":"%s"}'
 )
 #: Objects of one shape: every form takes them.
 SHAPED = [
-    ('{"k":1}', _SHAPE % (1, "ann", "2.5", "true", "12")),
-    ('"plain"', _SHAPE % (-7, "", "-0.5", "false", "-3")),
+    (
+        '{"k":1}',
+        _SHAPE % (1, "ann", "2.5", "true", "12", 1_700_000_000_123, "2024-03-05 14:07:09.123"),
+    ),
+    ('"plain"', _SHAPE % (-7, "", "-0.5", "false", "-3", -86_400_001, "1969-12-31 23:59:59.999")),
     (None, None),
-    ('{"k":2}', _SHAPE % (300, "bob", "1e10", "true", "x1")),
-    ('{"k":3}', _SHAPE % (2**40 + 5, "c\u00e9", "0.001", "false", "99999")),
-    ('{"k":4}', _SHAPE % (0, "d", "123456789.125", "true", " 7")),
-    ('{"k":5}', _SHAPE % (-129, "e", "1.5e-7", "false", "true")),
+    ('{"k":2}', _SHAPE % (300, "bob", "1e10", "true", "x1", 0, "2024-13-40 25:61:61.1")),
+    (
+        '{"k":3}',
+        _SHAPE % (2**40 + 5, "c\u00e9", "0.001", "false", "99999", 951_782_400_000, "not a date"),
+    ),
+    (
+        '{"k":4}',
+        _SHAPE
+        % (
+            0,
+            "d",
+            "123456789.125",
+            "true",
+            " 7",
+            4_102_444_799_999,
+            "2000-02-29 00:00:00.000 tail",
+        ),
+    ),
+    ('{"k":5}', _SHAPE % (-129, "e", "1.5e-7", "false", "true", 1_234, "2024-1-2 3:4:5.6")),
 ]
 #: Values no columns form holds: scalars, arrays, a string, a number.
 LOOSE = [
@@ -126,6 +146,45 @@ def chains() -> Iterator[tuple[str, dict[str, str]]]:
     yield "extract-v2-through-scalar", one(extract, field="name.x", field_syntax_version="v2")
     yield "extract-v2-top", one(extract, field="price", field_syntax_version="V2")
     yield "flatten-delimiter", one("Flatten$Value", delimiter="_")
+    stamp = "TimestampConverter$Value"
+    iso = "yyyy-MM-dd HH:mm:ss.SSS"
+    for target in ("string", "unix", "Date", "Time", "Timestamp"):
+        yield f"ts-unix-to-{target}", one(stamp, field="at", target_type=target, format=iso)
+        yield f"ts-string-to-{target}", one(stamp, field="when", target_type=target, format=iso)
+    for precision in ("seconds", "microseconds", "nanoseconds"):
+        yield (
+            f"ts-unix-{precision}",
+            one(stamp, field="at", target_type="unix", unix_precision=precision),
+        )
+        yield (
+            f"ts-{precision}-to-string",
+            one(stamp, field="id", target_type="string", format=iso, unix_precision=precision),
+        )
+    yield "ts-whole-value", one(stamp, target_type="Timestamp", format="yyyy")
+    yield "ts-key", one("TimestampConverter$Key", target_type="unix", format="yyyy")
+    for pattern in (
+        "yyyyMMddHHmmssSSS",
+        "EEE, d MMM yyyy HH:mm:ss Z",
+        "EEEE MMMM dd yy hh:mm a z",
+        "yyyy-MM-dd'T'HH:mm:ss.SSSX",
+        "D 'day of' y, k:K:s, u",
+        "'o''clock' H",
+    ):
+        yield (
+            f"ts-round-trip-{pattern}",
+            {
+                "transforms": "a,b",
+                "transforms.a.type": stamp,
+                "transforms.a.field": "at",
+                "transforms.a.target.type": "string",
+                "transforms.a.format": pattern,
+                "transforms.b.type": stamp,
+                "transforms.b.field": "at",
+                "transforms.b.target.type": "unix",
+                "transforms.b.format": pattern,
+            },
+        )
+        yield f"ts-format-{pattern}", one(stamp, field="at", target_type="string", format=pattern)
     yield "value-to-key", one("ValueToKey", fields="id,name,nope")
     yield "insert-header", one("InsertHeader", header="h", value_literal="hello")
     yield "insert-header-number", one("InsertHeader", header="n", value_literal="42")
@@ -255,6 +314,19 @@ def connect() -> dict[tuple[str, str], list[dict[str, Any] | None]]:
     return out
 
 
+def _millis(value: Any) -> Any:
+    """A date, time or timestamp as the epoch milliseconds Jackson writes for a Date."""
+    if isinstance(value, dt.datetime):
+        return int(value.timestamp() * 1000) if value.tzinfo else value
+    if isinstance(value, dt.date):
+        return (value - dt.date(1970, 1, 1)).days * 86_400_000
+    if isinstance(value, dt.time):
+        return (
+            (value.hour * 60 + value.minute) * 60 + value.second
+        ) * 1000 + value.microsecond // 1000
+    return value
+
+
 def _same(a: Any, b: Any, *, nulls: bool) -> bool:
     """Equal as JSON, floats as float32 where one side is one; null fields dropped first
     unless ``nulls``."""
@@ -265,6 +337,7 @@ def _same(a: Any, b: Any, *, nulls: bool) -> bool:
         return a.keys() == b.keys() and all(_same(a[k], b[k], nulls=nulls) for k in a)
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(_same(x, y, nulls=nulls) for x, y in zip(a, b, strict=True))
+    a, b = _millis(a), _millis(b)
     if isinstance(a, float) and isinstance(b, float) and not isinstance(a, bool):
         return a == b or float32(a) == float32(b) or (math.isnan(a) and math.isnan(b))
     return type(a) is type(b) and a == b

@@ -1,7 +1,7 @@
 """A Connect transform connectd does not apply yet, or one of its settings with a value Connect
 refuses, is refused everywhere a configuration enters, naming the key it concerns
-(``transforms.<alias>.type``, ``transforms.<alias>.spec``) — accepted, a TimestampConverter
-would leave a time as text in the table. A real ``connectd standalone`` and its REST API: POST
+(``transforms.<alias>.type``, ``transforms.<alias>.spec``) — accepted, a SetSchemaMetadata
+would leave the schema unnamed. A real ``connectd standalone`` and its REST API: POST
 and PUT answer 400 with Connect's body and create nothing, ``/config/validate`` files the error
 under the key, ``check-config`` and the daemon's start exit 78 naming it."""
 
@@ -17,10 +17,8 @@ from support.daemon import ProcessFactory, worker_properties, write_properties
 
 pytestmark = pytest.mark.integration
 
-CONVERTER = "org.apache.kafka.connect.transforms.TimestampConverter$Value"
-WHY = (
-    f"transforms.mask.type: {CONVERTER}: connectd does not apply this single message transform yet"
-)
+METADATA = "org.apache.kafka.connect.transforms.SetSchemaMetadata$Value"
+WHY = f"transforms.mask.type: {METADATA}: connectd does not apply this single message transform yet"
 BAD_CAST = "transforms.cast.spec: 'id:int32,when:date': 'date' is not a type Cast casts to"
 
 
@@ -30,8 +28,8 @@ def masked(name: str) -> dict[str, str]:
         "connector.class": "EchoSink",
         "topics": "people",
         "transforms": "mask",
-        "transforms.mask.type": CONVERTER,
-        "transforms.mask.target.type": "unix",
+        "transforms.mask.type": METADATA,
+        "transforms.mask.schema.name": "person",
     }
 
 

@@ -17,6 +17,7 @@ Connect's chain leaves it; with ``none`` the task fails naming the transform and
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import uuid
 from pathlib import Path
@@ -160,11 +161,17 @@ async def test_with_tolerance_none_a_refused_record_fails_the_task_naming_it(
 async def test_nested_json_lands_flattened_into_typed_columns(
     run_daemon: DaemonFactory, kafka_bootstrap: str, kafka_topic: TopicFactory, tmp_path: Path
 ) -> None:
-    """Flatten$Value turns each nested map's leaves into typed columns of the table; ValueToKey
-    makes the key from the value's id; InsertHeader marks every row."""
+    """Flatten$Value turns each nested map's leaves into typed columns of the table; two
+    TimestampConverters make a Unix time a timestamp column and a text date a date column;
+    ValueToKey makes the key from the value's id; InsertHeader marks every row."""
     topic = await kafka_topic(partitions=1)
     docs = [
-        {"id": i, "addr": {"city": f"c{i}", "geo": {"lat": i + 0.5, "tags": ["a"]}}}
+        {
+            "id": i,
+            "addr": {"city": f"c{i}", "geo": {"lat": i + 0.5, "tags": ["a"]}},
+            "at": 1_700_000_000_000 + i,
+            "day": f"0{i + 1}/03/2024",
+        }
         for i in range(10)
     ]
     await produce(kafka_bootstrap, topic, [(b"k", json.dumps(d).encode()) for d in docs])
@@ -175,7 +182,14 @@ async def test_nested_json_lands_flattened_into_typed_columns(
         "topics": topic,
         "path": str(table),
         "flush.interval.ms": "500",
-        "transforms": "flat,key,mark",
+        "transforms": "flat,at,day,key,mark",
+        "transforms.at.type": "TimestampConverter$Value",
+        "transforms.at.field": "at",
+        "transforms.at.target.type": "Timestamp",
+        "transforms.day.type": "TimestampConverter$Value",
+        "transforms.day.field": "day",
+        "transforms.day.target.type": "Date",
+        "transforms.day.format": "dd/MM/yyyy",
         "transforms.flat.type": "Flatten$Value",
         "transforms.flat.delimiter": "_",
         "transforms.key.type": "ValueToKey",
@@ -191,10 +205,13 @@ async def test_nested_json_lands_flattened_into_typed_columns(
     types = {f.name: str(f.type) for f in data.schema}
     assert types["addr_city"] == "string" and types["addr_geo_lat"] == "double", types
     assert "addr" not in types, types
+    assert types["at"] == types["kafka_timestamp"] and types["day"] == "date32[day]", types
     rows = sorted(data.to_pylist(), key=lambda r: r["kafka_offset"])
     assert [(r["id"], r["addr_city"], r["addr_geo_lat"]) for r in rows] == [
         (i, f"c{i}", i + 0.5) for i in range(10)
     ]
     assert [json.loads(r["addr_geo_tags"]) for r in rows] == [["a"]] * 10  # a list: JSON text
+    assert [int(r["at"].timestamp() * 1000) for r in rows] == [d["at"] for d in docs]
+    assert [r["day"] for r in rows] == [dt.date(2024, 3, i + 1) for i in range(10)]
     assert [json.loads(r["key"]) for r in rows] == [{"id": i} for i in range(10)]
     assert all(r["headers"] == [{"key": "via", "value": b"connectd"}] for r in rows), rows[0]

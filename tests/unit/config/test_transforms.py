@@ -12,7 +12,7 @@ from daemon.config import transforms as tf
 from daemon.errors import InvalidConfig
 
 BASE = {"name": "c", "connector.class": "EchoSink", "topics": "t"}
-CONVERTER = "org.apache.kafka.connect.transforms.TimestampConverter$Value"
+METADATA = "org.apache.kafka.connect.transforms.SetSchemaMetadata$Value"
 
 
 def errors(config: Mapping[str, str]) -> dict[str | None, str]:
@@ -45,14 +45,14 @@ def test_a_transform_connectd_does_not_apply_yet_is_refused_naming_it() -> None:
     found = errors(
         {
             "transforms": "mask",
-            "transforms.mask.type": CONVERTER,
-            "transforms.mask.target.type": "unix",
+            "transforms.mask.type": METADATA,
+            "transforms.mask.schema.name": "person",
         }
     )
     message = found["transforms.mask.type"]
-    assert f"{CONVERTER}: connectd does not apply this single message transform yet" in message
+    assert f"{METADATA}: connectd does not apply this single message transform yet" in message
     assert "records would reach the sink untransformed" in message and "Filter" in message
-    short = errors({"transforms": "m", "transforms.m.type": "TimestampConverter$Key"})
+    short = errors({"transforms": "m", "transforms.m.type": "SetSchemaMetadata$Key"})
     assert "does not apply this single message transform yet" in short["transforms.m.type"]
 
 
