@@ -35,6 +35,7 @@ FLATTEN = _T + "Flatten"
 VALUE_TO_KEY = _T + "ValueToKey"
 INSERT_HEADER = _T + "InsertHeader"
 TIMESTAMP_CONVERTER = _T + "TimestampConverter"
+HEADER_FROM = _T + "HeaderFrom"
 TOPIC_NAME_MATCHES = _P + "TopicNameMatches"
 HAS_HEADER_KEY = _P + "HasHeaderKey"
 RECORD_IS_TOMBSTONE = _P + "RecordIsTombstone"
@@ -281,6 +282,33 @@ TRANSFORMS: dict[str, tuple[Key, ...]] = {
             _NULL_DEFAULT,
         ),
     ),
+    **_sides(
+        HEADER_FROM,
+        (
+            Key(
+                "fields",
+                "The fields whose values go into headers.",
+                required=True,
+                type="LIST",
+                expected="a comma-separated list of field names",
+            ),
+            Key(
+                "headers",
+                "The headers' names, in the order of fields.",
+                required=True,
+                type="LIST",
+                expected="a comma-separated list of header names, as many as fields",
+            ),
+            Key(
+                "operation",
+                "move (the fields leave the key or value) or copy.",
+                required=True,
+                expected="move or copy",
+                check=_one_of("move", "copy"),
+            ),
+            _NULL_DEFAULT,
+        ),
+    ),
     VALUE_TO_KEY: (
         Key(
             "fields",
@@ -320,7 +348,6 @@ PREDICATES: dict[str, tuple[Key, ...]] = {
 #: Connect 4.1's other built-in transforms (each with ``$Key`` and ``$Value`` where it has
 #: them): known, not applied yet, so refused as such.
 NOT_YET = (
-    "HeaderFrom",
     "RegexRouter",
     "SetSchemaMetadata",
     "TimestampRouter",
@@ -467,6 +494,16 @@ def _settings(
                     where + "static.value",
                     f"static.field is {own['static.field']!r} but no value is given for it",
                     "the static field's value",
+                )
+            )
+    if cls.startswith(HEADER_FROM + "$") and own.get("fields") and own.get("headers"):
+        counts = len(names(own["fields"])), len(names(own["headers"]))
+        if counts[0] != counts[1]:
+            problems.append(
+                error(
+                    where + "headers",
+                    f"names {counts[1]} header(s) for {counts[0]} field(s)",
+                    "as many headers as fields",
                 )
             )
     converter = cls.startswith(TIMESTAMP_CONVERTER + "$")

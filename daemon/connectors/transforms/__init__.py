@@ -33,7 +33,6 @@ stages after it never see it.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import pyarrow as pa
@@ -41,7 +40,7 @@ import pyarrow.compute as pc
 
 from daemon.config import transforms as tf
 from daemon.connectors.records import RecordBatch
-from daemon.connectors.transforms import fields, reshape, timestamps
+from daemon.connectors.transforms import fields, headers, reshape, timestamps
 
 #: Transforms ``fields.py`` applies (by class name without ``$Key``/``$Value``).
 FIELD_TRANSFORMS = (tf.INSERT_FIELD, tf.REPLACE_FIELD, tf.MASK_FIELD, tf.CAST)
@@ -49,6 +48,7 @@ FIELD_TRANSFORMS = (tf.INSERT_FIELD, tf.REPLACE_FIELD, tf.MASK_FIELD, tf.CAST)
 CHANGES = {
     **dict.fromkeys(reshape.RESHAPES, reshape.apply),
     tf.TIMESTAMP_CONVERTER: timestamps.apply,
+    tf.HEADER_FROM: headers.header_from,
 }
 
 
@@ -115,10 +115,10 @@ def apply(chain: tf.Chain, batch: RecordBatch) -> Transformed:
         if spec.cls == tf.FILTER:
             batch = _keep(batch, pc.invert(where))
         elif spec.cls == tf.DROP_HEADERS:
-            batch = _drop_headers(batch, tf.names(spec.config["headers"]), where)
+            batch = headers.drop_headers(batch, tf.names(spec.config["headers"]), where)
         elif spec.cls == tf.INSERT_HEADER:
             literal = spec.config["value.literal"].encode()
-            batch = _insert_header(batch, spec.config["header"], literal, where)
+            batch = headers.insert_header(batch, spec.config["header"], literal, where)
         elif spec.cls.rsplit("$", 1)[0] in (*FIELD_TRANSFORMS, *CHANGES):
             change = CHANGES.get(spec.cls.rsplit("$", 1)[0], fields.apply)
             batch, errors = change(spec, batch, where)
@@ -161,51 +161,3 @@ def _keep(batch: RecordBatch, keep: pa.BooleanArray) -> RecordBatch:
             None if batch.timestamp_types is None else batch.timestamp_types.filter(keep)
         ),
     )
-
-
-def _insert_header(
-    batch: RecordBatch, name: str, value: bytes, rows: pa.BooleanArray
-) -> RecordBatch:
-    """InsertHeader: a header ``name`` with ``value`` (the literal's UTF-8 bytes, what Connect's
-    ``SimpleHeaderConverter`` writes for it) added last to the ``rows`` it applies to."""
-    table = batch.table
-    index = table.schema.get_field_index("headers")
-    column = table.column(index).combine_chunks()
-    added = {"key": name, "value": value}
-    headers = [
-        [*(h or []), added] if on else h
-        for h, on in zip(column.to_pylist(), rows.to_pylist(), strict=True)
-    ]
-    array = pa.array(headers, column.type)
-    return replace(batch, table=table.set_column(index, table.schema.field(index), array))
-
-
-def _drop_headers(batch: RecordBatch, names: Sequence[str], rows: pa.BooleanArray) -> RecordBatch:
-    """DropHeaders: every header named one of ``names`` leaves the ``rows`` it applies to.
-
-    On the list column's buffers: the header structs to keep are filtered out of its values,
-    and each row's offset moves back by the headers dropped before it."""
-    table = batch.table
-    column = table.column("headers").combine_chunks()
-    offsets = column.offsets
-    base = offsets[0].as_py()
-    values = column.values.slice(base, offsets[-1].as_py() - base)
-    relative = pc.subtract(offsets, base)
-    owner = pc.list_parent_indices(pa.ListArray.from_arrays(relative, values))
-    gone = pc.and_(
-        pc.is_in(pc.struct_field(values, [0]), value_set=pa.array(list(names), pa.string())),
-        pc.take(rows, owner),
-    )
-    gone = pc.fill_null(gone, False)
-    if not pc.any(gone).as_py():
-        return batch
-    dropped = pc.cumulative_sum(gone.cast(offsets.type))
-    before = pa.concat_arrays([pa.array([0], offsets.type), dropped])
-    headers = pa.ListArray.from_arrays(
-        pc.subtract(relative, pc.take(before, relative)),
-        pc.filter(values, pc.invert(gone)),
-        type=column.type,
-        mask=pc.is_null(column) if column.null_count else None,
-    )
-    index = table.schema.get_field_index("headers")
-    return replace(batch, table=table.set_column(index, table.schema.field(index), headers))

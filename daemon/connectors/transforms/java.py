@@ -257,3 +257,35 @@ def replacement_number(replacement: str, kind: str) -> int | float:
     if kind == "FLOAT64":
         return float(number)
     return wrap(number, 64)
+
+
+def header_bytes(value: Any) -> bytes | None:
+    """A value as Connect's ``SimpleHeaderConverter`` writes it into a header (``Values``'
+    text, UTF-8; None stays None)."""
+    return None if value is None else _values_text(value, embedded=False).encode()
+
+
+def _values_text(value: Any, *, embedded: bool) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return double_text(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str | bytes):
+        text = value if isinstance(value, str) else base64.b64encode(value).decode()
+        if not embedded:
+            return text
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, list):
+        return "[" + ",".join(_values_text(v, embedded=True) for v in value) + "]"
+    return (
+        "{"
+        + ",".join(
+            f"{_values_text(k, embedded=True)}:{_values_text(v, embedded=True)}"
+            for k, v in value.items()
+        )
+        + "}"
+    )

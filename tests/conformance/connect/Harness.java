@@ -11,7 +11,8 @@
 //                        "headers": [[name, value-or-null], ...]}, ...]}
 // results: for each request, one entry per record, null where the chain dropped it, else the record as it left
 //          the chain in the same form ({"topic", "partition", "offset", "key", "value",
-//          "headers"}), or {"error": "<class>: <message>"} where a stage threw.
+//          "headers"}; a header's value as Connect's SimpleHeaderConverter writes it), or
+//          {"error": "<class>: <message>"} where a stage threw.
 // A transform applies to a record as Connect's TransformationStage applies it: when it has no
 // predicate, or when the predicate's test differs from `negate`.
 import com.fasterxml.jackson.databind.JsonNode;
@@ -26,6 +27,7 @@ import java.util.Map;
 import java.nio.charset.StandardCharsets;
 import org.apache.kafka.connect.header.ConnectHeaders;
 import org.apache.kafka.connect.json.JsonConverter;
+import org.apache.kafka.connect.storage.SimpleHeaderConverter;
 import org.apache.kafka.connect.header.Header;
 import org.apache.kafka.connect.sink.SinkRecord;
 import org.apache.kafka.connect.transforms.Transformation;
@@ -33,6 +35,7 @@ import org.apache.kafka.connect.transforms.predicates.Predicate;
 
 public class Harness {
     static final String T = "org.apache.kafka.connect.transforms.";
+    static final SimpleHeaderConverter HEADERS = new SimpleHeaderConverter();
 
     // Short names as Connect's plugin aliases give them: the simple class name (nested classes
     // with their outer class: InsertField$Value).
@@ -133,7 +136,9 @@ public class Harness {
                 ArrayNode hs = o.putArray("headers");
                 for (Iterator<Header> it = record.headers().iterator(); it.hasNext();) {
                     Header h = it.next();
-                    hs.addArray().add(h.key()).addPOJO(h.value());
+                    // As a sink's header converter writes it: Connect's SimpleHeaderConverter.
+                    byte[] bytes = HEADERS.fromConnectHeader(record.topic(), h.key(), h.schema(), h.value());
+                    hs.addArray().add(h.key()).add(bytes == null ? null : new String(bytes, StandardCharsets.UTF_8));
                 }
             } catch (Exception e) {
                 out.addObject().put("error", e.getClass().getSimpleName() + ": " + e.getMessage());

@@ -180,6 +180,116 @@ def test_a_transform_connectd_does_not_apply_yet_is_refused_naming_it() -> None:
             "transforms.c.replace.null.with.default",
             "is not true or false",
         ),
+        (
+            {
+                "transforms": "t",
+                "transforms.t.type": "ExtractField$Value",
+                "transforms.t.field": "`a.b",
+                "transforms.t.field.syntax.version": "V2",
+            },
+            "transforms.t.field",
+            "incomplete backtick pair",
+        ),
+        (
+            {
+                "transforms": "t",
+                "transforms.t.type": "ExtractField$Key",
+                "transforms.t.field": "a",
+                "transforms.t.field.syntax.version": "V3",
+            },
+            "transforms.t.field.syntax.version",
+            "is not V1 or V2",
+        ),
+        (
+            {"transforms": "t", "transforms.t.type": "HoistField$Value"},
+            "transforms.t.field",
+            "is required",
+        ),
+        (
+            {"transforms": "t", "transforms.t.type": "ValueToKey"},
+            "transforms.t.fields",
+            "is required",
+        ),
+        (
+            {"transforms": "t", "transforms.t.type": "InsertHeader", "transforms.t.header": "h"},
+            "transforms.t.value.literal",
+            "is required",
+        ),
+        (
+            {"transforms": "t", "transforms.t.type": "TimestampConverter$Value"},
+            "transforms.t.target.type",
+            "is required",
+        ),
+        (
+            {
+                "transforms": "t",
+                "transforms.t.type": "TimestampConverter$Value",
+                "transforms.t.target.type": "date",
+            },
+            "transforms.t.target.type",
+            "is not one of string, unix, Date, Time, Timestamp",
+        ),
+        (
+            {
+                "transforms": "t",
+                "transforms.t.type": "TimestampConverter$Key",
+                "transforms.t.target.type": "string",
+            },
+            "transforms.t.format",
+            "target.type is string but no format is given",
+        ),
+        (
+            {
+                "transforms": "t",
+                "transforms.t.type": "TimestampConverter$Value",
+                "transforms.t.target.type": "unix",
+                "transforms.t.format": "yyyy-ww",
+            },
+            "transforms.t.format",
+            "pattern letter 'w' in 'yyyy-ww' is not one connectd reads or writes",
+        ),
+        (
+            {
+                "transforms": "t",
+                "transforms.t.type": "TimestampConverter$Value",
+                "transforms.t.target.type": "unix",
+                "transforms.t.format": "yyyy 'open",
+            },
+            "transforms.t.format",
+            "unterminated quote",
+        ),
+        (
+            {
+                "transforms": "t",
+                "transforms.t.type": "TimestampConverter$Value",
+                "transforms.t.target.type": "unix",
+                "transforms.t.unix.precision": "minutes",
+            },
+            "transforms.t.unix.precision",
+            "is not one of seconds, milliseconds",
+        ),
+        (
+            {
+                "transforms": "t",
+                "transforms.t.type": "HeaderFrom$Value",
+                "transforms.t.fields": "a,b",
+                "transforms.t.headers": "x",
+                "transforms.t.operation": "copy",
+            },
+            "transforms.t.headers",
+            "names 1 header(s) for 2 field(s)",
+        ),
+        (
+            {
+                "transforms": "t",
+                "transforms.t.type": "HeaderFrom$Key",
+                "transforms.t.fields": "a",
+                "transforms.t.headers": "x",
+                "transforms.t.operation": "Move",
+            },
+            "transforms.t.operation",
+            "is not one of move, copy",
+        ),
     ],
 )
 def test_each_refusal_names_its_key(config: dict[str, str], key: str, why: str) -> None:
