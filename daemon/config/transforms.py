@@ -14,9 +14,11 @@ ignored: one of Connect's own that connectd does not apply yet, or a class it do
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from daemon.config.dateformat import LETTERS, compile_pattern
 from daemon.config.problems import Problem, error, warning
@@ -448,10 +450,52 @@ def _predicate(alias: str, config: Mapping[str, str]) -> tuple[PredicateSpec | N
             )
         ]
     cls = class_name(given)
+    if is_python_path(cls):
+        own = _own(config, alias, ("type",))
+        found = _python_class("predicates", alias, cls, "test", own)
+        return (None if found else PredicateSpec(alias, cls, own)), found
     if cls not in PREDICATES:
         return None, [_class_problem("predicates", alias, given, PREDICATES)]
     own, problems = _settings("predicates", alias, cls, _own(config, alias, ("type",)))
     return (None if any(p.is_error for p in problems) else PredicateSpec(alias, cls, own)), problems
+
+
+def is_python_path(name: str) -> bool:
+    """A transform or predicate written in Python, named ``package.module:Class``."""
+    return ":" in name
+
+
+def _python_class(
+    kind: str, alias: str, path: str, method: str, own: Mapping[str, str]
+) -> list[Problem]:
+    """A Python transform's or predicate's problems: it cannot be imported, is no class with
+    ``method``, or its ``configure`` refuses ``own`` (``daemon.connectors.transforms.custom``
+    has the interface)."""
+    key = f"{kind}.{alias}.type"
+    what = "transform" if kind == "transforms" else "predicate"
+    module_name, _, attr = path.strip().partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as e:
+        return [error(key, f"{path} cannot be loaded: {e}", f"an importable module:Class {what}")]
+    if not isinstance(obj, type) or not callable(getattr(obj, method, None)):
+        base = "Transformation" if method == "apply" else "Predicate"
+        return [
+            error(
+                key,
+                f"{path} is not a {what} class (it has no {method}())",
+                f"a subclass of daemon.connectors.api.{base}",
+            )
+        ]
+    try:
+        obj().configure(dict(own))
+    except Exception as e:  # the user's code: whatever it raises refuses its settings
+        return [
+            error(key, f"{path} refused its settings: {type(e).__name__}: {e}", "settings it takes")
+        ]
+    return []
 
 
 def _settings(
@@ -557,7 +601,8 @@ def chain(
             )
             continue
         cls = class_name(given)
-        if cls not in TRANSFORMS:
+        python = is_python_path(cls)
+        if not python and cls not in TRANSFORMS:
             problems.append(_class_problem("transforms", alias, given, TRANSFORMS))
             continue
         own = _own(transforms_config, alias, FRAMEWORK_KEYS)
@@ -583,8 +628,11 @@ def chain(
             problems.append(
                 warning(f"transforms.{alias}.negate", "has no effect without a predicate")
             )
-        own, found = _settings("transforms", alias, cls, own)
-        problems += found
+        if python:
+            problems += _python_class("transforms", alias, cls, "apply", own)
+        else:
+            own, found = _settings("transforms", alias, cls, own)
+            problems += found
         specs.append(
             TransformSpec(
                 alias,

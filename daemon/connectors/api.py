@@ -54,6 +54,7 @@ from daemon.connectors.base import SinkTask as SinkTask
 from daemon.connectors.protocols import ExecutorCall as ExecutorCall
 from daemon.connectors.protocols import ExecutorRunner as ExecutorRunner
 from daemon.connectors.protocols import SinkTaskContext as SinkTaskContext
+from daemon.connectors.records import RecordBatch as RecordBatch
 from daemon.connectors.registry import ConnectorRegistry as ConnectorRegistry
 from daemon.connectors.registry import PluginInfo as PluginInfo
 from daemon.connectors.registry import default_registry as default_registry
@@ -61,6 +62,8 @@ from daemon.connectors.registry import list_plugins as list_plugins
 from daemon.connectors.registry import register_alias as register_alias
 from daemon.connectors.registry import resolve_connector_class as resolve_connector_class
 from daemon.connectors.registry import validate_connector as validate_connector
+from daemon.connectors.transforms.custom import Predicate as Predicate
+from daemon.connectors.transforms.custom import Transformation as Transformation
 from daemon.errors import ConnectdError as ConnectdError
 from daemon.errors import RetriableError as RetriableError
 from daemon.structs import TaskId as TaskId

@@ -200,6 +200,27 @@ class RecordBatch:
             return frozenset(r.tp for r in self.ranges)
         return frozenset(record_spans(self.table))
 
+    def with_table(self, table: pa.Table) -> RecordBatch:
+        """This batch with ``table`` for its rows (the same rows, in order: columns changed)."""
+        if table.num_rows != self.table.num_rows:
+            raise ValueError(
+                f"with_table keeps the rows: {table.num_rows} rows given for {len(self)}; use"
+                " filter() to leave rows out"
+            )
+        return replace(self, table=table)
+
+    def filter(self, keep: pa.BooleanArray) -> RecordBatch:
+        """This batch with the rows where ``keep`` is true only (its ranges still cover the
+        others, so a commit moves past them)."""
+        return replace(
+            self,
+            table=self.table.filter(keep),
+            tombstones=None if self.tombstones is None else self.tombstones.filter(keep),
+            timestamp_types=(
+                None if self.timestamp_types is None else self.timestamp_types.filter(keep)
+            ),
+        )
+
     def with_ranges(self, ranges: Iterable[OffsetRange]) -> RecordBatch:
         """This batch with ``ranges`` replaced (e.g. by ranges from consumer positions)."""
         return replace(self, ranges=tuple(sorted(ranges)))

@@ -21,7 +21,9 @@ Column-wise on the batch's Arrow table, never a Python loop over records:
 - ``InsertField``, ``ReplaceField``, ``MaskField`` and ``Cast`` (``$Key`` and ``$Value``) change
   the key or the value of those rows (``fields.py``); ``ExtractField``, ``HoistField``,
   ``Flatten`` and ``ValueToKey`` change its shape (``reshape.py``); ``TimestampConverter``
-  reads and writes timestamps (``timestamps.py``).
+  reads and writes timestamps (``timestamps.py``);
+- a transform or predicate named ``package.module:Class`` is the user's, in Python
+  (``custom.py`` has the interface).
 
 Stages run in order, each on the batch the ones before it left: a predicate sees the headers a
 ``DropHeaders`` before it removed, as it would in Connect. A row a transform refuses (Connect's
@@ -33,14 +35,16 @@ stages after it never see it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from daemon.config import transforms as tf
 from daemon.connectors.records import RecordBatch
-from daemon.connectors.transforms import fields, headers, reshape, timestamps
+from daemon.connectors.transforms import custom, fields, headers, reshape, timestamps
 
 #: Transforms ``fields.py`` applies (by class name without ``$Key``/``$Value``).
 FIELD_TRANSFORMS = (tf.INSERT_FIELD, tf.REPLACE_FIELD, tf.MASK_FIELD, tf.CAST)
@@ -72,10 +76,33 @@ class Transformed:
     failures: tuple[TransformFailure, ...] = ()
 
 
-def predicate_mask(spec: tf.PredicateSpec, batch: RecordBatch) -> pa.BooleanArray:
+#: A chain's Python transforms and predicates, made and configured (``load_plugins``), by
+#: ``transforms.<alias>`` / ``predicates.<alias>``.
+Plugins = Mapping[str, Any]
+
+
+def load_plugins(chain: tf.Chain) -> dict[str, Any]:
+    """The chain's Python transforms and predicates, each made and configured once (a task
+    does this when it starts, as Connect makes a task's transforms)."""
+    out: dict[str, Any] = {}
+    for spec in chain.transforms:
+        if tf.is_python_path(spec.cls):
+            out[f"transforms.{spec.alias}"] = custom.load(spec.cls, spec.config)
+        p = spec.predicate
+        if p is not None and tf.is_python_path(p.cls) and f"predicates.{p.alias}" not in out:
+            out[f"predicates.{p.alias}"] = custom.load(p.cls, p.config)
+    return out
+
+
+def predicate_mask(
+    spec: tf.PredicateSpec, batch: RecordBatch, plugins: Plugins | None = None
+) -> pa.BooleanArray:
     """Where ``spec`` holds, row by row."""
     table = batch.table
     n = table.num_rows
+    if tf.is_python_path(spec.cls):
+        made = (plugins or {}).get(f"predicates.{spec.alias}") or custom.load(spec.cls, spec.config)
+        return custom.holds(spec.alias, made, batch)
     if spec.cls == tf.TOPIC_NAME_MATCHES:
         topics = table.column("kafka_topic")
         pattern = re.compile(spec.config["pattern"])
@@ -98,10 +125,12 @@ def predicate_mask(spec: tf.PredicateSpec, batch: RecordBatch) -> pa.BooleanArra
     raise ValueError(f"{spec.cls} is not a predicate connectd applies")
 
 
-def apply(chain: tf.Chain, batch: RecordBatch) -> Transformed:
+def apply(chain: tf.Chain, batch: RecordBatch, plugins: Plugins | None = None) -> Transformed:
     """``batch`` after ``chain``, stage by stage (each predicate sees the batch as the stages
     before it left it): the rows Filter drops and the rows a transform refused are gone, ranges
-    unchanged."""
+    unchanged. ``plugins``: the chain's Python classes, made once (else made for this call)."""
+    if plugins is None and any(tf.is_python_path(s.cls) for s in chain.transforms):
+        plugins = load_plugins(chain)
     failures: list[TransformFailure] = []
     for spec in chain.transforms:
         n = len(batch)
@@ -109,7 +138,7 @@ def apply(chain: tf.Chain, batch: RecordBatch) -> Transformed:
             break
         where = pa.array([True] * n)
         if spec.predicate is not None:
-            where = predicate_mask(spec.predicate, batch)
+            where = predicate_mask(spec.predicate, batch, plugins)
             if spec.negate:
                 where = pc.invert(where)
         if spec.cls == tf.FILTER:
@@ -119,9 +148,15 @@ def apply(chain: tf.Chain, batch: RecordBatch) -> Transformed:
         elif spec.cls == tf.INSERT_HEADER:
             literal = spec.config["value.literal"].encode()
             batch = headers.insert_header(batch, spec.config["header"], literal, where)
-        elif spec.cls.rsplit("$", 1)[0] in (*FIELD_TRANSFORMS, *CHANGES):
-            change = CHANGES.get(spec.cls.rsplit("$", 1)[0], fields.apply)
-            batch, errors = change(spec, batch, where)
+        elif spec.cls.rsplit("$", 1)[0] in (*FIELD_TRANSFORMS, *CHANGES) or (
+            tf.is_python_path(spec.cls)
+        ):
+            if tf.is_python_path(spec.cls):
+                made = (plugins or {})[f"transforms.{spec.alias}"]
+                batch, errors = custom.run(spec.alias, made, batch, where)
+            else:
+                change = CHANGES.get(spec.cls.rsplit("$", 1)[0], fields.apply)
+                batch, errors = change(spec, batch, where)
             if errors:
                 failures += _failures(batch, spec, errors)
                 keep = [True] * len(batch)
@@ -151,13 +186,4 @@ def _failures(
 
 
 def _keep(batch: RecordBatch, keep: pa.BooleanArray) -> RecordBatch:
-    if pc.all(keep).as_py():
-        return batch
-    return replace(
-        batch,
-        table=batch.table.filter(keep),
-        tombstones=None if batch.tombstones is None else batch.tombstones.filter(keep),
-        timestamp_types=(
-            None if batch.timestamp_types is None else batch.timestamp_types.filter(keep)
-        ),
-    )
+    return batch if pc.all(keep).as_py() else batch.filter(keep)

@@ -38,6 +38,7 @@ from daemon.connectors.records import (
     RecordBatch,
     TopicPartition,
 )
+from daemon.connectors.transforms import Plugins, load_plugins
 from daemon.connectors.transforms import apply as apply_transforms
 from daemon.connectors.transforms.java import TransformError
 from daemon.runtime.deadletter.index import qualified_name
@@ -77,11 +78,11 @@ def task_converters(
 
 
 def _transformed(
-    chain: Chain, result: ConversionResult, records: Sequence[Any]
+    chain: Chain, plugins: Plugins, result: ConversionResult, records: Sequence[Any]
 ) -> ConversionResult:
     """``result`` after ``chain``: the records a transform refused join the bad ones, with
     their raw bytes for the dead-letter queue."""
-    done = apply_transforms(chain, result.batch)
+    done = apply_transforms(chain, result.batch, plugins)
     if not done.failures:
         return dataclasses.replace(result, batch=done.batch)
     raw = {(r.topic, r.partition, r.offset): r for r in records}
@@ -134,6 +135,8 @@ class RecordPipeline:
         )
         self._timeout = settings.callback_timeout
         self.chain = config.transform_chain
+        #: The chain's Python transforms and predicates, made once for the incarnation.
+        self.plugins = load_plugins(self.chain)
 
     async def start(self) -> None:
         """Creates the dead-letter topic if there is one."""
@@ -146,13 +149,13 @@ class RecordPipeline:
         self, polled: Mapping[TopicPartition, Sequence[Any]], ranges: Sequence[OffsetRange]
     ) -> tuple[int, ConversionResult]:
         """The poll's records converted (those that could not be are in ``bad``); how many."""
-        key, value, chain = self.key, self.value, self.chain
+        key, value, chain, plugins = self.key, self.value, self.chain, self.plugins
 
         def convert() -> tuple[int, ConversionResult]:
             records = [r for tp in sorted(polled) for r in polled[tp]]
             result = convert_poll(RawBatch.from_records(records), key, value, ranges)
             if chain:
-                result = _transformed(chain, result, records)
+                result = _transformed(chain, plugins, result, records)
             return len(records), result
 
         if not any(polled.values()):

@@ -215,3 +215,38 @@ async def test_nested_json_lands_flattened_into_typed_columns(
     assert [r["day"] for r in rows] == [dt.date(2024, 3, i + 1) for i in range(10)]
     assert [json.loads(r["key"]) for r in rows] == [{"id": i} for i in range(10)]
     assert all(r["headers"] == [{"key": "via", "value": b"connectd"}] for r in rows), rows[0]
+
+
+async def test_a_python_transform_and_predicate_run_in_the_chain(
+    run_daemon: DaemonFactory, kafka_bootstrap: str, kafka_topic: TopicFactory, tmp_path: Path
+) -> None:
+    """``transforms.<alias>.type=module:Class`` (tests/support/custom_transforms.py, the example
+    of docs/connectors.md): Upper upper-cases the names at even offsets and refuses "refuse";
+    a Filter with the Python predicate drops the odd offsets after it."""
+    topic = await kafka_topic(partitions=1)
+    names = ["ann", "bob", "refuse", "dee", "eve", "fay"]
+    await produce(kafka_bootstrap, topic, [(b"k", json.dumps({"name": n}).encode()) for n in names])
+    table = tmp_path / "table"
+    sink = {
+        "name": "python",
+        "connector.class": "ParquetSink",
+        "topics": topic,
+        "path": str(table),
+        "flush.interval.ms": "500",
+        "errors.tolerance": "all",
+        "transforms": "up,odd",
+        "transforms.up.type": "support.custom_transforms:Upper",
+        "transforms.up.field": "name",
+        "transforms.up.predicate": "even",
+        "transforms.odd.type": "Filter",
+        "transforms.odd.predicate": "even",
+        "transforms.odd.negate": "true",
+        "predicates": "even",
+        "predicates.even.type": "support.custom_transforms:EvenOffsets",
+    }
+    await run_daemon(worker(kafka_bootstrap, tmp_path / "state"), connectors=[sink])
+    await wait_until(lambda: committed(table) == len(names), 180, "every offset committed")
+    rows = sorted(
+        ds.dataset(table, format="parquet").to_table().to_pylist(), key=lambda r: r["kafka_offset"]
+    )
+    assert [(r["kafka_offset"], r["name"]) for r in rows] == [(0, "ANN"), (4, "EVE")]
