@@ -38,6 +38,10 @@ VALUE_TO_KEY = _T + "ValueToKey"
 INSERT_HEADER = _T + "InsertHeader"
 TIMESTAMP_CONVERTER = _T + "TimestampConverter"
 HEADER_FROM = _T + "HeaderFrom"
+REGEX_ROUTER = _T + "RegexRouter"
+TIMESTAMP_ROUTER = _T + "TimestampRouter"
+#: The transforms that change a record's topic.
+ROUTERS = (REGEX_ROUTER, TIMESTAMP_ROUTER)
 TOPIC_NAME_MATCHES = _P + "TopicNameMatches"
 HAS_HEADER_KEY = _P + "HasHeaderKey"
 RECORD_IS_TOMBSTONE = _P + "RecordIsTombstone"
@@ -138,6 +142,38 @@ def _one_of(*allowed: str) -> Callable[[str], str | None]:
 def _date_format(text: str) -> str | None:
     try:
         compile_pattern(text)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def java_replacement(text: str) -> str:
+    """A Java ``Matcher`` replacement (``$1``, ``${name}``, ``\\$`` for a dollar) as a template
+    for Python's ``Match.expand`` (``ValueError`` for a dangling ``$`` or ``\\``)."""
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\":
+            if i + 1 >= len(text):
+                raise ValueError("character to be escaped is missing")
+            out.append(text[i + 1].replace("\\", "\\\\"))
+            i += 2
+        elif c == "$":
+            m = re.match(r"\$(?:\{([A-Za-z][A-Za-z0-9]*)\}|(\d))", text[i:])
+            if m is None:
+                raise ValueError(f"illegal group reference at {i}")
+            out.append(f"\\g<{m.group(1) or m.group(2)}>")
+            i += m.end()
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def _java_replacement(text: str) -> str | None:
+    try:
+        java_replacement(text)
     except ValueError as e:
         return str(e)
     return None
@@ -311,6 +347,38 @@ TRANSFORMS: dict[str, tuple[Key, ...]] = {
             _NULL_DEFAULT,
         ),
     ),
+    REGEX_ROUTER: (
+        Key(
+            "regex",
+            "The regex the whole topic must match to be routed.",
+            required=True,
+            expected="a regex",
+            check=lambda text: _regex(text),
+        ),
+        Key(
+            "replacement",
+            "The routed topic: $1 or ${name} stand for a group of the match.",
+            required=True,
+            blank_ok=True,
+            expected="a replacement ($1, ${name} for groups)",
+            check=lambda text: _java_replacement(text),
+        ),
+    ),
+    TIMESTAMP_ROUTER: (
+        Key(
+            "topic.format",
+            "The routed topic: ${topic} and ${timestamp} stand for the topic and the record's"
+            " time.",
+            default="${topic}-${timestamp}",
+        ),
+        Key(
+            "timestamp.format",
+            "A SimpleDateFormat pattern (UTC) for ${timestamp}.",
+            default="yyyyMMdd",
+            expected="a SimpleDateFormat pattern of the letters " + " ".join(LETTERS),
+            check=_date_format,
+        ),
+    ),
     VALUE_TO_KEY: (
         Key(
             "fields",
@@ -349,18 +417,21 @@ PREDICATES: dict[str, tuple[Key, ...]] = {
 }
 #: Connect 4.1's other built-in transforms (each with ``$Key`` and ``$Value`` where it has
 #: them): known, not applied yet, so refused as such.
-NOT_YET = (
-    "RegexRouter",
-    "SetSchemaMetadata",
-    "TimestampRouter",
-)
+NOT_YET = ("SetSchemaMetadata",)
 #: Keys the framework adds to every transform's own (``predicate``, ``negate``) or predicate's.
 FRAMEWORK_KEYS = ("type", "predicate", "negate")
 
 
+def python_regex(text: str) -> str:
+    """A Java regex in Python's dialect: ``(?<name>`` groups become ``(?P<name>`` (lookbehinds
+    ``(?<=``/``(?<!`` stay), ``\\k<name>`` back references ``(?P=name)``."""
+    text = re.sub(r"(?<!\\)\(\?<(?![=!])", "(?P<", text)
+    return re.sub(r"\\k<([A-Za-z][A-Za-z0-9]*)>", r"(?P=\1)", text)
+
+
 def _regex(text: str) -> str | None:
     try:
-        re.compile(text)
+        re.compile(python_regex(text))
     except re.error as e:
         return f"is not a valid regex: {e}"
     return None
@@ -427,6 +498,14 @@ def _own(config: Mapping[str, str], alias: str, skip: Sequence[str]) -> dict[str
 def _class_problem(kind: str, alias: str, given: str, known: Mapping[str, object]) -> Problem:
     key = f"{kind}.{alias}.type"
     applied = ", ".join(n.rsplit(".", 1)[1] for n in known)
+    if given.strip().removeprefix(_T).startswith("SetSchemaMetadata"):
+        return error(
+            key,
+            f"{given}: SetSchemaMetadata changes a value's schema, and connectd's converters give"
+            " values without one yet (Connect refuses every such record: 'Schema required')",
+            f"one of those connectd applies ({applied}), or keep this connector on Kafka Connect"
+            " until connectd reads Schema Registry formats",
+        )
     if _connect_builtin(given):
         what = "single message transform" if kind == "transforms" else "predicate"
         return error(
@@ -458,6 +537,18 @@ def _predicate(alias: str, config: Mapping[str, str]) -> tuple[PredicateSpec | N
         return None, [_class_problem("predicates", alias, given, PREDICATES)]
     own, problems = _settings("predicates", alias, cls, _own(config, alias, ("type",)))
     return (None if any(p.is_error for p in problems) else PredicateSpec(alias, cls, own)), problems
+
+
+def chain_from(config: Mapping[str, str]) -> tuple[Chain, list[Problem]]:
+    """The chain of a connector's flat settings (``transforms``, ``transforms.<alias>.*``,
+    ``predicates``, ...), and its problems."""
+    own = {k: v for k, v in config.items() if k not in ("transforms", "predicates")}
+    return chain(
+        names(config.get("transforms", "")),
+        {k.removeprefix("transforms."): v for k, v in own.items() if k.startswith("transforms.")},
+        names(config.get("predicates", "")),
+        {k.removeprefix("predicates."): v for k, v in own.items() if k.startswith("predicates.")},
+    )
 
 
 def is_python_path(name: str) -> bool:

@@ -23,8 +23,13 @@ from daemon.structs import TopicPartition as TopicPartition
 
 #: Column names every batch table starts with: the Kafka coordinates of each row.
 COORDINATE_COLUMNS = ("kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp")
+#: The topic a router (RegexRouter, TimestampRouter) gave a row, beside its ``kafka_topic``,
+#: which stays the topic it was read from: offsets, commits and fencing keep that one
+#: (Connect's original topic, KIP-793). A table sink writes the routed one as ``kafka_topic``
+#: and never writes this column.
+ROUTED_TOPIC = "__routed_topic"
 #: Names a value field cannot use as a column name (it is stored as ``value_<name>`` instead).
-RESERVED_COLUMNS = frozenset((*COORDINATE_COLUMNS, "key", "value", "headers"))
+RESERVED_COLUMNS = frozenset((*COORDINATE_COLUMNS, "key", "value", "headers", ROUTED_TOPIC))
 
 
 def value_column_names(fields: Iterable[str], taken: Iterable[str] = ()) -> dict[str, str]:
@@ -200,6 +205,12 @@ class RecordBatch:
             return frozenset(r.tp for r in self.ranges)
         return frozenset(record_spans(self.table))
 
+    def topics(self) -> pa.Array:
+        """Each row's topic as the sink sees it: routed by a transform, else read from."""
+        t = self.table
+        name = ROUTED_TOPIC if ROUTED_TOPIC in t.column_names else "kafka_topic"
+        return t.column(name).combine_chunks()
+
     def with_table(self, table: pa.Table) -> RecordBatch:
         """This batch with ``table`` for its rows (the same rows, in order: columns changed)."""
         if table.num_rows != self.table.num_rows:
@@ -228,7 +239,7 @@ class RecordBatch:
     def records(self) -> Iterator[SinkRecord]:
         """The rows as ``SinkRecord`` objects, built lazily (per row Python work: use sparingly)."""
         t = self.table
-        topics = t.column("kafka_topic").to_pylist()
+        topics = self.topics().to_pylist()
         parts = t.column("kafka_partition").to_pylist()
         offsets = t.column("kafka_offset").to_pylist()
         stamps = pc.cast(t.column("kafka_timestamp"), pa.int64()).to_pylist()
@@ -277,6 +288,16 @@ class RecordBatch:
             None if dead[i] else {name: vals[i] for name, vals in cols.items()}
             for i in range(self.table.num_rows)
         ]
+
+
+def routed(table: pa.Table) -> pa.Table:
+    """``table`` as a sink writes it: ``kafka_topic`` the routed topic, no ``ROUTED_TOPIC``."""
+    if ROUTED_TOPIC not in table.column_names:
+        return table
+    index = table.schema.get_field_index("kafka_topic")
+    topics = table.column(ROUTED_TOPIC)
+    table = table.set_column(index, table.schema.field(index), topics)
+    return table.drop_columns([ROUTED_TOPIC])
 
 
 def record_spans(table: pa.Table) -> dict[TopicPartition, OffsetRange]:

@@ -94,6 +94,7 @@ class DeltaSettings:
         return self.catalog_table or self.path
 
     def target(self, topic: str) -> Target:
+        topic = self.table.routes.route(topic)
         check_topic(topic)
         if self.catalog_table:
             name = topic_table(self.catalog_table, topic.replace(".", "_"))

@@ -102,6 +102,7 @@ class IcebergSettings:
         return self.table_template
 
     def target(self, topic: str) -> Target:
+        topic = self.table.routes.route(topic)
         check_topic(topic)
         name = table_name(self.table_template, topic)
         return Target(f"iceberg:{name}", {"catalog": dict(self.catalog), "table": name})

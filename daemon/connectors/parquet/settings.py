@@ -177,6 +177,7 @@ class ParquetSettings:
     def target(self, topic: str) -> Target:
         """The table of ``topic``'s records: ``name`` is its location as the commit log takes
         it (a local directory, or the Hadoop URI)."""
+        topic = self.table.routes.route(topic)
         check_topic(topic)
         location = table_location(topic_table(self.path, topic))
         return Target(location, {"path": location})

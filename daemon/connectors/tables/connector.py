@@ -29,7 +29,11 @@ class TableSinkConnector(SinkConnector):
         return self.CONFIG_DEF
 
     def validate(self, config: Mapping[str, str]) -> list[Problem]:
-        return self.CONFIG_DEF.validate(config)
+        problems = self.CONFIG_DEF.validate(config)
+        if any(p.is_error for p in problems):
+            return problems
+        settings = self._format(config).settings
+        return problems + settings.table.routes.problems(settings.template)
 
     def check_existing(self, name: str, config: Mapping[str, str]) -> list[Problem]:
         """Another connector owning partitions of these topics in the tables, where the daemon

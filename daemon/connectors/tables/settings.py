@@ -15,10 +15,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from daemon.config import transforms as tf
 from daemon.config.definitions import ConfigDef, ConfigType, Importance, in_range, one_of
 from daemon.config.problems import Problem, error
 from daemon.config.worker import WRITE_TIMEOUT_KEY
 from daemon.connectors.tables.writer import FlushPolicy
+from daemon.connectors.transforms.routing import regex_route
 from daemon.errors import ConfigError
 
 TOPIC = "${topic}"
@@ -231,6 +233,65 @@ def task_configs(config: Mapping[str, str], max_tasks: int) -> list[dict[str, st
 
 
 @dataclass(frozen=True)
+class Routes:
+    """The connector's routers (RegexRouter, TimestampRouter), as they decide which ``${topic}``
+    table a topic's records go to: each partition's records must land in one table, since the
+    table commits the partition's offsets. So under a ``${topic}`` location only routing decided
+    by the topic alone is taken: RegexRouter with no predicate or a TopicNameMatches one
+    (``problems`` refuses the rest). Under a fixed location any router is fine: the table is one,
+    and its ``kafka_topic`` column holds each record's routed topic."""
+
+    routers: tuple[tf.TransformSpec, ...] = ()
+
+    @classmethod
+    def of(cls, config: Mapping[str, str]) -> Routes:
+        chain, _ = tf.chain_from(config)  # its problems are the connector config's
+        return cls(tuple(s for s in chain.transforms if s.cls in tf.ROUTERS))
+
+    def route(self, topic: str) -> str:
+        """The topic the sink sees for records read from ``topic``."""
+        for spec in self.routers:
+            p = spec.predicate
+            if p is not None:
+                holds = re.fullmatch(tf.python_regex(p.config["pattern"]), topic) is not None
+                if holds == spec.negate:
+                    continue
+            if spec.cls == tf.REGEX_ROUTER:
+                topic = regex_route(spec, topic)
+        return topic
+
+    def problems(self, template: str) -> list[Problem]:
+        """The routers a ``template`` location cannot follow, each under its type key."""
+        if TOPIC not in template:
+            return []
+        out = []
+        for spec in self.routers:
+            key = f"transforms.{spec.alias}.type"
+            if spec.cls == tf.TIMESTAMP_ROUTER:
+                out.append(
+                    error(
+                        key,
+                        f"TimestampRouter routes each record by its time, and {template} names"
+                        " a table per topic: one partition's records would land in several"
+                        " tables, while a table commits a partition's offsets whole",
+                        "a location without ${topic} (its kafka_topic column then holds the"
+                        " routed topic), or time in partition.by",
+                    )
+                )
+            elif spec.predicate is not None and spec.predicate.cls != tf.TOPIC_NAME_MATCHES:
+                out.append(
+                    error(
+                        key,
+                        f"RegexRouter applies where predicate '{spec.predicate.alias}' holds,"
+                        f" record by record, and {template} names a table per topic: one"
+                        " partition's records could land in several tables",
+                        "no predicate or a TopicNameMatches one, or a location without ${topic}",
+                    )
+                )
+        return out
+
+
+@dataclass(frozen=True)
 class TableSettings:
     """What the one table sink task needs of any format's configuration."""
 
@@ -242,6 +303,7 @@ class TableSettings:
     #: A partition the table has no offsets for while the consumer group has: fail unless
     #: ``table.offsets.missing=group`` (``MISSING_KEY``).
     start_at_group: bool = False
+    routes: Routes = Routes()
 
     @classmethod
     def parse(cls, values: Mapping[str, Any], config: Mapping[str, str]) -> TableSettings:
@@ -260,6 +322,7 @@ class TableSettings:
             write_timeout=write_timeout(config),
             takeover=tuple(c.strip() for c in values["takeover"] if c.strip()),
             start_at_group=str(values[MISSING_KEY]).lower() == "group",
+            routes=Routes.of(config),
         )
 
 
@@ -292,7 +355,7 @@ class Target:
 
 
 def topic_table(template: str, topic: str) -> str:
-    """``template`` with ``${topic}`` replaced by ``topic``."""
+    """``template`` with ``${topic}`` replaced by ``topic`` (the routed one: ``Routes``)."""
     return template.replace(TOPIC, topic)
 
 

@@ -12,7 +12,9 @@ into tables whose own storage keeps each offset exactly once. It holds the diffe
   reading, when a flush is due). ``reject`` refuses before ``put`` the records a table cannot
   take (a field of another type than its column; a new field without ``schema.evolution``), so
   ``errors.tolerance`` decides about them.
-- a flush: one commit per table (``${topic}`` tables: one per topic). A failed commit
+- a flush: one commit per table (``${topic}`` tables: one per topic, routed by the connector's
+  RegexRouter if it has one: ``settings.Routes``). A routed record's table row holds the
+  routed topic as ``kafka_topic``; its offsets stay with the topic it was read from. A failed commit
   (deadline passed and executor killed, executor died, a job raised) may still have landed:
   the task reads the table's offsets back before it raises, and the runtime re-reads Kafka
   from what is committed. A refusal (``ZombieEpoch``: a newer incarnation owns a partition)
@@ -37,7 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from daemon.connectors.api import SinkTask, SinkTaskContext
-from daemon.connectors.records import OffsetRange, RecordBatch, TopicPartition
+from daemon.connectors.records import OffsetRange, RecordBatch, TopicPartition, routed
 from daemon.connectors.tables.buffer import RecordBuffer
 from daemon.connectors.tables.format import FormatFactory, TableFormat, TableHandle
 from daemon.connectors.tables.opening import Openings, without
@@ -106,12 +108,13 @@ class TableSinkTask(SinkTask):
         new_columns = self.settings.merge_schema
         topics = pc.unique(table.column("kafka_topic")).to_pylist()
         refused: dict[int, BaseException] = {}
+        written = routed(table)  # the columns as they will be written
         for topic in topics:
             schema = self._schema(str(topic))
             if schema is None:
                 continue
             rows = None if len(topics) == 1 else pc.equal(table.column("kafka_topic"), topic)
-            refused.update(refused_rows(table, schema, new_columns=new_columns, rows=rows))
+            refused.update(refused_rows(written, schema, new_columns=new_columns, rows=rows))
         return refused
 
     async def put(self, batch: RecordBatch) -> None:
@@ -286,7 +289,7 @@ class TableSinkTask(SinkTask):
                 )
         began = time.monotonic()
         try:
-            done = await handle.commit(rows, ranges)
+            done = await handle.commit(routed(rows), ranges)
         except asyncio.CancelledError:
             table.known = False
             raise

@@ -22,6 +22,8 @@ Column-wise on the batch's Arrow table, never a Python loop over records:
   the key or the value of those rows (``fields.py``); ``ExtractField``, ``HoistField``,
   ``Flatten`` and ``ValueToKey`` change its shape (``reshape.py``); ``TimestampConverter``
   reads and writes timestamps (``timestamps.py``);
+- ``RegexRouter`` and ``TimestampRouter`` give those rows another topic (``routing.py``): the
+  sink sees it, while offsets stay with the topic the record was read from;
 - a transform or predicate named ``package.module:Class`` is the user's, in Python
   (``custom.py`` has the interface).
 
@@ -44,7 +46,7 @@ import pyarrow.compute as pc
 
 from daemon.config import transforms as tf
 from daemon.connectors.records import RecordBatch
-from daemon.connectors.transforms import custom, fields, headers, reshape, timestamps
+from daemon.connectors.transforms import custom, fields, headers, reshape, routing, timestamps
 
 #: Transforms ``fields.py`` applies (by class name without ``$Key``/``$Value``).
 FIELD_TRANSFORMS = (tf.INSERT_FIELD, tf.REPLACE_FIELD, tf.MASK_FIELD, tf.CAST)
@@ -104,13 +106,13 @@ def predicate_mask(
         made = (plugins or {}).get(f"predicates.{spec.alias}") or custom.load(spec.cls, spec.config)
         return custom.holds(spec.alias, made, batch)
     if spec.cls == tf.TOPIC_NAME_MATCHES:
-        topics = table.column("kafka_topic")
-        pattern = re.compile(spec.config["pattern"])
+        topics = batch.topics()  # a router before this stage changed it
+        pattern = re.compile(tf.python_regex(spec.config["pattern"]))
         names = pc.unique(topics).to_pylist()
         matched = pa.array(
             [t for t in names if t is not None and pattern.fullmatch(t)], pa.string()
         )
-        return pc.is_in(topics, value_set=matched).combine_chunks()
+        return pc.is_in(topics, value_set=matched)
     if spec.cls == tf.HAS_HEADER_KEY:
         headers = table.column("headers").combine_chunks()
         keys = pc.struct_field(pc.list_flatten(headers), [0])
@@ -145,6 +147,11 @@ def apply(chain: tf.Chain, batch: RecordBatch, plugins: Plugins | None = None) -
             batch = _keep(batch, pc.invert(where))
         elif spec.cls == tf.DROP_HEADERS:
             batch = headers.drop_headers(batch, tf.names(spec.config["headers"]), where)
+        elif spec.cls in tf.ROUTERS:
+            batch, errors = routing.apply(spec, batch, where)
+            if errors:
+                failures += _failures(batch, spec, errors)
+                batch = _keep(batch, _without_rows(len(batch), errors))
         elif spec.cls == tf.INSERT_HEADER:
             literal = spec.config["value.literal"].encode()
             batch = headers.insert_header(batch, spec.config["header"], literal, where)
@@ -159,10 +166,7 @@ def apply(chain: tf.Chain, batch: RecordBatch, plugins: Plugins | None = None) -
                 batch, errors = change(spec, batch, where)
             if errors:
                 failures += _failures(batch, spec, errors)
-                keep = [True] * len(batch)
-                for row in errors:
-                    keep[row] = False
-                batch = _keep(batch, pa.array(keep, pa.bool_()))
+                batch = _keep(batch, _without_rows(len(batch), errors))
         else:
             raise ValueError(f"{spec.cls} is not a transform connectd applies")
     return Transformed(batch, tuple(failures))
@@ -183,6 +187,13 @@ def _failures(
             strict=True,
         )
     ]
+
+
+def _without_rows(n: int, rows: Mapping[int, str]) -> pa.BooleanArray:
+    keep = [True] * n
+    for row in rows:
+        keep[row] = False
+    return pa.array(keep, pa.bool_())
 
 
 def _keep(batch: RecordBatch, keep: pa.BooleanArray) -> RecordBatch:

@@ -172,7 +172,7 @@ def rows_of(batch: RecordBatch) -> list[Row]:
     return [
         Row(topic, partition, offset, stamp)
         for topic, partition, offset, stamp in zip(
-            t.column("kafka_topic").to_pylist(),
+            batch.topics().to_pylist(),
             t.column("kafka_partition").to_pylist(),
             t.column("kafka_offset").to_pylist(),
             stamps,
@@ -360,6 +360,8 @@ def _insert_columns(
             array = pa.array([c.get("static.value")] * n, pa.string())
         elif what == "timestamp":
             array = pc.cast(t.column("kafka_timestamp").combine_chunks(), pa.int64())
+        elif what == "topic":
+            array = batch.topics()  # a router before this stage changed it
         else:
             array = t.column(f"kafka_{what}").combine_chunks()
         why = f"InsertField: field {name!r} has another type in this table's column"

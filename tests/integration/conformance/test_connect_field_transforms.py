@@ -186,6 +186,36 @@ def chains() -> Iterator[tuple[str, dict[str, str]]]:
         )
         yield f"ts-format-{pattern}", one(stamp, field="at", target_type="string", format=pattern)
     yield "value-to-key", one("ValueToKey", fields="id,name,nope")
+    regex = "org.apache.kafka.connect.transforms.RegexRouter"
+    yield "regex-router", one(regex, regex="(.*)rs", replacement="$1-routed")
+    yield "regex-router-named", one(regex, regex="(?<first>p)(.*)", replacement="${first}X$2$0")
+    yield "regex-router-escapes", one(regex, regex="orders", replacement="a\\$b\\\\c")
+    yield "regex-router-partial", one(regex, regex="order", replacement="no")
+    yield "timestamp-router", one("TimestampRouter")
+    yield (
+        "timestamp-router-format",
+        one(
+            "TimestampRouter",
+            topic_format="${topic}_${timestamp}_${topic}",
+            timestamp_format="yyyy-MM HH",
+        ),
+    )
+    yield (
+        "route-then-match",
+        {
+            "transforms": "r,ins,drop",
+            "transforms.r.type": "RegexRouter",
+            "transforms.r.regex": "people",
+            "transforms.r.replacement": "humans",
+            "transforms.ins.type": "InsertField$Value",
+            "transforms.ins.topic.field": "topic",
+            "transforms.drop.type": "Filter",
+            "transforms.drop.predicate": "h",
+            "predicates": "h",
+            "predicates.h.type": "TopicNameMatches",
+            "predicates.h.pattern": "(?<x>h)umans",
+        },
+    )
     for op in ("copy", "move"):
         yield (
             f"header-from-{op}",

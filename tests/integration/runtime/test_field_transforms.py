@@ -29,7 +29,9 @@ from support.kafka import consume_all, delete_topic, produce
 from support.kafka_fixtures import TopicFactory
 from support.tables import committed
 
+from daemon.connectors.records import TopicPartition
 from daemon.runtime.model import State
+from daemon.storage.commitlog import CommitLog
 
 pytestmark = pytest.mark.integration
 
@@ -250,3 +252,54 @@ async def test_a_python_transform_and_predicate_run_in_the_chain(
         ds.dataset(table, format="parquet").to_table().to_pylist(), key=lambda r: r["kafka_offset"]
     )
     assert [(r["kafka_offset"], r["name"]) for r in rows] == [(0, "ANN"), (4, "EVE")]
+
+
+async def test_routed_records_land_in_the_routed_topics_tables_committed_by_their_own_offsets(
+    run_daemon: DaemonFactory, kafka_bootstrap: str, kafka_topic: TopicFactory, tmp_path: Path
+) -> None:
+    """RegexRouter under a ``${topic}`` path: each topic's records land in the table named by
+    its routed topic, whose ``kafka_topic`` column holds the routed topic, while the table's
+    commit log covers the offsets of the topic they were read from. TimestampRouter under a
+    fixed path: one table, each row's ``kafka_topic`` the topic and the record's day."""
+    first, second = await kafka_topic(partitions=1), await kafka_topic(partitions=1)
+    for topic in (first, second):
+        await produce(kafka_bootstrap, topic, [(b"k", b'{"n": %d}' % i) for i in range(5)])
+    tables = tmp_path / "tables"
+    routed = {
+        "name": "routed",
+        "connector.class": "ParquetSink",
+        "topics": f"{first},{second}",
+        "path": str(tables / "${topic}"),
+        "flush.interval.ms": "500",
+        "transforms": "strip",
+        "transforms.strip.type": "RegexRouter",
+        "transforms.strip.regex": "t-(.*)-([0-9a-f]+)",
+        "transforms.strip.replacement": "r_$2",
+    }
+    daily = tmp_path / "daily"
+    by_day = {
+        "name": "daily",
+        "connector.class": "ParquetSink",
+        "topics": first,
+        "path": str(daily),
+        "flush.interval.ms": "500",
+        "transforms": "day",
+        "transforms.day.type": "TimestampRouter",
+        "transforms.day.topic.format": "${topic}@${timestamp}",
+        "transforms.day.timestamp.format": "yyyy",
+    }
+    await run_daemon(worker(kafka_bootstrap, tmp_path / "state"), connectors=[routed, by_day])
+    names = {t: "r_" + t.rsplit("-", 1)[1] for t in (first, second)}
+    for topic, name in names.items():
+        table = tables / name
+        await wait_until(lambda t=table: committed(t) == 5, 180, f"{name} committed")
+        data = ds.dataset(table, format="parquet").to_table().to_pylist()
+        assert sorted((r["kafka_topic"], r["kafka_offset"]) for r in data) == [
+            (name, i) for i in range(5)
+        ]
+        log = CommitLog(table).open_read_only()
+        assert log.committed_offsets() == {TopicPartition(topic, 0): 5}  # the topic read from
+    await wait_until(lambda: committed(daily) == 5, 180, "the daily table committed")
+    rows = ds.dataset(daily, format="parquet").to_table().to_pylist()
+    year = dt.datetime.now(dt.UTC).year
+    assert {r["kafka_topic"] for r in rows} in ({f"{first}@{year}"}, {f"{first}@{year - 1}"})

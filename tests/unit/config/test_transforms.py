@@ -50,10 +50,10 @@ def test_a_transform_connectd_does_not_apply_yet_is_refused_naming_it() -> None:
         }
     )
     message = found["transforms.mask.type"]
-    assert f"{METADATA}: connectd does not apply this single message transform yet" in message
-    assert "records would reach the sink untransformed" in message and "Filter" in message
+    assert f"{METADATA}: SetSchemaMetadata changes a value's schema" in message
+    assert "connectd reads Schema Registry formats" in message and "Filter" in message
     short = errors({"transforms": "m", "transforms.m.type": "SetSchemaMetadata$Key"})
-    assert "does not apply this single message transform yet" in short["transforms.m.type"]
+    assert "SetSchemaMetadata changes a value's schema" in short["transforms.m.type"]
 
 
 @pytest.mark.parametrize(
