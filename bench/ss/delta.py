@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -124,7 +125,7 @@ def _same_type(got: pa.DataType, want: pa.DataType) -> bool:
 
 
 def check_delta_table(
-    table: Path, listed: list[str], produced: int, *, typed: dict[str, str] | None
+    table: Path, listed: list[str], produced: int, *, typed: Mapping[str, str] | None
 ) -> tuple[list[str], int]:
     """What differs between the Delta table, read with delta-rs, and the topic (empty: rows ==
     distinct (partition, offset) == produced, the files of its current version are those the

@@ -21,6 +21,7 @@ import json
 import os
 import struct
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -266,7 +267,7 @@ def live_data_files(doc: dict[str, Any]) -> list[tuple[str, int]]:
 
 
 def check_iceberg_table(
-    reader: IcebergReader, produced: int, *, typed: dict[str, str] | None
+    reader: IcebergReader, produced: int, *, typed: Mapping[str, str] | None
 ) -> tuple[list[str], int]:
     """What differs between the table (its newest metadata, manifests and data files) and the
     topic (empty: main's head has ``total-records`` == the connector's offsets summed ==

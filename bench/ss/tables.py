@@ -15,7 +15,7 @@ import operator
 import os
 import random
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -43,6 +43,7 @@ JSON_FIELDS = {
 }
 ARROW_TYPES = {"int64": pa.int64(), "string": pa.string(), "double": pa.float64()}
 ARROW_TYPES["boolean"] = pa.bool_()
+ARROW_TYPES["int32"] = pa.int32()
 
 
 def json_value(i: int) -> bytes:
@@ -175,7 +176,7 @@ def check_table(
     *,
     partition_col: str,
     offset_col: str,
-    typed: dict[str, str] | None,
+    typed: Mapping[str, str] | None,
 ) -> list[str]:
     """What differs between the table and the topic (empty: rows == distinct (partition,
     offset) == produced, the files the sink's log lists are those on disk, and with ``typed``
@@ -202,7 +203,7 @@ def row_problems(
     data: pa.Table,
     produced: int,
     *,
-    typed: dict[str, str] | None,
+    typed: Mapping[str, str] | None,
     partition_col: str = "kafka_partition",
     offset_col: str = "kafka_offset",
     same: Callable[[pa.DataType, pa.DataType], bool] = operator.eq,

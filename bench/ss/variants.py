@@ -54,6 +54,16 @@ class Variant:
     #: Run without ``--only``. The table formats' variants need their jars (``make jars``) and
     #: are asked for by name, so ``make bench-ss`` stays what it was.
     by_default: bool = True
+    #: Connect transforms the connector runs (issue 30), and the table's typed columns then.
+    transforms: Mapping[str, str] = field(default_factory=dict)
+    typed: Mapping[str, str] | None = None
+
+    @property
+    def columns(self) -> Mapping[str, str] | None:
+        """The value columns and types the table must have (None: not checked)."""
+        if self.typed is not None:
+            return self.typed
+        return JSON_FIELDS if self.kind == "json" else None
 
     @property
     def references(self) -> tuple[str, ...]:
@@ -62,10 +72,52 @@ class Variant:
         return (f"ss-{self.kind}",) if self.engine == "connectd" else ()
 
 
+#: InsertField, ReplaceField, MaskField, Cast and a Filter with a predicate (that drops no
+#: record: the table check counts every offset), as a Connect connector configures them.
+CHAIN = {
+    "transforms": "ins,slim,mask,cast,keep",
+    "transforms.ins.type": "org.apache.kafka.connect.transforms.InsertField$Value",
+    "transforms.ins.topic.field": "src",
+    "transforms.ins.offset.field": "off",
+    "transforms.slim.type": "org.apache.kafka.connect.transforms.ReplaceField$Value",
+    "transforms.slim.exclude": "note",
+    "transforms.slim.renames": "user:customer",
+    "transforms.mask.type": "org.apache.kafka.connect.transforms.MaskField$Value",
+    "transforms.mask.fields": "customer",
+    "transforms.mask.replacement": "***",
+    "transforms.cast.type": "org.apache.kafka.connect.transforms.Cast$Value",
+    "transforms.cast.spec": "ok:string,ts:int32",
+    "transforms.keep.type": "org.apache.kafka.connect.transforms.Filter",
+    "transforms.keep.predicate": "marked",
+    "predicates": "marked",
+    "predicates.marked.type": "org.apache.kafka.connect.transforms.predicates.HasHeaderKey",
+    "predicates.marked.name": "drop-me",
+}
+CHAIN_COLUMNS = {
+    "id": "int64",
+    "customer": "string",
+    "amount": "double",
+    "ok": "string",
+    "ts": "int32",
+    "src": "string",
+    "off": "int64",
+}
+
 VARIANTS = (
     Variant("ss-json", "ss", "json"),
     Variant("connectd-json-1", "connectd", "json", 1),
     Variant("connectd-json-3", "connectd", "json", 3),
+    # Issue 30: five common transforms against the same connector without them.
+    Variant(
+        "connectd-json-chain",
+        "connectd",
+        "json",
+        1,
+        peers=("connectd-json-1",),
+        transforms=CHAIN,
+        typed=CHAIN_COLUMNS,
+        by_default=False,
+    ),
     Variant("ss-bytes", "ss", "bytes"),
     Variant("connectd-bytes-1", "connectd", "bytes", 1),
     # Table formats (issue 18): the JSON records into a Delta table.
@@ -199,6 +251,7 @@ def connectd_files(v: Variant, s: Settings, topic: str, run_dir: Path) -> tuple[
             conn["value.converter.mode"] = "infer"
     else:
         conn["value.converter"] = "org.apache.kafka.connect.converters.ByteArrayConverter"
+    conn.update(v.transforms)
     _props(connector, conn, s.connector_props)
     return worker, connector, table
 
@@ -268,9 +321,7 @@ def run_connectd(v: Variant, s: Settings, topic: str, run_dir: Path) -> dict[str
     problems = [] if tree.returncode == 0 else [f"exit code {tree.returncode} after SIGTERM"]
     problems += notes
     if isinstance(reader, IcebergReader):
-        found, orphans = check_iceberg_table(
-            reader, s.records, typed=JSON_FIELDS if v.kind == "json" else None
-        )
+        found, orphans = check_iceberg_table(reader, s.records, typed=v.columns)
         problems += found
         extra = {**reader.summary(), "orphan_files": orphans}
     else:
@@ -312,7 +363,7 @@ def _check(
     """Adds what differs between the table and the topic to ``problems`` (``files``: the data
     files the sink's log lists); returns what the run's record keeps of a Delta table's log
     (commits by kind, checkpoints, Parquet files on disk that are no part of the table)."""
-    typed = JSON_FIELDS if v.kind == "json" else None
+    typed = v.columns
     if delta is not None:
         found, orphans = check_delta_table(table, files, n, typed=typed)
         problems += found

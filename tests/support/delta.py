@@ -51,13 +51,17 @@ def rows_with_deltalake(table: Path, columns: list[str]) -> Any:
     return DeltaTable(str(table)).to_pyarrow_table(columns=columns)
 
 
-def spark_count(spark: Any, batch: Any, *, path: str) -> dict[str, int]:
-    """In an executor: rows and distinct (topic, partition, offset) of a Delta table, by Spark."""
+def spark_count(spark: Any, batch: Any, *, path: str, where: str = "") -> dict[str, int]:
+    """In an executor: rows and distinct (topic, partition, offset) of a Delta table, by Spark,
+    and with ``where`` (Spark SQL) the rows it holds for."""
     df = spark.read.format("delta").load(path)
-    return {
+    out = {
         "rows": df.count(),
         "distinct": df.select("kafka_topic", "kafka_partition", "kafka_offset").distinct().count(),
     }
+    if where:
+        out["where"] = df.filter(where).count()
+    return out
 
 
 @pytest.fixture(scope="session")

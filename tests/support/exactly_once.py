@@ -26,6 +26,35 @@ from support.tables import committed
 
 RECORDS = 20_000
 PARTITIONS = 3
+#: A chain of six of Connect's transforms, the audit's records through it (issue 30's proof on
+#: Delta and Iceberg): routed to one topic name, each plain value wrapped into a field ``line``,
+#: the offset and partition inserted, the offset cast to a string, the partition masked, and a
+#: Filter whose predicate (a header no record has) drops none, so every offset stays one row.
+TRANSFORMED = {
+    "transforms": "route,wrap,stamp,cast,mask,keep",
+    "transforms.route.type": "RegexRouter",
+    "transforms.route.regex": "t-.*",
+    "transforms.route.replacement": "audited",
+    "transforms.wrap.type": "HoistField$Value",
+    "transforms.wrap.field": "line",
+    "transforms.stamp.type": "InsertField$Value",
+    "transforms.stamp.offset.field": "off",
+    "transforms.stamp.partition.field": "part",
+    "transforms.cast.type": "Cast$Value",
+    "transforms.cast.spec": "off:string",
+    "transforms.mask.type": "MaskField$Value",
+    "transforms.mask.fields": "part",
+    "transforms.keep.type": "Filter",
+    "transforms.keep.predicate": "marked",
+    "predicates": "marked",
+    "predicates.marked.type": "HasHeaderKey",
+    "predicates.marked.name": "drop-me",
+}
+#: Spark SQL that holds for a row as TRANSFORMED leaves it.
+TRANSFORMED_ROW = (
+    "kafka_topic = 'audited' AND off = CAST(kafka_offset AS STRING) AND part = 0"
+    " AND length(line) = 188"
+)
 
 
 def _gone(pid: int) -> bool:

@@ -44,16 +44,22 @@ def committed(table_dir: Path, connector: str) -> int:
     return sum(o or 0 for o in committed_offsets(table_dir, connector).values())
 
 
-def spark_count(spark: Any, batch: Any, *, catalog: dict[str, str], table: str) -> dict[str, int]:
-    """In an executor: rows and distinct (topic, partition, offset) of an Iceberg table."""
+def spark_count(
+    spark: Any, batch: Any, *, catalog: dict[str, str], table: str, where: str = ""
+) -> dict[str, int]:
+    """In an executor: rows and distinct (topic, partition, offset) of an Iceberg table, and
+    with ``where`` (Spark SQL) the rows it holds for."""
     from daemon.connectors.iceberg.catalog import declare
 
     cat = declare(spark, {**catalog, "table": table})
     df = spark.table(cat.table)
-    return {
+    out = {
         "rows": df.count(),
         "distinct": df.select("kafka_topic", "kafka_partition", "kafka_offset").distinct().count(),
     }
+    if where:
+        out["where"] = df.filter(where).count()
+    return out
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,14 @@ import pyarrow.compute as pc
 import pytest
 from support.daemon import DaemonFactory, ProcessFactory, wait_until, worker_properties
 from support.delta import committed, rows_with_deltalake
-from support.exactly_once import PARTITIONS, SHORT_RECORDS, SHORT_WINDOWS, audit
+from support.exactly_once import (
+    PARTITIONS,
+    SHORT_RECORDS,
+    SHORT_WINDOWS,
+    TRANSFORMED,
+    TRANSFORMED_ROW,
+    audit,
+)
 from support.kafka import produce
 from support.kafka_fixtures import TopicFactory
 from support.spark import ThreadedPool
@@ -24,10 +31,13 @@ from daemon.executor.process import read_stat
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(480)]
 
 
-async def spark_rows(pool: ThreadedPool, table: Path) -> dict[str, int]:
+async def spark_rows(pool: ThreadedPool, table: Path, where: str = "") -> dict[str, int]:
     return dict(
         await pool.run(
-            "delta-check", "support.delta:spark_count", timeout=120, kwargs={"path": str(table)}
+            "delta-check",
+            "support.delta:spark_count",
+            timeout=120,
+            kwargs={"path": str(table), "where": where},
         )
     )
 
@@ -40,22 +50,24 @@ async def test_delta_exactly_once_through_kills(
     tmp_path: Path,
 ) -> None:
     """6,000 records, 3 partitions, the daemon SIGKILLed and an executor JVM SIGKILLed (each
-    fault ParquetSink's 20,000-record audit repeats, once): the Delta table holds each offset
-    once, by delta-rs and by Spark."""
+    fault ParquetSink's 20,000-record audit repeats, once), through a chain of six of Connect's
+    transforms (a router among them): the Delta table holds each offset once, as the chain
+    leaves it, by delta-rs and by Spark."""
     topic = await kafka_topic(partitions=PARTITIONS)
 
     async def check(table: Path) -> None:
-        data = rows_with_deltalake(table, ["kafka_partition", "kafka_offset", "value"])
+        data = rows_with_deltalake(table, ["kafka_partition", "kafka_offset", "line"])
         assert data.num_rows == SHORT_RECORDS
         assert (
             data.group_by(["kafka_partition", "kafka_offset"]).aggregate([]).num_rows
             == SHORT_RECORDS
         )
-        values = pc.utf8_slice_codeunits(data.column("value"), 0, 8)
+        values = pc.utf8_slice_codeunits(data.column("line"), 0, 8)
         assert pc.count_distinct(values).as_py() == SHORT_RECORDS
-        assert await spark_rows(delta_pool, table) == {
+        assert await spark_rows(delta_pool, table, TRANSFORMED_ROW) == {
             "rows": SHORT_RECORDS,
             "distinct": SHORT_RECORDS,
+            "where": SHORT_RECORDS,
         }
 
     await audit(
@@ -64,7 +76,11 @@ async def test_delta_exactly_once_through_kills(
         topic,
         tmp_path,
         worker_extra={"executor.spark.formats": "delta"},
-        sink_extra={"connector.class": "DeltaSink", "partition.by": "kafka_partition"},
+        sink_extra={
+            "connector.class": "DeltaSink",
+            "partition.by": "kafka_partition",
+            **TRANSFORMED,
+        },
         progress=committed,
         check=check,
         records=SHORT_RECORDS,

@@ -9,7 +9,14 @@ from pathlib import Path
 import aiohttp
 import pytest
 from support.daemon import DaemonFactory, ProcessFactory, wait_until, worker_properties
-from support.exactly_once import PARTITIONS, SHORT_RECORDS, SHORT_WINDOWS, audit
+from support.exactly_once import (
+    PARTITIONS,
+    SHORT_RECORDS,
+    SHORT_WINDOWS,
+    TRANSFORMED,
+    TRANSFORMED_ROW,
+    audit,
+)
 from support.fake_worker import Client
 from support.iceberg import committed, committed_offsets
 from support.kafka import produce
@@ -19,14 +26,16 @@ from support.spark import ThreadedPool
 pytestmark = pytest.mark.integration
 
 
-async def spark_rows(pool: ThreadedPool, warehouse: Path, table: str) -> dict[str, int]:
+async def spark_rows(
+    pool: ThreadedPool, warehouse: Path, table: str, where: str = ""
+) -> dict[str, int]:
     catalog = {"catalog.type": "hadoop", "catalog.warehouse": str(warehouse)}
     return dict(
         await pool.run(
             "ice-check",
             "support.iceberg:spark_count",
             timeout=180,
-            kwargs={"catalog": catalog, "table": table},
+            kwargs={"catalog": catalog, "table": table, "where": where},
             formats=("iceberg",),
         )
     )
@@ -40,16 +49,18 @@ async def test_iceberg_exactly_once_through_kills(
     tmp_path: Path,
 ) -> None:
     """6,000 records, 3 partitions, the daemon SIGKILLed and an executor JVM SIGKILLed (each
-    fault ParquetSink's 20,000-record audit repeats, once): the Iceberg table holds each offset
-    once (Spark's Iceberg reader)."""
+    fault ParquetSink's 20,000-record audit repeats, once), through a chain of six of Connect's
+    transforms (a router among them): the Iceberg table holds each offset once, as the chain
+    leaves it (Spark's Iceberg reader)."""
     topic = await kafka_topic(partitions=PARTITIONS)
     warehouse = tmp_path / "wh"
     table_dir = warehouse / "db" / "eos"
 
     async def check(_: Path) -> None:
-        assert await spark_rows(iceberg_pool, warehouse, "db.eos") == {
+        assert await spark_rows(iceberg_pool, warehouse, "db.eos", TRANSFORMED_ROW) == {
             "rows": SHORT_RECORDS,
             "distinct": SHORT_RECORDS,
+            "where": SHORT_RECORDS,
         }
 
     await audit(
@@ -64,6 +75,7 @@ async def test_iceberg_exactly_once_through_kills(
             "table": "db.eos",
             "catalog.warehouse": str(warehouse),
             "partition.by": "kafka_partition",
+            **TRANSFORMED,
         },
         progress=lambda _: committed(table_dir, "eos"),
         check=check,
