@@ -115,9 +115,17 @@ def predicate_mask(
         return pc.is_in(topics, value_set=matched)
     if spec.cls == tf.HAS_HEADER_KEY:
         headers = table.column("headers").combine_chunks()
-        keys = pc.struct_field(pc.list_flatten(headers), [0])
-        hit = pc.filter(pc.list_parent_indices(headers), pc.equal(keys, spec.config["name"]))
-        return pc.is_in(pa.array(range(n), pa.int64()), value_set=pc.unique(hit).cast(pa.int64()))
+        offsets = pc.subtract(headers.offsets, headers.offsets[0])
+        values = headers.values.slice(headers.offsets[0].as_py(), offsets[-1].as_py())
+        named = pc.fill_null(pc.equal(pc.struct_field(values, [0]), spec.config["name"]), False)
+        # Matches before each row's first header, and before the next row's: a row holds one
+        # when the two differ (a cumulative count read at the list offsets, no loop).
+        seen = pa.concat_arrays(
+            [pa.array([0], pa.int64()), pc.cumulative_sum(named.cast(pa.int64()))]
+        )
+        before = pc.take(seen, offsets.slice(0, n))
+        through = pc.take(seen, offsets.slice(1, n))
+        return pc.fill_null(pc.greater(through, before), False)
     if spec.cls == tf.RECORD_IS_TOMBSTONE:
         if batch.value_columns is not None:
             if batch.tombstones is None:
@@ -138,7 +146,7 @@ def apply(chain: tf.Chain, batch: RecordBatch, plugins: Plugins | None = None) -
         n = len(batch)
         if n == 0:
             break
-        where = pa.array([True] * n)
+        where = pc.is_valid(batch.table.column("kafka_offset").combine_chunks())  # all rows
         if spec.predicate is not None:
             where = predicate_mask(spec.predicate, batch, plugins)
             if spec.negate:

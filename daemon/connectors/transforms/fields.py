@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
@@ -255,26 +255,40 @@ def set_column(batch: RecordBatch, name: str, column: pa.Array, *, json: bool) -
 
 @dataclass
 class _Fields:
-    """The value's fields as columns, in order, and which hold JSON text."""
+    """The value's fields as columns, in order, and which hold JSON text; ``read`` keeps what
+    was read, so ``write_fields`` replaces only the columns a transform changed."""
 
     arrays: dict[str, pa.Array]
     json: set[str]
+    read: dict[str, pa.Array] = field(default_factory=dict)
+
+
+def _array(column: pa.ChunkedArray) -> pa.Array:
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
 
 def read_fields(batch: RecordBatch) -> _Fields:
     assert batch.value_columns is not None
     table = batch.table
-    return _Fields(
-        {f: table.column(c).combine_chunks() for f, c in batch.value_columns.items()},
-        {f for f, c in batch.value_columns.items() if c in batch.json_columns},
-    )
+    arrays = {f: _array(table.column(c)) for f, c in batch.value_columns.items()}
+    json_fields = {f for f, c in batch.value_columns.items() if c in batch.json_columns}
+    return _Fields(arrays, json_fields, dict(arrays))
 
 
 def write_fields(batch: RecordBatch, fields: _Fields) -> RecordBatch:
     """``batch`` with its value columns replaced by ``fields`` (named as ``JsonConverter``
     names them: a reserved name becomes ``value_<name>``), before ``headers``."""
     assert batch.value_columns is not None
-    table = batch.table.drop_columns(list(batch.value_columns.values()))
+    table = batch.table
+    was = {f for f, c in batch.value_columns.items() if c in batch.json_columns}
+    if list(fields.arrays) == list(batch.value_columns) and fields.json == was:
+        # The same fields: only the columns a transform changed are set.
+        for f, array in fields.arrays.items():
+            if array is not fields.read.get(f):
+                column = batch.value_columns[f]
+                table = table.set_column(table.schema.get_field_index(column), column, array)
+        return batch if table is batch.table else replace(batch, table=table)
+    table = table.drop_columns(list(batch.value_columns.values()))
     names = value_column_names(fields.arrays, table.column_names)
     at = table.schema.get_field_index("headers")
     for f, array in fields.arrays.items():
@@ -445,6 +459,79 @@ def _masked_scalar(kind: pa.DataType, replacement: str | None) -> pa.Scalar:
     return pa.scalar(java.mask(sample, replacement), kind)
 
 
+def _cast_each(
+    array: pa.Array, rows: pa.BooleanArray, target: str, is_json: bool, errors: Errors
+) -> pa.Array:
+    """Cast value by value (Java's rules, ``java.cast``): the reference path."""
+    values = array.to_pylist()
+    out: list[Any] = [None] * len(values)
+    for i in pc.indices_nonzero(rows).to_pylist():
+        value = json.loads(values[i]) if is_json else values[i]
+        try:
+            out[i] = java.cast(value, target)
+        except TransformError as e:
+            errors[i] = str(e)
+    return pa.array(out, CAST_ARROW[target])
+
+
+_PLAIN_INTEGER = r"^[+-]?[0-9]{1,18}$"  # fits in int64 whatever the digits
+_PLAIN_DECIMAL = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
+
+
+def cast_column(values: pa.Array, target: str) -> pa.Array | None:
+    """Cast's ``castValueToType`` on a column of non-null values, column-wise, where Arrow's
+    kernels do what Java does (None: not here, or some value needs the reference path, which
+    also finds the values Cast refuses)."""
+    kind, want = values.type, CAST_ARROW[target]
+    integer, floating = pa.types.is_integer(kind), pa.types.is_floating(kind)
+    if target == "string":
+        if integer or pa.types.is_string(kind):
+            return values.cast(pa.string())
+        if pa.types.is_boolean(kind):
+            return pc.if_else(values, "true", "false")
+        return None  # a double prints as Java's Double.toString: value by value
+    if target == "boolean":
+        if pa.types.is_boolean(kind):
+            return values
+        if integer:
+            return pc.not_equal(values, 0)
+        if floating:  # Java: (long) value != 0, NaN is 0
+            return pc.not_equal(
+                pc.trunc(pc.fill_null(pc.if_else(pc.is_nan(values), 0.0, values), 0.0)), 0.0
+            )
+        if pa.types.is_string(kind):
+            return pc.equal(pc.utf8_lower(values), "true")
+        return None
+    if pa.types.is_boolean(kind):
+        return values.cast(pa.int8()).cast(want)
+    if pa.types.is_string(kind):
+        pattern = _PLAIN_INTEGER if target.startswith("int") else _PLAIN_DECIMAL
+        if not pc.all(pc.match_substring_regex(values, pattern)).as_py():
+            return None
+        parsed = pc.replace_substring_regex(values, r"^\+", "").cast(
+            pa.int64() if target.startswith("int") else pa.float64()
+        )
+        if (
+            target.startswith("int")
+            and not pc.all(pc.equal(parsed.cast(want, safe=False).cast(pa.int64()), parsed)).as_py()
+        ):
+            return None  # out of the type's range: Cast refuses those, value by value
+        return parsed.cast(want, safe=False)
+    if integer:
+        return values.cast(want, safe=False)  # narrowing drops the high bits, as Java's does
+    if floating and target in ("float32", "float64"):
+        return values.cast(want, safe=False)
+    if floating:  # Java: NaN is 0, the rest saturates to int (long for int64), then narrows
+        bits = 64 if target == "int64" else 32
+        low, high = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+        finite = pc.if_else(pc.is_nan(values), 0.0, values)
+        over, under = pc.greater_equal(finite, float(high)), pc.less_equal(finite, float(low))
+        whole = pc.trunc(pc.if_else(over, 0.0, pc.if_else(under, 0.0, finite))).cast(pa.int64())
+        whole = pc.if_else(over, high, pc.if_else(under, low, whole))
+        return whole.cast(want, safe=False)
+    return None
+
+
 def _cast_columns(
     c: Mapping[str, str], fields: _Fields, live: pa.BooleanArray, errors: Errors
 ) -> None:
@@ -462,19 +549,20 @@ def _cast_columns(
         array = fields.arrays.get(f)
         if array is None:
             continue
-        values = array.to_pylist()
         is_json = f in fields.json
-        out: list[Any] = [None] * len(values)
         rows = pc.and_(live, array.is_valid())
-        for i in pc.indices_nonzero(rows).to_pylist():
-            value = json.loads(values[i]) if is_json else values[i]
-            try:
-                out[i] = java.cast(value, target)
-            except TransformError as e:
-                errors[i] = str(e)
+        every = not is_json and pc.all(rows).as_py()
+        cast = None if is_json else cast_column(array if every else array.filter(rows), target)
+        if cast is not None and every:
+            new = cast
+        elif cast is not None:  # every value cast column-wise: put back where they were
+            blank = pa.nulls(len(array), CAST_ARROW[target])
+            new = pc.replace_with_mask(blank, rows, cast)
+        else:
+            new = _cast_each(array, rows, target, is_json, errors)
         why = f"Cast: field {f!r} cast to {target} beside values of another type in its column"
         fields.json.discard(f)
-        merged = merge(None if is_json else array, pa.array(out, CAST_ARROW[target]), rows)
+        merged = merge(None if is_json else array, new, rows)
         if merged is None or (is_json and not pc.all(pc.or_(rows, array.is_null())).as_py()):
             for i in pc.indices_nonzero(rows).to_pylist():
                 errors.setdefault(i, why)
