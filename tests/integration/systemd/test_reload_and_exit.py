@@ -1,6 +1,7 @@
 """A real ``connectd standalone`` process, a real NOTIFY_SOCKET:
 
-- SIGHUP with a broken connector file (bad syntax, a missing required key, an unknown class) or
+- SIGHUP with a broken connector file (bad syntax, a missing required key, an unknown class, a
+  transform setting Connect refuses) or
   a broken worker file: the error is logged naming the file and the key (or line), nothing of
   the running set changes (same connectors, configs, task incarnations), READY=1 follows
   RELOADING=1; a later SIGHUP with the file fixed applies it.
@@ -90,6 +91,13 @@ async def test_a_broken_file_on_sighup_keeps_the_running_set(
             connector_file,
             good_text.replace("EchoSink", "NoSuchSink"),
             f"{connector_file}: connector.class: no connector class 'NoSuchSink'",
+        ),
+        "a transform Connect would refuse": (
+            connector_file,
+            good_text
+            + "transforms=cast\ntransforms.cast.type=Cast$Value\n"
+            + "transforms.cast.spec=id:date\n",
+            "transforms.cast.spec: 'id:date': 'date' is not a type Cast casts to",
         ),
         "broken worker file": (
             p.worker_file,
