@@ -196,6 +196,11 @@ class Converter(enum.StrEnum):
     STRING = "string"
     JSON = "json"
     BYTEARRAY = "bytearray"
+    LONG = "long"
+    INTEGER = "integer"
+    SHORT = "short"
+    FLOAT = "float"
+    DOUBLE = "double"
 
 
 _CONVERTER_NAMES: dict[str, Converter] = {
@@ -205,6 +210,20 @@ _CONVERTER_NAMES: dict[str, Converter] = {
     "jsonconverter": Converter.JSON,
     "org.apache.kafka.connect.converters.bytearrayconverter": Converter.BYTEARRAY,
     "bytearrayconverter": Converter.BYTEARRAY,
+    **{
+        name: kind
+        for kind in (
+            Converter.LONG,
+            Converter.INTEGER,
+            Converter.SHORT,
+            Converter.FLOAT,
+            Converter.DOUBLE,
+        )
+        for name in (
+            f"org.apache.kafka.connect.converters.{kind.value}converter",
+            f"{kind.value}converter",
+        )
+    },
     **{c.value: c for c in Converter},
 }
 
@@ -219,8 +238,9 @@ def parse_converter(value: object) -> Converter:
 
 
 _CONVERTER_EXPECTED = (
-    "string, json or bytearray (or Connect's StringConverter, JsonConverter, "
-    "ByteArrayConverter class names)"
+    "string, json, bytearray, long, integer, short, float or double (or Connect's "
+    "StringConverter, JsonConverter, ByteArrayConverter, LongConverter, IntegerConverter, "
+    "ShortConverter, FloatConverter, DoubleConverter class names)"
 )
 ConverterName = Annotated[Converter, BeforeValidator(parse_converter), Expect(_CONVERTER_EXPECTED)]
 OptConverterName = Annotated[

@@ -7,6 +7,7 @@ single-file Java programs that run records and settings through them."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import shutil
@@ -23,6 +24,7 @@ CONNECT_VERSION = "4.1.2"
 POM = ROOT / "tests" / "conformance" / "connect" / "pom.xml"
 HARNESS = POM.with_name("Harness.java")
 POLICIES = POM.with_name("Policies.java")
+CONVERTERS = POM.with_name("Converters.java")
 
 
 def connect_libs(version: str = CONNECT_VERSION) -> Path:
@@ -88,6 +90,25 @@ def run_harness(
         [{"config": dict(c), "records": list(r), "converter": converter} for c, r in requests]
     )
     result: list[list[dict[str, Any] | None]] = _java(libs, HARNESS, body)
+    return result
+
+
+def read_with_connect(
+    libs: Path, requests: Sequence[tuple[str, bool, bytes | None]]
+) -> list[dict[str, str | None]]:
+    """For each (converter class, is key, bytes): what Connect's converter gives a sink task
+    (``Converters.java``): ``{"value": String.valueOf(value)}`` or ``{"error": message}``."""
+    body = json.dumps(
+        [
+            {
+                "class": cls,
+                "key": is_key,
+                "data": None if data is None else base64.b64encode(data).decode(),
+            }
+            for cls, is_key, data in requests
+        ]
+    )
+    result: list[dict[str, str | None]] = _java(libs, CONVERTERS, body)
     return result
 
 

@@ -7,7 +7,8 @@ without failing the batch.
 
 Converters are chosen with Connect's class names (``value.converter=
 org.apache.kafka.connect.json.JsonConverter``), their simple names, short names (``json``,
-``string``, ``bytearray``) or a Python path (``package.module:Class``); their options come from
+``string``, ``bytearray``, ``long``, ``integer``, ``short``, ``float``, ``double``) or a Python
+path (``package.module:Class``); their options come from
 the ``key.converter.*`` / ``value.converter.*`` keys, prefix stripped.
 
 Speed: ``ByteArrayConverter`` and ``StringConverter`` (UTF-8) build Arrow arrays straight from
@@ -37,6 +38,14 @@ from daemon.connectors.converters.lookup import (
     list_converters,
     make_converter,
 )
+from daemon.connectors.converters.numbers import (
+    DoubleConverter,
+    FloatConverter,
+    IntegerConverter,
+    LongConverter,
+    NumberConverter,
+    ShortConverter,
+)
 from daemon.connectors.converters.text import (
     ByteArrayConverter,
     StringConverter,
@@ -52,8 +61,14 @@ __all__ = [
     "ConversionResult",
     "Converted",
     "Converter",
+    "DoubleConverter",
+    "FloatConverter",
+    "IntegerConverter",
     "JsonConverter",
     "JsonMode",
+    "LongConverter",
+    "NumberConverter",
+    "ShortConverter",
     "Side",
     "StringConverter",
     "convert_poll",
@@ -71,7 +86,19 @@ __all__ = [
 # The classes keep their public qualified name: it is what a configuration may name
 # (``daemon.connectors.converters:JsonConverter``) and what a dead-letter record's
 # ``__connect.errors.class.name`` header says a failed converter was.
-for _cls in (Converter, ByteArrayConverter, StringConverter, JsonConverter, JsonMode):
+for _cls in (
+    Converter,
+    ByteArrayConverter,
+    StringConverter,
+    JsonConverter,
+    JsonMode,
+    NumberConverter,
+    LongConverter,
+    IntegerConverter,
+    ShortConverter,
+    FloatConverter,
+    DoubleConverter,
+):
     _cls.__module__ = __name__
 
 #: Names that moved up to the runtime layer, served from there until every importer imports

@@ -8,17 +8,20 @@ from typing import Any
 
 from daemon.connectors.converters.base import Converter, Side
 from daemon.connectors.converters.jsonconverter import JsonConverter
+from daemon.connectors.converters.numbers import NUMBER_CONVERTERS
 from daemon.connectors.converters.text import ByteArrayConverter, StringConverter
 from daemon.errors import ConfigError
 
 
 def _builtin_converters() -> dict[str, type[Converter]]:
     table: dict[str, type[Converter]] = {}
-    for cls, shorts in (
+    builtins: list[tuple[type[Converter], tuple[str, ...]]] = [
         (StringConverter, ("string",)),
         (JsonConverter, ("json",)),
         (ByteArrayConverter, ("bytearray", "bytes")),
-    ):
+    ]
+    builtins += [(cls, (cls.type_name,)) for cls in NUMBER_CONVERTERS]
+    for cls, shorts in builtins:
         for name in (cls.connect_name, cls.__name__, *shorts):
             table[name.lower()] = cls
     return table

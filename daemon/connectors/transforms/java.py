@@ -11,9 +11,11 @@ Java's number narrowing, its ``parseX`` rules and its ``toString`` of doubles.
 from __future__ import annotations
 
 import base64
+import decimal
 import math
 import re
 import struct
+from collections.abc import Callable
 from typing import Any
 
 from daemon.errors import ConnectdError
@@ -142,11 +144,11 @@ def float_text(value: float) -> str:
     for digits in range(1, 10):
         shortest = f"{value:.{digits}g}"
         if float32(float(shortest)) == value:
-            return _java_float_text(value, repr(float(shortest)))
-    return _java_float_text(value, repr(value))
+            return _java_float_text(value, repr(float(shortest)), float32)
+    return _java_float_text(value, repr(value), float32)
 
 
-def _java_float_text(value: float, shortest: str) -> str:
+def _java_float_text(value: float, shortest: str, narrow: Callable[[float], float] = float) -> str:
     if math.isnan(value):
         return "NaN"
     if math.isinf(value):
@@ -154,6 +156,12 @@ def _java_float_text(value: float, shortest: str) -> str:
     if value == 0:
         return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
     sign = "-" if value < 0 else ""
+    if len(shortest.lstrip("-0.").split("e")[0].replace(".", "").rstrip("0")) == 1:
+        # Java prints at least two digits, the two nearest the exact value: 4.9E-324 for the
+        # smallest double, whose one shortest digit is 5.
+        two = f"{decimal.Decimal(abs(value)):.1e}"
+        if narrow(float(two)) == abs(value):
+            shortest = two
     mantissa, _, exp = shortest.lstrip("-").partition("e")
     whole, _, frac = mantissa.partition(".")
     digits = (whole + frac).lstrip("0")
