@@ -53,6 +53,17 @@ async def test_a_transform_or_predicate_lists_its_own_settings(client: Client) -
     (pattern,) = (await client.get("/connector-plugins/TopicNameMatches/config")).json
     assert (pattern["name"], pattern["required"]) == ("pattern", True)
     assert (await client.get("/connector-plugins/Filter/config")).json == []
+    full = "org.apache.kafka.connect.transforms.Cast$Value"
+    keys = {k["name"]: k for k in (await client.get(f"/connector-plugins/{full}/config")).json}
+    assert (keys["spec"]["type"], keys["spec"]["required"]) == ("LIST", True)
+    default = keys["replace.null.with.default"]
+    assert (default["type"], default["default_value"], default["required"]) == (
+        "BOOLEAN",
+        "true",
+        False,
+    )
+    converter = (await client.get("/connector-plugins/TimestampConverter$Key/config")).json
+    assert "target.type" in {k["name"] for k in converter}
 
 
 @pytest.mark.parametrize("name", ["HangSink", "HangSinkConnector", "hangsink", HANG])
