@@ -115,13 +115,6 @@ def read_with_connect(
 def chain_of(config: Mapping[str, str]) -> Chain:
     """The chain connectd makes of a connector's flat ``transforms``/``predicates`` settings,
     the harness's request form (no error allowed)."""
-    split = lambda s: tuple(a.strip() for a in s.split(",") if a.strip())  # noqa: E731
-    own = {k: v for k, v in config.items() if k not in ("transforms", "predicates")}
-    chain, problems = tf.chain(
-        split(config.get("transforms", "")),
-        {k.removeprefix("transforms."): v for k, v in own.items() if k.startswith("transforms.")},
-        split(config.get("predicates", "")),
-        {k.removeprefix("predicates."): v for k, v in own.items() if k.startswith("predicates.")},
-    )
+    chain, problems = tf.chain_from(config)
     assert not [p for p in problems if p.is_error], problems
     return chain

@@ -72,7 +72,8 @@ def _loads(text: str) -> Any:
     return json.loads(text, parse_constant=_no_constants)
 
 
-def _dumps(v: Any) -> str:
+def json_text(v: Any) -> str:
+    """Compact JSON text, UTF-8 kept: how a value's JSON is written back (the transforms too)."""
     return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -215,7 +216,7 @@ class JsonConverter(Converter):
         if self.mode is not JsonMode.TEXT:
             return self._fields(payloads, errors)
         if self.schemas_enable:  # the payload's text; without envelopes, the record's own text
-            texts = [None if p is None else _dumps(p) for p in payloads]
+            texts = [None if p is None else json_text(p) for p in payloads]
         texts = [None if i in errors else t for i, t in enumerate(texts)]
         column = string_array(texts, errors)
         return Converted({self.side: column}, errors, json_columns=frozenset({self.side}))
@@ -273,7 +274,7 @@ class JsonConverter(Converter):
                 continue
             known = self._types.get(f, kind)
             if known == "json":
-                v = _dumps(v)
+                v = json_text(v)
             elif known != kind and not (known == "double" and kind == "int64"):
                 return row, f"field {f!r} is {kind} here but {known} was seen first"
             elif kind == "int64" and not -(2**63) <= v < 2**63:

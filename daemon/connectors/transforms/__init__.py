@@ -50,9 +50,12 @@ from daemon.connectors.transforms import custom, fields, headers, reshape, routi
 
 #: Transforms ``fields.py`` applies (by class name without ``$Key``/``$Value``).
 FIELD_TRANSFORMS = (tf.INSERT_FIELD, tf.REPLACE_FIELD, tf.MASK_FIELD, tf.CAST)
-#: The other modules' transforms, and what applies them.
+#: Each transform that changes rows (by class name without ``$Key``/``$Value``), and what
+#: applies it: rows it refuses leave the batch as ``TransformFailure``s.
 CHANGES = {
+    **dict.fromkeys(FIELD_TRANSFORMS, fields.apply),
     **dict.fromkeys(reshape.RESHAPES, reshape.apply),
+    **dict.fromkeys(tf.ROUTERS, routing.apply),
     tf.TIMESTAMP_CONVERTER: timestamps.apply,
     tf.HEADER_FROM: headers.header_from,
 }
@@ -155,28 +158,21 @@ def apply(chain: tf.Chain, batch: RecordBatch, plugins: Plugins | None = None) -
             batch = _keep(batch, pc.invert(where))
         elif spec.cls == tf.DROP_HEADERS:
             batch = headers.drop_headers(batch, tf.names(spec.config["headers"]), where)
-        elif spec.cls in tf.ROUTERS:
-            batch, errors = routing.apply(spec, batch, where)
-            if errors:
-                failures += _failures(batch, spec, errors)
-                batch = _keep(batch, _without_rows(len(batch), errors))
         elif spec.cls == tf.INSERT_HEADER:
             literal = spec.config["value.literal"].encode()
             batch = headers.insert_header(batch, spec.config["header"], literal, where)
-        elif spec.cls.rsplit("$", 1)[0] in (*FIELD_TRANSFORMS, *CHANGES) or (
-            tf.is_python_path(spec.cls)
-        ):
+        else:
+            base = spec.cls.rsplit("$", 1)[0]
             if tf.is_python_path(spec.cls):
                 made = (plugins or {})[f"transforms.{spec.alias}"]
                 batch, errors = custom.run(spec.alias, made, batch, where)
+            elif base in CHANGES:
+                batch, errors = CHANGES[base](spec, batch, where)
             else:
-                change = CHANGES.get(spec.cls.rsplit("$", 1)[0], fields.apply)
-                batch, errors = change(spec, batch, where)
+                raise ValueError(f"{spec.cls} is not a transform connectd applies")
             if errors:
                 failures += _failures(batch, spec, errors)
                 batch = _keep(batch, _without_rows(len(batch), errors))
-        else:
-            raise ValueError(f"{spec.cls} is not a transform connectd applies")
     return Transformed(batch, tuple(failures))
 
 

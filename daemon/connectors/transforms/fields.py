@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from daemon.config import transforms as tf
+from daemon.connectors.converters.jsonconverter import json_text
 from daemon.connectors.records import RecordBatch, value_column_names
 from daemon.connectors.transforms import java
 from daemon.connectors.transforms.java import TransformError
@@ -182,7 +183,8 @@ def rows_of(batch: RecordBatch) -> list[Row]:
 
 
 def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    """JSON text as the converter writes it (compact, UTF-8 kept)."""
+    return json_text(value)
 
 
 def _text(
