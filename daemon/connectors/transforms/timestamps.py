@@ -44,6 +44,7 @@ from daemon.connectors.transforms.fields import (
     write_fields,
 )
 from daemon.connectors.transforms.java import TransformError
+from daemon.connectors.transforms.reshape import whole
 
 DAY_MS = 86_400_000
 #: 1582-10-15T00:00Z, where Java's default calendar turns from Julian to Gregorian.
@@ -396,8 +397,6 @@ def apply(
     convert = Converter.of(spec.config)
     if side == "value" and batch.value_columns is not None:
         if not field:  # the whole value is a map: held whole, Connect refuses it below
-            from daemon.connectors.transforms.reshape import whole
-
             batch = whole(batch)
         else:
             fields = read_fields(batch)
