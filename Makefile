@@ -16,6 +16,7 @@ SPARK_WORKERS ?= 2
 BENCH_SPARK_PORT ?= 17270
 BENCH_SPARK_WEBUI_PORT ?= 18270
 SPARK_MASTER ?=
+REGISTRY_PORT ?= 8081
 PYTEST_ARGS ?=
 comma := ,
 # make test runs the suite in two pytest worker processes (pytest-xdist), a test file per worker
@@ -26,7 +27,7 @@ TEST_WORKERS ?= 2
 
 export KAFKA_VERSION
 
-.PHONY: help venv check-java check-test-tools jars prometheus kafka-up kafka-down spark-up spark-down lint fmt test test-unit test-integration soak bench bench-commitlog bench-executor bench-e2e bench-rest bench-many bench-cluster bench-ss bench-spark-cluster demo demo-down clean
+.PHONY: help venv check-java check-test-tools jars prometheus registry registry-up registry-down kafka-up kafka-down spark-up spark-down lint fmt test test-unit test-integration soak bench bench-commitlog bench-executor bench-e2e bench-rest bench-many bench-cluster bench-ss bench-spark-cluster demo demo-down clean
 
 help:
 	@echo "make demo        run connectd on the example configs against a local broker"
@@ -38,6 +39,9 @@ help:
 	@echo "make prometheus  Debian's Prometheus package, unpacked into .cache/prometheus (the alert"
 	@echo "                 rules' tests run it; make test does it too)"
 	@echo "make kafka-up    start the development broker (KAFKA_PORT, default 9092)"
+	@echo "make registry-up a Confluent-compatible Schema Registry (Apicurio, from Maven Central) on"
+	@echo "                 127.0.0.1:REGISTRY_PORT (default 8081); prints schema.registry.url"
+	@echo "make registry-down  stop it"
 	@echo "make kafka-down  stop it"
 	@echo "make spark-up    a Spark standalone master and SPARK_WORKERS workers on loopback, from"
 	@echo "                 pyspark's own jars (spark://127.0.0.1:SPARK_MASTER_PORT, default 7077;"
@@ -86,6 +90,18 @@ check-test-tools:
 	@command -v systemd-analyze >/dev/null || { echo "The unit-file tests need systemd-analyze: apt-get install systemd" >&2; exit 69; }
 	@command -v mvn >/dev/null || { echo "The transform conformance tests resolve Kafka Connect's jars with Maven: apt-get install maven" >&2; exit 69; }
 
+# A real Confluent-compatible Schema Registry (Apicurio Registry 2.6.13, Confluent's REST API)
+# for the Avro converter's tests and for trying it by hand: fetched once from Maven Central
+# into ~/.m2 and unpacked into .cache/registry (dev/registry/registryctl.py).
+registry: check-java
+	@$(PY) dev/registry/registryctl.py install
+
+registry-up: registry
+	@$(PY) dev/registry/registryctl.py up --port $(REGISTRY_PORT)
+
+registry-down:
+	@$(PYTHON) dev/registry/registryctl.py down --port $(REGISTRY_PORT)
+
 kafka-up: check-java
 	@$(PY) dev/kafka/kafkactl.py up --port $(KAFKA_PORT)
 
@@ -110,7 +126,7 @@ fmt: $(STAMP)
 	$(VENV)/bin/ruff format daemon tests bench dev
 	$(VENV)/bin/ruff check --fix daemon tests bench dev
 
-test: lint check-java check-test-tools jars prometheus
+test: lint check-java check-test-tools jars prometheus registry
 	$(VENV)/bin/pytest -m "not soak" --durations=40 -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test-unit: $(STAMP) check-test-tools
@@ -165,5 +181,5 @@ demo: kafka-up
 
 demo-down: kafka-down
 
-clean: kafka-down spark-down
-	rm -rf .cache/kafka/run-* .state .demo
+clean: kafka-down spark-down registry-down
+	rm -rf .cache/kafka/run-* .cache/registry/run-* .state .demo

@@ -19,6 +19,7 @@ pytest_plugins = [
     "support.iceberg",
     "support.daemon",
     "support.cluster",
+    "support.registry",
 ]
 
 ALLOWED_CI_SKIPS: dict[str, str] = {

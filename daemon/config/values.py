@@ -201,6 +201,7 @@ class Converter(enum.StrEnum):
     SHORT = "short"
     FLOAT = "float"
     DOUBLE = "double"
+    AVRO = "avro"
 
 
 _CONVERTER_NAMES: dict[str, Converter] = {
@@ -210,6 +211,8 @@ _CONVERTER_NAMES: dict[str, Converter] = {
     "jsonconverter": Converter.JSON,
     "org.apache.kafka.connect.converters.bytearrayconverter": Converter.BYTEARRAY,
     "bytearrayconverter": Converter.BYTEARRAY,
+    "io.confluent.connect.avro.avroconverter": Converter.AVRO,
+    "avroconverter": Converter.AVRO,
     **{
         name: kind
         for kind in (
@@ -238,9 +241,10 @@ def parse_converter(value: object) -> Converter:
 
 
 _CONVERTER_EXPECTED = (
-    "string, json, bytearray, long, integer, short, float or double (or Connect's "
+    "string, json, bytearray, long, integer, short, float, double or avro (or Connect's "
     "StringConverter, JsonConverter, ByteArrayConverter, LongConverter, IntegerConverter, "
-    "ShortConverter, FloatConverter, DoubleConverter class names)"
+    "ShortConverter, FloatConverter, DoubleConverter class names, or Confluent's "
+    "io.confluent.connect.avro.AvroConverter)"
 )
 ConverterName = Annotated[Converter, BeforeValidator(parse_converter), Expect(_CONVERTER_EXPECTED)]
 OptConverterName = Annotated[

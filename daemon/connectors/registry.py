@@ -27,6 +27,7 @@ from daemon.config.definitions import ConfigDef
 from daemon.config.problems import error, raise_if_errors
 from daemon.config.worker_checks import NONE_REFUSED, WorkerChecks
 from daemon.connectors.base import SinkConnector
+from daemon.connectors.converters.lookup import converter_problems
 from daemon.errors import ConfigError, ConnectorNotFound, InvalidConfig
 from daemon.structs import Problem
 
@@ -274,4 +275,5 @@ def _validated(name: str, config: Mapping[str, str], registry: ConnectorRegistry
     if cls.validate is not SinkConnector.validate:  # the class checks more than its keys
         raise_if_errors(cls().validate(checked))
     raise_if_errors(registry.checks.problems(cls().config_def(), checked))
+    raise_if_errors(converter_problems(checked))
     return checked

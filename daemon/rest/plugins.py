@@ -39,6 +39,31 @@ _JSON_CONVERTER_KEYS = [
     }
 ]
 
+#: Confluent's Schema Registry converters' settings connectd honours (``registry/client.py``).
+_REGISTRY_CONVERTER_KEYS = [
+    {
+        **_JSON_CONVERTER_KEYS[0],
+        "name": name,
+        "display_name": name,
+        "type": kind,
+        "required": name == "schema.registry.url",
+        "default_value": default,
+        "importance": "HIGH" if name == "schema.registry.url" else "MEDIUM",
+        "documentation": doc,
+    }
+    for name, kind, default, doc in (
+        ("schema.registry.url", "LIST", None, "The registry's URLs, comma-separated."),
+        ("basic.auth.credentials.source", "STRING", "URL", "URL or USER_INFO."),
+        ("basic.auth.user.info", "PASSWORD", None, "user:password, with USER_INFO."),
+        ("schemas.cache.config", "INT", "1000", "How many schemas the cache keeps."),
+        ("http.connect.timeout.ms", "INT", "60000", "Connecting to the registry, at most."),
+        ("http.read.timeout.ms", "INT", "60000", "The registry's answer, at most."),
+        ("schema.registry.ssl.truststore.location", "STRING", None, "A PEM CA bundle."),
+        ("schema.registry.ssl.keystore.location", "STRING", None, "A PEM chain and its key."),
+        ("schema.registry.ssl.key.password", "PASSWORD", None, "The PEM key's password."),
+    )
+]
+
 
 def _normalized(name: str) -> str:
     """Connect's ``normalizedPluginName``: drop a ``Connector`` suffix."""
@@ -118,7 +143,13 @@ async def plugin_config(request: web.Request) -> web.Response:
     name = request.match_info["plugin"]
     converter = _converter(name)
     if converter is not None:
-        keys = _JSON_CONVERTER_KEYS if converter.endswith("JsonConverter") else []
+        keys = (
+            _JSON_CONVERTER_KEYS
+            if converter.endswith("JsonConverter")
+            else _REGISTRY_CONVERTER_KEYS
+            if converter.startswith("io.confluent.")
+            else []
+        )
         return json_reply(keys)
     chained = tf.class_name(name)
     own = tf.TRANSFORMS.get(chained, tf.PREDICATES.get(chained))

@@ -25,6 +25,7 @@ from daemon.config.definitions import REQUIRED, ConfigKey, ConfigType, Connector
 from daemon.config.problems import Problem, error
 from daemon.config.worker_checks import NONE_REFUSED, WorkerChecks
 from daemon.connectors.api import SinkConnector
+from daemon.connectors.converters import converter_problems
 from daemon.connectors.registry import existing_problems_async, off_loop
 from daemon.errors import InvalidConfig
 
@@ -156,6 +157,7 @@ def _problems(
     try:
         found += connector.validate(config)
         found += checks.problems(connector.config_def(), config)
+        found += converter_problems(config)
     except Exception as exc:  # a connector's bug must not turn validation into a 500
         found.append(error("connector.class", f"the connector's validate() raised {exc!r}"))
     unique: dict[tuple[str | None, str], Problem] = {}

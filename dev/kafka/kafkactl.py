@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
-import fcntl
 import os
 import re
 import secrets
@@ -33,12 +32,15 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
+sys.path.insert(0, str(HERE.parent))
+import proctools  # noqa: E402  (dev/proctools.py: what the dev tools share)
+from proctools import free_port, is_alive, locked, port_is_free, tail  # noqa: E402
+
 CACHE = REPO / ".cache" / "kafka"
 DEFAULT_VERSION = "4.1.2"
 DEFAULT_PORT = 9092
@@ -87,55 +89,12 @@ def default_run_dir(port: int) -> Path:
     return CACHE / f"run-{port}"
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def port_is_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
-
-
-@contextlib.contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """Serialise concurrent kafkactl runs on the same directory (several helpers share a box)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
 # --- tools -------------------------------------------------------------------------------------
 
 
 def find_java() -> str:
     """The java executable ($JAVA_HOME first), checked to be version 17 or newer."""
-    home = os.environ.get("JAVA_HOME")
-    java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
-    if not java or not Path(java).exists():
-        raise ToolMissing(
-            "java not found: install Java 17 or newer "
-            "(Debian/Ubuntu: apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
-        )
-    out = subprocess.run([java, "-version"], capture_output=True, text=True, check=False)
-    m = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
-    major = 0 if not m else int(m.group(2) if m.group(1) == "1" else m.group(1))
-    if major < 17:
-        raise ToolMissing(
-            f"{java} is Java {major or '?'}; the Kafka broker needs Java 17 or newer "
-            "(Debian/Ubuntu: apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
-        )
-    return java
+    return proctools.find_java(ToolMissing, "the Kafka broker")
 
 
 def resolve_jars(version: str) -> Path:
@@ -244,28 +203,6 @@ def _probe(sock: socket.socket) -> list[int]:
 # --- processes ---------------------------------------------------------------------------------
 
 
-def _proc_state(pid: int) -> str | None:
-    """The /proc state letter of `pid`, or None if there is no such process."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return stat[stat.rfind(")") + 2]
-
-
-def is_alive(pid: int) -> bool:
-    """True while `pid` runs; reaps it if it is our child and has exited."""
-    with contextlib.suppress(ChildProcessError):
-        if os.waitpid(pid, os.WNOHANG)[0] == pid:
-            return False
-        if _proc_state(pid) in ("Z", "X"):
-            # Our child whose main thread has ended while the JVM's other threads still exit:
-            # WNOHANG says "running" until the last one is gone, so collect it now.
-            os.waitpid(pid, 0)
-            return False
-    return _proc_state(pid) not in (None, "Z", "X")
-
-
 def _is_our_broker(pid: int, run_dir: Path) -> bool:
     try:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
@@ -299,13 +236,6 @@ def kill_and_reap(pid: int, timeout: float = STOP_TIMEOUT) -> None:
         if sig == signal.SIGTERM:
             log(f"broker pid {pid} ignored SIGTERM for {timeout:.0f}s; sending SIGKILL")
     raise KafkactlError(f"broker pid {pid} is still alive after SIGKILL")
-
-
-def tail(path: Path, n: int = 40) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
-    except OSError:
-        return f"({path} not found)"
 
 
 # --- up / down / status ------------------------------------------------------------------------
@@ -457,7 +387,7 @@ def restart(
             return Broker(pid, port, run_dir, version)
         if not (run_dir / "data" / "meta.properties").is_file():
             raise KafkactlError(f"{run_dir} holds no formatted broker storage: use `up` first")
-        if not _bindable(port):
+        if not port_is_free(port, reuse=True):
             raise PortTaken(f"port {port} on 127.0.0.1 is taken by another process")
         return _launch(
             find_java(),
@@ -469,16 +399,6 @@ def restart(
             die_with_parent,
             "",
         )
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
 
 
 def _launch(
@@ -493,7 +413,7 @@ def _launch(
 ) -> Broker:
     log_dir = run_dir / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
-    preexec = _pdeathsig if die_with_parent else None
+    preexec = proctools.die_with_parent if die_with_parent else None
     cmd = _java_cmd(java, libs, run_dir, "kafka.Kafka", str(run_dir / "server.properties"))
     with (log_dir / "kafka.out").open("ab") as out_f:
         proc = subprocess.Popen(
@@ -520,13 +440,6 @@ def _launch(
     # The Popen object is dropped without wait(): the broker outlives us; is_alive() reaps it.
     proc.returncode = 0  # keeps Popen.__del__ from warning about a still-running child
     return Broker(proc.pid, port, run_dir, version)
-
-
-def _pdeathsig() -> None:
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def _wait_ready(proc: subprocess.Popen[bytes], port: int, deadline: float, log_dir: Path) -> None:

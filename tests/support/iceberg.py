@@ -66,3 +66,19 @@ def spark_count(
 def iceberg_pool(formats_pool: ThreadedPool) -> ThreadedPool:
     """Executors whose sessions load Iceberg (the session's formats pool)."""
     return formats_pool
+
+
+def spark_typed(
+    spark: Any, batch: Any, *, catalog: dict[str, str], table: str, select: list[str]
+) -> dict[str, Any]:
+    """In an executor: an Iceberg table's Spark schema (``simpleString``) and the ``select``
+    expressions (Spark SQL) of its rows, each cast to a string, ordered by the first one."""
+    from daemon.connectors.iceberg.catalog import declare
+
+    cat = declare(spark, {**catalog, "table": table})
+    df = spark.table(cat.table)
+    rows = df.selectExpr(*(f"cast({e} as string)" for e in select)).collect()
+    return {
+        "schema": df.schema.simpleString(),
+        "rows": sorted((list(r) for r in rows), key=lambda r: int(r[0])),
+    }

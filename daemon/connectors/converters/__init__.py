@@ -7,9 +7,10 @@ without failing the batch.
 
 Converters are chosen with Connect's class names (``value.converter=
 org.apache.kafka.connect.json.JsonConverter``), their simple names, short names (``json``,
-``string``, ``bytearray``, ``long``, ``integer``, ``short``, ``float``, ``double``) or a Python
-path (``package.module:Class``); their options come from
-the ``key.converter.*`` / ``value.converter.*`` keys, prefix stripped.
+``string``, ``bytearray``, ``long``, ``integer``, ``short``, ``float``, ``double``, ``avro``)
+or a Python path (``package.module:Class``); their options come from the ``key.converter.*`` /
+``value.converter.*`` keys, prefix stripped. ``avro`` (Confluent's AvroConverter) reads a
+Schema Registry: ``registry/``.
 
 Speed: ``ByteArrayConverter`` and ``StringConverter`` (UTF-8) build Arrow arrays straight from
 the lists of bytes, with no Python work per record unless a record is bad. JSON has to be
@@ -35,6 +36,7 @@ from daemon.connectors.converters.jsonconverter import JsonConverter, JsonMode
 from daemon.connectors.converters.lookup import (
     converter_class,
     converter_from_config,
+    converter_problems,
     list_converters,
     make_converter,
 )
@@ -45,6 +47,12 @@ from daemon.connectors.converters.numbers import (
     LongConverter,
     NumberConverter,
     ShortConverter,
+)
+from daemon.connectors.converters.registry import (
+    AvroConverter,
+    RegistryConverter,
+    RegistryUnavailable,
+    SchemasNeeded,
 )
 from daemon.connectors.converters.text import (
     ByteArrayConverter,
@@ -57,6 +65,7 @@ from daemon.connectors.converters.text import (
 __all__ = [
     "HEADERS_TYPE",
     "TIMESTAMP_TYPE",
+    "AvroConverter",
     "ByteArrayConverter",
     "ConversionResult",
     "Converted",
@@ -68,12 +77,16 @@ __all__ = [
     "JsonMode",
     "LongConverter",
     "NumberConverter",
+    "RegistryConverter",
+    "RegistryUnavailable",
+    "SchemasNeeded",
     "ShortConverter",
     "Side",
     "StringConverter",
     "convert_poll",
     "converter_class",
     "converter_from_config",
+    "converter_problems",
     "coordinate_table",
     "decode_each",
     "decode_text",
@@ -98,6 +111,8 @@ for _cls in (
     ShortConverter,
     FloatConverter,
     DoubleConverter,
+    RegistryConverter,
+    AvroConverter,
 ):
     _cls.__module__ = __name__
 

@@ -41,4 +41,12 @@ class Converter(ABC):
 
     @abstractmethod
     def convert(self, data: Sequence[bytes | None]) -> Converted:
-        """Convert a batch's keys or values. Never raises for a bad record: reports it."""
+        """Convert a batch's keys or values. Never raises for a bad record: reports it.
+
+        Runs in a thread. A converter that needs something only the event loop can get (a
+        Schema Registry's schema) raises an exception with an async ``fetch()`` method instead
+        (``registry.SchemasNeeded``): the caller awaits it and converts again."""
+
+    async def close(self) -> None:
+        """Release what the converter holds (a registry client's connections); on the loop."""
+        return None  # nothing, unless a converter holds connections

@@ -6,11 +6,14 @@ import importlib
 from collections.abc import Mapping
 from typing import Any
 
+from daemon.config.problems import error
 from daemon.connectors.converters.base import Converter, Side
 from daemon.connectors.converters.jsonconverter import JsonConverter
 from daemon.connectors.converters.numbers import NUMBER_CONVERTERS
+from daemon.connectors.converters.registry import AvroConverter
 from daemon.connectors.converters.text import ByteArrayConverter, StringConverter
 from daemon.errors import ConfigError
+from daemon.structs import Problem
 
 
 def _builtin_converters() -> dict[str, type[Converter]]:
@@ -19,6 +22,7 @@ def _builtin_converters() -> dict[str, type[Converter]]:
         (StringConverter, ("string",)),
         (JsonConverter, ("json",)),
         (ByteArrayConverter, ("bytearray", "bytes")),
+        (AvroConverter, ("avro",)),
     ]
     builtins += [(cls, (cls.type_name,)) for cls in NUMBER_CONVERTERS]
     for cls, shorts in builtins:
@@ -69,3 +73,23 @@ def converter_from_config(
     prefix = f"{side}.converter."
     options = {k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)}
     return make_converter(config.get(f"{side}.converter", default), options, is_key=side == "key")
+
+
+def converter_problems(config: Mapping[str, str]) -> list[Problem]:
+    """The errors of the converters a connector's properties name themselves (``key.converter``
+    / ``value.converter`` with their ``<side>.converter.*`` options), found by configuring them
+    as a task would: a Schema Registry converter without ``schema.registry.url`` is refused when
+    the connector is created, not when its first task starts. A value with a ``${...}``
+    reference is left to the check at start (it is resolved there)."""
+    found: list[Problem] = []
+    for side in ("key", "value"):
+        name = config.get(f"{side}.converter")
+        prefix = f"{side}.converter."
+        options = {k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)}
+        if name is None or any("${" in v for v in (name, *options.values())):
+            continue
+        try:
+            make_converter(name, options, is_key=side == "key")
+        except ConfigError as e:
+            found.append(error(f"{side}.converter", str(e)))
+    return found

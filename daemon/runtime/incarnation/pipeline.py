@@ -30,7 +30,14 @@ from typing import Any
 from daemon.config import ConnectorConfig, WorkerConfig, effective_converter
 from daemon.config.transforms import Chain
 from daemon.connectors.api import TaskId
-from daemon.connectors.converters import ConversionResult, Converter, convert_poll, make_converter
+from daemon.connectors.converters import (
+    ConversionResult,
+    Converter,
+    RegistryUnavailable,
+    SchemasNeeded,
+    convert_poll,
+    make_converter,
+)
 from daemon.connectors.records import (
     BadRecord,
     OffsetRange,
@@ -143,7 +150,11 @@ class RecordPipeline:
         await self.errant.start()
 
     async def close(self) -> None:
-        await self.errant.close()
+        try:
+            await self.errant.close()
+        finally:
+            await self.key.close()
+            await self.value.close()
 
     async def convert(
         self, polled: Mapping[TopicPartition, Sequence[Any]], ranges: Sequence[OffsetRange]
@@ -160,8 +171,21 @@ class RecordPipeline:
 
         if not any(polled.values()):
             return convert()
-        async with asyncio.timeout(self._timeout):
-            return await asyncio.to_thread(convert)
+        while True:
+            try:
+                async with asyncio.timeout(self._timeout):
+                    return await asyncio.to_thread(convert)
+            except SchemasNeeded as need:
+                # A Schema Registry converter met ids it has not cached: fetched here, on the
+                # loop; RegistryUnavailable (retriable: the batch is read again after a backoff)
+                # if the registry does not answer.
+                try:
+                    async with asyncio.timeout(self._timeout):
+                        await need.fetch()
+                except TimeoutError:
+                    raise RegistryUnavailable(
+                        f"the Schema Registry did not answer within {self._timeout:g} s"
+                    ) from None
 
     async def sift(
         self,

@@ -144,11 +144,11 @@ def test_converter_sub_keys_are_kept() -> None:
 
 
 def test_unknown_converter_names_key_value_and_choices() -> None:
-    [error] = _errors({"key.converter": "io.confluent.connect.avro.AvroConverter"})
+    [error] = _errors({"key.converter": "io.confluent.connect.protobuf.ProtobufConverter"})
     assert error.startswith(
-        "w.properties: key.converter: 'io.confluent.connect.avro.AvroConverter'"
+        "w.properties: key.converter: 'io.confluent.connect.protobuf.ProtobufConverter'"
     )
-    assert "expected string, json, bytearray, long, integer, short, float or double" in error
+    assert "expected string, json, bytearray, long, integer, short, float, double or avro" in error
 
 
 def test_durations_are_normalised_from_ms() -> None:

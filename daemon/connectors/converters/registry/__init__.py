@@ -1,0 +1,24 @@
+"""Converters that read Confluent's Schema Registry wire format (``converter.py``), the
+registry client they share (``client.py``) and the Avro decoding (``avro.py``)."""
+
+from __future__ import annotations
+
+from daemon.connectors.converters.registry.avro import AvroType, SchemaRefused
+from daemon.connectors.converters.registry.client import (
+    RegistryClient,
+    RegistrySettings,
+    RegistryUnavailable,
+    SchemasNeeded,
+)
+from daemon.connectors.converters.registry.converter import AvroConverter, RegistryConverter
+
+__all__ = [
+    "AvroConverter",
+    "AvroType",
+    "RegistryClient",
+    "RegistryConverter",
+    "RegistrySettings",
+    "RegistryUnavailable",
+    "SchemaRefused",
+    "SchemasNeeded",
+]

@@ -1,0 +1,250 @@
+"""Confluent's AvroConverter on real parts (issue 31): records written by Confluent's own
+``AvroSerializer`` through a real Schema Registry (Apicurio, Confluent's API) into a ParquetSink
+table, with the connector keys a Connect pipeline has.
+
+- Three schema versions on one topic (the second adds a field with a default, the third drops
+  an optional one): every field is a typed column, the logical types come back as the values the
+  producer sent, a dropped field is null in the records without it.
+- Bad input (no magic byte, an unknown schema id, a truncated payload) is errant: dead-lettered
+  with Connect's headers under ``errors.tolerance=all``, every offset committed past.
+- A registry that does not answer: the task stays RUNNING with the reason in its status, nothing
+  is skipped, and it catches up by itself once the registry answers.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import uuid
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pyarrow.dataset as ds
+import pytest
+from support.daemon import DaemonFactory, wait_until, worker_properties
+from support.kafka import consume_all
+from support.kafka_fixtures import TopicFactory
+from support.registry import Registry, produce_serialized, serialize
+from support.tables import committed
+
+pytestmark = pytest.mark.integration
+
+UTC = datetime.UTC
+_ADDRESS = {
+    "type": "record",
+    "name": "Address",
+    "fields": [
+        {"name": "city", "type": "string"},
+        {"name": "zip", "type": ["null", "string"], "default": None},
+    ],
+}
+_V1_FIELDS: list[dict[str, Any]] = [
+    {"name": "id", "type": "long"},
+    {"name": "user", "type": "string"},
+    {
+        "name": "amount",
+        "type": {"type": "bytes", "logicalType": "decimal", "precision": 12, "scale": 3},
+    },
+    {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+    {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+    {"name": "at_us", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+    {"name": "local", "type": {"type": "long", "logicalType": "local-timestamp-millis"}},
+    {"name": "clock", "type": {"type": "int", "logicalType": "time-millis"}},
+    {"name": "uid", "type": {"type": "string", "logicalType": "uuid"}},
+    {"name": "color", "type": {"type": "enum", "name": "Color", "symbols": ["RED", "GREEN"]}},
+    {"name": "tags", "type": {"type": "array", "items": "string"}},
+    {"name": "counts", "type": {"type": "map", "values": "long"}},
+    {"name": "address", "type": _ADDRESS},
+    {"name": "note", "type": ["null", "string"], "default": None},
+    {"name": "either", "type": ["null", "int", "string"], "default": None},
+]
+
+
+def _schema(version: int) -> dict[str, Any]:
+    fields = list(_V1_FIELDS)
+    if version >= 2:
+        fields.append({"name": "score", "type": "double", "default": 0.0})
+    if version >= 3:
+        fields = [f for f in fields if f["name"] != "note"]
+    return {"type": "record", "name": "Order", "namespace": "shop", "fields": fields}
+
+
+def _value(i: int, version: int) -> dict[str, Any]:
+    value: dict[str, Any] = {
+        "id": i,
+        "user": f"user-{i % 7}",
+        "amount": decimal.Decimal(i * 1001) / 1000,
+        "day": datetime.date(2024, 1, 1) + datetime.timedelta(days=i),
+        "at": datetime.datetime(2024, 5, 6, 7, 8, 9, (i % 1000) * 1000, tzinfo=UTC),
+        "at_us": datetime.datetime(2024, 5, 6, 7, 8, 9, i % 1_000_000, tzinfo=UTC),
+        "local": datetime.datetime(2024, 5, 6, 7, 8, 9, (i % 1000) * 1000),
+        "clock": datetime.time(12, 34, 56, (i % 1000) * 1000),
+        "uid": str(uuid.UUID(int=i)),
+        "color": "GREEN" if i % 2 else "RED",
+        "tags": [f"t{j}" for j in range(i % 3)],
+        "counts": {"a": i, "b": -i},
+        "address": {"city": f"city-{i % 5}", "zip": None if i % 4 else f"{10000 + i}"},
+        "note": f"note {i}" if i % 3 else None,
+        "either": [None, i, f"s{i}"][i % 3],
+    }
+    if version >= 2:
+        value["score"] = i / 8
+    if version >= 3:
+        del value["note"]
+    return value
+
+
+PER_VERSION = 120
+
+
+def _sink(name: str, topic: str, table: Path, registry: Registry, **extra: str) -> dict[str, str]:
+    return {
+        "name": name,
+        "connector.class": "ParquetSink",
+        "topics": topic,
+        "path": str(table),
+        "flush.interval.ms": "500",
+        "schema.evolution": "true",
+        "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+        "value.converter": "io.confluent.connect.avro.AvroConverter",
+        "value.converter.schema.registry.url": registry.url,
+        **extra,
+    }
+
+
+async def test_three_schema_versions_land_as_typed_columns_and_bad_records_are_dead_lettered(
+    run_daemon: DaemonFactory,
+    kafka_bootstrap: str,
+    kafka_topic: TopicFactory,
+    schema_registry: Registry,
+    tmp_path: Path,
+) -> None:
+    topic = await kafka_topic(partitions=2)
+    dlq = await kafka_topic(partitions=1)
+    values: list[bytes | None] = []
+    sent: dict[int, dict[str, Any]] = {}
+    for version in (1, 2, 3):
+        batch = [_value(i, version) for i in range(len(sent), len(sent) + PER_VERSION)]
+        values += serialize(schema_registry, _schema(version), topic, batch)
+        sent.update((v["id"], v) for v in batch)
+    good = len(values)
+    values += [
+        b'{"id": 1}',  # no magic byte
+        b"\x00\x00\x0f\x42\x40" + values[0][5:],  # type: ignore[index]  # id 1000000: unknown
+        values[1][:12],  # type: ignore[index]  # truncated
+    ]
+    produce_serialized(kafka_bootstrap, topic, values, partitions=2)
+    table = tmp_path / "table"
+    sink = _sink(
+        "avro",
+        topic,
+        table,
+        schema_registry,
+        **{
+            "errors.tolerance": "all",
+            "errors.deadletterqueue.topic.name": dlq,
+            "errors.deadletterqueue.topic.replication.factor": "1",
+            "errors.deadletterqueue.context.headers.enable": "true",
+        },
+    )
+    await run_daemon(worker_properties(kafka_bootstrap, tmp_path / "state"), connectors=[sink])
+    await wait_until(lambda: committed(table) == len(values), 120, "every offset committed past")
+
+    data = ds.dataset(table, format="parquet").to_table()
+    types = {f.name: str(f.type) for f in data.schema}
+    assert {k: types[k] for k in _V1_FIELDS_TYPES} == _V1_FIELDS_TYPES
+    assert types["score"] == "double"
+    rows = {r["id"]: r for r in data.to_pylist()}
+    assert sorted(rows) == sorted(sent) and data.num_rows == good  # each record once
+    for i, want in sent.items():
+        got = rows[i]
+        expected = dict(want)
+        expected["clock"] = (
+            (want["clock"].hour * 60 + want["clock"].minute) * 60 + want["clock"].second
+        ) * 1000 + want["clock"].microsecond // 1000
+        expected["either"] = _either(want["either"])
+        expected["counts"] = sorted(want["counts"].items())
+        expected.setdefault("note", None)  # version 3 dropped it
+        expected.setdefault("score", None)  # version 1 did not have it
+        got = {**got, "counts": sorted(got["counts"])}
+        assert {k: got[k] for k in expected} == expected, i
+
+    letters = await consume_all(kafka_bootstrap, dlq, 3)
+    headers = [{k: v.decode() for k, v in x.headers} for x in letters]
+    assert [h["__connect.errors.stage"] for h in headers] == ["VALUE_CONVERTER"] * 3
+    messages = sorted(h["__connect.errors.exception.message"] for h in headers)
+    assert "Unknown magic byte!" in messages[0] or any("Unknown magic byte!" in m for m in messages)
+    assert any("schema id 1000000 is not in the Schema Registry" in m for m in messages)
+    assert any("the Avro payload cannot be read" in m for m in messages)
+    assert sorted(x.value for x in letters) == sorted(values[good:])
+
+
+_V1_FIELDS_TYPES = {
+    "id": "int64",
+    "user": "string",
+    "amount": "decimal128(12, 3)",
+    "day": "date32[day]",
+    "at": "timestamp[us, tz=UTC]",  # Spark's timestamps are in microseconds
+    "at_us": "timestamp[us, tz=UTC]",
+    "local": "timestamp[us]",
+    "clock": "int32",
+    "uid": "string",
+    "color": "string",
+    "tags": "list<element: string>",
+    "counts": "map<string, int64 ('counts')>",
+    "address": "struct<city: string, zip: string>",
+    "note": "string",
+    "either": "struct<int: int32, string: string>",
+}
+
+
+def _either(v: Any) -> dict[str, Any] | None:
+    if v is None:
+        return None
+    return {"int": v, "string": None} if isinstance(v, int) else {"int": None, "string": v}
+
+
+async def test_a_registry_that_does_not_answer_holds_the_task_running_until_it_does(
+    run_daemon: DaemonFactory,
+    kafka_bootstrap: str,
+    kafka_topic: TopicFactory,
+    schema_registry: Registry,
+    tmp_path: Path,
+) -> None:
+    topic = await kafka_topic(partitions=1)
+    # A schema of this test's own: the daemon below has never cached its id.
+    schema = _schema(1) | {"name": f"Outage{uuid.uuid4().hex[:8]}"}
+    values = serialize(schema_registry, schema, topic, [_value(i, 1) for i in range(50)])
+    produce_serialized(kafka_bootstrap, topic, values)
+    table = tmp_path / "table"
+    sink = _sink(
+        "outage",
+        topic,
+        table,
+        schema_registry,
+        **{
+            "value.converter.http.read.timeout.ms": "1500",
+            "errors.retry.delay.max.ms": "1000",
+        },
+    )
+    with schema_registry.paused():
+        d = await run_daemon(
+            worker_properties(kafka_bootstrap, tmp_path / "state"), connectors=[sink]
+        )
+        assert d.rest_url is not None
+        async with aiohttp.ClientSession(d.rest_url) as http:
+
+            async def retrying() -> dict[str, Any] | None:
+                async with http.get("/connectors/outage/status") as r:
+                    tasks = (await r.json())["tasks"]
+                return tasks[0] if tasks and "retrying" in tasks[0] else None
+
+            status = await wait_until(retrying, 60, "the status to show the registry outage")
+            assert status["state"] == "RUNNING"
+            assert status["retrying"]["reason"].startswith("RegistryUnavailable: ")
+            assert "Schema Registry did not answer" in status["retrying"]["reason"]
+            assert committed(table) == 0
+    await wait_until(lambda: committed(table) == len(values), 90, "caught up after the outage")
+    data = ds.dataset(table, format="parquet").to_table()
+    assert sorted(data.column("id").to_pylist()) == list(range(50))
