@@ -27,10 +27,13 @@ logical types are read as their underlying type (the Avro specification's rule).
 record, a decimal wider than 38 digits (Spark's limit) or an invalid schema makes every record
 written with that schema errant, with the reason (``SchemaRefused``).
 
-Decoding: fastavro (Cython) reads each body into Python values with the logical types that
-Arrow can take from integers left as integers, then ``pyarrow.array`` builds the column in one
-call and a cast gives the logical types (date, timestamps): no Python step per value of a
-column.
+Decoding: a schema of records, primitives, enums, fixed, ``[null, T]`` unions and the
+logical types above is read column by column over the whole batch (``columnar.py``, numpy: no
+Python step per record). Other schemas (arrays, maps, general unions), and any batch the column
+reader finds unexpected bytes in, are read by fastavro (Cython) record by record, with the
+logical types Arrow can take from integers left as integers; ``pyarrow.array`` builds the column
+in one call and a cast gives the logical types (date, timestamps). Both give the same arrays
+(``tests/unit/connectors/test_avro_columnar.py``).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from typing import Any
 import fastavro
 import pyarrow as pa
 
+from daemon.connectors.converters.registry import columnar
 from daemon.errors import ConversionError
 
 _PRIMITIVES: dict[str, pa.DataType] = {
@@ -301,6 +305,8 @@ class AvroType:
     mapped: Mapped
     reader: Any  # fastavro's parsed schema
     record: bool  # a record: its fields become columns
+    #: The column-by-column reader's plan (``columnar.py``), when the schema allows one.
+    columns: columnar.Node | None = None
 
     @classmethod
     def of(cls, text: str, references: Sequence[tuple[str, str]] = ()) -> AvroType:
@@ -321,11 +327,23 @@ class AvroType:
             raise SchemaRefused(f"not a valid Avro schema: {e}") from e
         except Exception as e:  # fastavro's SchemaParseException and kin
             raise SchemaRefused(f"not a valid Avro schema: {e}") from e
-        return cls(mapped, reader, pa.types.is_struct(mapped.arrow))
+        fast = columnar.plan(rewritten, mapped.raw) if not references else None
+        return cls(mapped, reader, pa.types.is_struct(mapped.arrow), fast)
 
-    def decode(self, bodies: Sequence[bytes]) -> tuple[pa.Array, dict[int, Exception]]:
+    def decode(
+        self, bodies: Sequence[bytes] | columnar.Spans
+    ) -> tuple[pa.Array, dict[int, Exception]]:
         """Each body as one value of ``mapped.arrow``; the bodies that cannot be read are null
-        and in the errors, by index."""
+        and in the errors, by index. Column by column when the schema allows
+        (``columnar.py``); record by record with fastavro otherwise, and when the batch holds
+        anything the column reader does not expect (fastavro finds the records at fault)."""
+        if self.columns is not None:
+            spans = bodies if isinstance(bodies, columnar.Spans) else columnar.Spans.of(bodies)
+            fast = columnar.decode(self.columns, spans)
+            if fast is not None:
+                return fast.cast(self.mapped.arrow) if fast.type != self.mapped.arrow else fast, {}
+        if isinstance(bodies, columnar.Spans):
+            bodies = bodies.bodies()
         values: list[Any] = []
         errors: dict[int, Exception] = {}
         reader, fix = self.reader, self.mapped.fix

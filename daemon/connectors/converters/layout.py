@@ -1,0 +1,149 @@
+"""Typed arrays of one poll laid out as columns, for the converters whose records carry a
+schema (Schema Registry formats, Connect's JSON envelopes): ``TypedLayout``.
+
+A poll is converted into groups, one per schema: the rows of the batch it covers and one Arrow
+array holding their values. A value whose type is a struct (a record) gets a column per field
+(a field named like a reserved column, ``key``/``value``/``headers``/``kafka_*``, becomes
+``value_<name>``); any other value, and every key, is one column (``key`` or ``value``). The
+layout is decided by the first schema seen and kept: a later group of the other kind is errant.
+A field gets its column from the first schema that has it and keeps that column's type: a later
+schema whose field has another type is cast where Arrow can do it without loss (``int32`` to
+``int64``), else its records are errant, naming the field, the schema and both types. A field a
+later schema lacks is null in its records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from daemon.connectors.converters.base import Converted, Side
+from daemon.connectors.records import value_column_names
+from daemon.errors import ConversionError
+
+
+@dataclass(frozen=True)
+class Group:
+    """The rows of a batch written with one schema (``label`` names it in messages: ``schema
+    id 7``) and their values, one Arrow array."""
+
+    label: str
+    rows: list[int]
+    array: pa.Array
+
+
+class TypedLayout:
+    """One converter's column layout (see the module docstring); not thread-safe, as the
+    converter that holds it."""
+
+    def __init__(self, side: Side) -> None:
+        self.side = side
+        self._record: bool | None = None
+        self._columns: dict[str, pa.DataType] = {}  # field (or the side) → its column's type
+
+    def converted(
+        self,
+        n: int,
+        groups: list[Group],
+        errors: dict[int, Exception],
+        tombstones: pa.Array | None,
+    ) -> Converted:
+        """The columns of a batch of ``n`` rows; rows in ``errors`` (more may be added) null."""
+        if self.side == "value" and self._is_record(groups, errors):
+            columns = self._field_columns(n, groups, errors)
+            names = value_column_names(self._columns)
+            return Converted(
+                {names[f]: c for f, c in columns.items()},
+                errors,
+                value_columns=names,
+                tombstones=tombstones,
+            )
+        return Converted(
+            {self.side: self._side_column(n, groups, errors)}, errors, tombstones=tombstones
+        )
+
+    def _is_record(self, groups: list[Group], errors: dict[int, Exception]) -> bool:
+        """Whether values are laid out a column per field: decided by the first schema seen;
+        a group of the other kind afterwards is errant."""
+        for g in list(groups):
+            record = pa.types.is_struct(g.array.type)
+            if self._record is None:
+                self._record = record
+            if record != self._record:
+                what = "a record" if self._record else f"not a record ({g.array.type})"
+                for i in g.rows:
+                    errors.setdefault(
+                        i,
+                        ConversionError(
+                            f"{g.label}: the values so far were {what}, this one is "
+                            "not: one column layout per connector"
+                        ),
+                    )
+                groups.remove(g)
+        return bool(self._record)
+
+    def _fitted(
+        self, name: str, label: str, rows: list[int], array: pa.Array, errors: dict[int, Exception]
+    ) -> pa.Array | None:
+        """``array`` as its column's type (the first seen for ``name``), or None with its rows'
+        non-null values errant when it cannot be cast without loss."""
+        want = self._columns.setdefault(name, array.type)
+        if array.type == want or pa.types.is_null(array.type):
+            return array if array.type == want else pa.nulls(len(array), want)
+        try:
+            return array.cast(want, safe=True)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            why = ConversionError(
+                f"field {name!r} is {array.type} in {label} but its column is {want} "
+                "(a column's type never changes)"
+            )
+            for j, valid in enumerate(array.is_valid().to_pylist()):
+                if valid:
+                    errors.setdefault(rows[j], why)
+            return None
+
+    def _field_columns(
+        self, n: int, groups: list[Group], errors: dict[int, Exception]
+    ) -> dict[str, pa.Array]:
+        for g in groups:
+            for f in g.array.type:
+                if not pa.types.is_null(f.type):
+                    self._columns.setdefault(f.name, f.type)
+        parts: dict[str, list[tuple[list[int], pa.Array]]] = {f: [] for f in self._columns}
+        for g in groups:
+            for f in g.array.type:
+                fitted = self._fitted(f.name, g.label, g.rows, g.array.field(f.name), errors)
+                if fitted is not None:
+                    parts[f.name].append((g.rows, fitted))
+        return {f: _scatter(n, self._columns[f], parts[f], errors) for f in self._columns}
+
+    def _side_column(self, n: int, groups: list[Group], errors: dict[int, Exception]) -> pa.Array:
+        parts = []
+        for g in groups:
+            fitted = self._fitted(self.side, g.label, g.rows, g.array, errors)
+            if fitted is not None:
+                parts.append((g.rows, fitted))
+        return _scatter(n, self._columns.get(self.side, pa.null()), parts, errors)
+
+
+def _scatter(
+    n: int,
+    type_: pa.DataType,
+    parts: list[tuple[list[int], pa.Array]],
+    errors: Mapping[int, Exception],
+) -> pa.Array:
+    """A column of ``n`` rows: row ``rows[j]`` of each part is its ``array[j]``; other rows (and
+    errant ones) null. One ``take`` over the parts joined, no Python step per value."""
+    if not parts:
+        return pa.nulls(n, type_)
+    where: list[int | None] = [None] * n
+    at = 0
+    for rows, array in parts:
+        for j, i in enumerate(rows):
+            if i not in errors:
+                where[i] = at + j
+        at += len(array)
+    joined = pa.concat_arrays([a for _, a in parts])
+    return joined.take(pa.array(where, pa.int64()))
