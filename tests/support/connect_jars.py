@@ -94,21 +94,26 @@ def run_harness(
 
 
 def read_with_connect(
-    libs: Path, requests: Sequence[tuple[str, bool, bytes | None]]
-) -> list[dict[str, str | None]]:
-    """For each (converter class, is key, bytes): what Connect's converter gives a sink task
-    (``Converters.java``): ``{"value": String.valueOf(value)}`` or ``{"error": message}``."""
+    libs: Path,
+    requests: Sequence[tuple[str, bool, bytes | None]],
+    config: Mapping[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """For each (converter class, is key, bytes): what Connect's converter (configured with
+    ``config``) gives a sink task (``Converters.java``): ``{"value": String.valueOf(value),
+    "typed": the value with its types, "schema": its Connect schema}`` or ``{"error":
+    message}``."""
     body = json.dumps(
         [
             {
                 "class": cls,
                 "key": is_key,
                 "data": None if data is None else base64.b64encode(data).decode(),
+                "config": dict(config or {}),
             }
             for cls, is_key, data in requests
         ]
     )
-    result: list[dict[str, str | None]] = _java(libs, CONVERTERS, body)
+    result: list[dict[str, Any]] = _java(libs, CONVERTERS, body)
     return result
 
 

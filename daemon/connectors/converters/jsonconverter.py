@@ -11,7 +11,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from daemon.connectors.converters import connectschema
 from daemon.connectors.converters.base import Converted, Converter
+from daemon.connectors.converters.layout import Group, TypedLayout
 from daemon.connectors.converters.text import decode_each, decode_text, string_array
 from daemon.connectors.records import value_column_names
 from daemon.errors import ConfigError, ConversionError
@@ -81,11 +83,18 @@ class JsonConverter(Converter):
     """Connect's ``JsonConverter``. Options (``<side>.converter.`` prefix stripped):
 
     - ``schemas.enable`` (default ``true``, as in Connect): each value is an envelope
-      ``{"schema": ..., "payload": ...}`` and the payload is used; anything else is a bad
-      record, and so is a null payload whose schema says ``"optional": false``.
-    - ``mode`` = ``text`` (default) | ``fields`` | ``infer`` (see ``JsonMode``; not for keys).
-      ``fields=a,b:int64,c`` lists the fields of ``fields`` mode and optionally their types
-      (boolean, int64, double, string, json); giving ``fields`` implies ``mode=fields``.
+      ``{"schema": ..., "payload": ...}``; anything else is a bad record. The envelope's schema
+      types the columns and its payload is read as Connect reads it (``connectschema.py``): a
+      struct value gets a typed column per field, any other value (and every key) one typed
+      column, Connect's Decimal, Date, Time and Timestamp decoded. ``mode=text`` keeps the
+      payload as JSON text instead; ``mode=fields`` (``fields=a,b``) keeps the fields listed.
+      ``replace.null.with.default`` (default ``true``): a null takes the schema's default.
+      ``decimal.format`` (``BASE64``/``NUMERIC``) shapes what Connect writes, not what it reads:
+      accepted, and both forms are read. ``schemas.cache.size`` (default 1000).
+    - ``mode`` = ``text`` (the default without envelopes) | ``fields`` | ``infer`` (see
+      ``JsonMode``; not for keys). ``fields=a,b:int64,c`` lists the fields of ``fields`` mode
+      and optionally their types (boolean, int64, double, string, json; without envelopes);
+      giving ``fields`` implies ``mode=fields``.
     - ``parser`` = ``auto`` (default: ``pyarrow.json`` when it can, see below) | ``python``.
 
     Field columns: a field gets a column from the first batch where it has a non-null value (or
@@ -108,6 +117,12 @@ class JsonConverter(Converter):
     def __init__(self) -> None:
         super().__init__()
         self.schemas_enable = True
+        #: Envelopes' schemas type the columns (``schemas.enable`` and no ``mode=text``).
+        self.typed = False
+        self.replace_null_with_default = True
+        self._schemas: dict[str, connectschema.Typed | Exception | None] = {}
+        self._cache_size = 1000
+        self._layout = TypedLayout("value")
         self.use_pyarrow = True
         self.mode = JsonMode.TEXT
         self._types: dict[str, str] = {}  # field -> kind; first seen wins; order = column order
@@ -134,6 +149,25 @@ class JsonConverter(Converter):
             raise ConfigError(f"{prefix}mode: keys are converted in text mode only")
         if self.mode is JsonMode.FIELDS and not fields:
             raise ConfigError(f"{prefix}fields: mode=fields needs a list, e.g. fields=id,name")
+        self.typed = self.schemas_enable and (
+            ("mode" not in options and not fields) or mode != "text"
+        )
+        self._layout = TypedLayout(self.side)
+        replace = options.get("replace.null.with.default", "true").strip().lower()
+        if replace not in ("true", "false"):
+            raise ConfigError(
+                f"{prefix}replace.null.with.default: {replace!r} is not true or false"
+            )
+        self.replace_null_with_default = replace == "true"
+        fmt = options.get("decimal.format", "BASE64").strip().upper()
+        if fmt not in ("BASE64", "NUMERIC"):
+            raise ConfigError(f"{prefix}decimal.format: {fmt!r} is not BASE64 or NUMERIC")
+        try:
+            self._cache_size = int(options.get("schemas.cache.size", "1000"))
+        except ValueError:
+            self._cache_size = 0
+        if self._cache_size < 1:
+            raise ConfigError(f"{prefix}schemas.cache.size: expected a positive integer")
         for spec in fields:
             name, _, typ = (part.strip() for part in spec.partition(":"))
             if typ:
@@ -151,6 +185,8 @@ class JsonConverter(Converter):
         return value_column_names(self._types)
 
     def convert(self, data: Sequence[bytes | None]) -> Converted:
+        if self.typed:
+            return self._typed(data)
         fast = None if self.schemas_enable or not self.use_pyarrow else self._fast(data)
         return fast if fast is not None else self._slow(data)
 
@@ -221,6 +257,78 @@ class JsonConverter(Converter):
         column = string_array(texts, errors)
         return Converted({self.side: column}, errors, json_columns=frozenset({self.side}))
 
+    def _typed(self, data: Sequence[bytes | None]) -> Converted:
+        """Envelopes whose schema types the columns (``connectschema.py``, ``layout.py``)."""
+        texts, errors = decode_each(data)
+        dead = [v is None for v in data]
+        groups: dict[int, tuple[connectschema.Typed, list[int], list[Any]]] = {}
+        for i, text in enumerate(texts):
+            if text is None or i in errors:
+                continue
+            try:
+                doc = connectschema.loads(text)
+                if not isinstance(doc, dict) or set(doc) != {"schema", "payload"}:
+                    raise ConversionError(_ENVELOPE_HINT)
+                typed = self._schema(doc["schema"])
+                value = typed.read(doc["payload"])
+            except (ValueError, ConversionError, RecursionError) as e:
+                errors[i] = e
+                continue
+            if value is None:  # Connect hands the sink a null value
+                dead[i] = True
+                continue
+            _, rows, values = groups.setdefault(id(typed), (typed, [], []))
+            rows.append(i)
+            values.append(value)
+        decoded = []
+        for typed, rows, values in groups.values():
+            array = self._typed_array(typed, rows, values, errors)
+            if self.mode is JsonMode.FIELDS and pa.types.is_struct(array.type):
+                keep = [f for f in self._wanted if array.type.get_field_index(f) >= 0]
+                array = pa.StructArray.from_arrays(
+                    [array.field(f) for f in keep], names=keep, mask=array.is_null()
+                )
+            decoded.append(Group(_label(typed), rows, array))
+        return self._layout.converted(len(data), decoded, errors, pa.array(dead, pa.bool_()))
+
+    def _schema(self, doc: Any) -> connectschema.Typed:
+        """The ``Typed`` of an envelope's schema, cached by its JSON text."""
+        key = json.dumps(doc, sort_keys=True, default=str)
+        if key not in self._schemas:
+            if len(self._schemas) >= self._cache_size:
+                self._schemas.pop(next(iter(self._schemas)))
+            try:
+                self._schemas[key] = connectschema.schema_of(doc, self.replace_null_with_default)
+            except ConversionError as e:
+                self._schemas[key] = e
+        found = self._schemas[key]
+        if isinstance(found, Exception):
+            raise found
+        if found is None:
+            raise ConversionError(
+                "the envelope's schema is null: its payload has no column types (set "
+                f"{self.side}.converter.mode=text to keep such payloads as JSON text)"
+            )
+        return found
+
+    @staticmethod
+    def _typed_array(
+        typed: connectschema.Typed, rows: list[int], values: list[Any], errors: dict[int, Exception]
+    ) -> pa.Array:
+        """The values as one array of the schema's column type; a value that does not fit it
+        (a number too wide for its type) is errant and null."""
+        try:
+            raw = pa.array(values, typed.raw)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+            for j, v in enumerate(values):
+                try:
+                    pa.array([v], typed.raw)
+                except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
+                    errors[rows[j]] = ConversionError(f"the value does not fit its column: {e}")
+                    values[j] = None
+            raw = pa.array(values, typed.raw)
+        return raw.cast(typed.arrow) if raw.type != typed.arrow else raw
+
     @staticmethod
     def _unwrap(doc: Any) -> Any:
         if not isinstance(doc, dict) or set(doc) != {"schema", "payload"}:
@@ -287,3 +395,7 @@ class JsonConverter(Converter):
         if _ARROW_TYPES[kind] == pa.string():
             return string_array(column, errors)
         return pa.array(column, _ARROW_TYPES[kind])
+
+
+def _label(typed: connectschema.Typed) -> str:
+    return f"the envelope schema {typed.arrow}"
