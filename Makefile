@@ -27,7 +27,7 @@ TEST_WORKERS ?= 2
 
 export KAFKA_VERSION
 
-.PHONY: help venv check-java check-test-tools jars prometheus registry registry-up registry-down kafka-up kafka-down spark-up spark-down lint fmt test test-unit test-integration soak bench bench-commitlog bench-executor bench-e2e bench-rest bench-many bench-cluster bench-ss bench-spark-cluster demo demo-down clean
+.PHONY: help venv check-java check-test-tools jars prometheus registry registry-up registry-down kafka-up kafka-down spark-up spark-down lint fmt test test-unit test-integration soak bench bench-avro-decode bench-commitlog bench-executor bench-e2e bench-rest bench-many bench-cluster bench-ss bench-spark-cluster demo demo-down clean
 
 help:
 	@echo "make demo        run connectd on the example configs against a local broker"
@@ -138,10 +138,14 @@ test-integration: check-java jars
 soak: check-java
 	$(VENV)/bin/pytest -m soak --timeout 5400 $(PYTEST_ARGS)
 
-bench: bench-commitlog bench-executor bench-e2e bench-rest bench-many
+bench: bench-commitlog bench-executor bench-e2e bench-rest bench-many bench-avro-decode
 
 bench-commitlog: $(STAMP)
 	$(PY) bench/commitlog_bench.py $(if $(QUICK),--quick,)
+
+# Avro decoding (column by column, fastavro) against the JSON path, per record: no broker.
+bench-avro-decode: $(STAMP)
+	$(PY) bench/avro_decode_bench.py $(if $(QUICK),--records 20000 --runs 3,)
 
 bench-executor: check-java
 	$(PY) bench/executor_bench.py $(if $(QUICK),--quick,)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -38,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -163,6 +165,25 @@ def cluster_conf(args: argparse.Namespace) -> dict[str, str]:
     }
 
 
+@contextlib.contextmanager
+def schema_registry(wanted: bool) -> Iterator[tuple[str, int | None]]:
+    """A Schema Registry of this run's own (dev/registry/registryctl.py, tracked by PID and
+    stopped at the end) when an Avro variant runs: its URL and PID, else ("", None)."""
+    if not wanted:
+        yield "", None
+        return
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dev" / "registry"))
+    import registryctl  # type: ignore[import-not-found]
+
+    run_dir = Path(tempfile.mkdtemp(prefix="ss-bench-registry-"))
+    registry = registryctl.up(registryctl.free_port(), run_dir, die_with_parent=True)
+    try:
+        yield str(registry.url), int(registry.pid)
+    finally:
+        registryctl.down(run_dir)
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:9092"))
@@ -216,14 +237,28 @@ def main() -> int:
         except formats.JarsMissing as e:
             p.error(str(e))
     kinds = sorted({v.kind for v in chosen})
-    if args.topics:
-        given = dict(zip(("json", "bytes"), args.topics.split(","), strict=True))
-        topics = {k: given[k] for k in kinds}
-    else:
-        topics = {}
-        for kind in kinds:
+    with schema_registry("avro" in kinds) as (registry_url, registry_pid):
+        others = [registry_pid] if registry_pid is not None else []
+        return _main(p, args, chosen, kinds, jars, delta_jars, registry_url, others)
+
+
+def _main(
+    p: argparse.ArgumentParser,
+    args: argparse.Namespace,
+    chosen: list[Any],
+    kinds: list[str],
+    jars: list[Path],
+    delta_jars: list[Path],
+    registry_url: str,
+    others: list[int],
+) -> int:
+    # Avro topics are produced each time: their schema ids are this run's registry's.
+    given = dict(zip(("json", "bytes"), args.topics.split(","), strict=True)) if args.topics else {}
+    topics = {k: given[k] for k in kinds if k in given}
+    for kind in kinds:
+        if kind not in topics:
             t0 = time.perf_counter()
-            topics[kind] = asyncio.run(produce(args.bootstrap, args.records, kind))
+            topics[kind] = asyncio.run(produce(args.bootstrap, args.records, kind, registry_url))
             took = time.perf_counter() - t0
             log(f"produced {args.records:,} {kind} records into {topics[kind]} in {took:.1f} s")
 
@@ -249,6 +284,8 @@ def main() -> int:
         cluster_workers=workers,
         delta_jars=delta_jars,
         delta_conf=formats.FORMATS["delta"].conf,
+        registry_url=registry_url,
+        others=others,
     )
     results: dict[str, list[dict[str, Any]]] = {v.key: [] for v in chosen}
     try:

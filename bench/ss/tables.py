@@ -55,12 +55,45 @@ def json_value(i: int) -> bytes:
     return (head + "n" * max(pad, 1) + '"}').encode()
 
 
-async def produce(bootstrap: str, n: int, kind: str) -> str:
+#: The JSON records' fields as an Avro record (issue 31's bench): the same values, the same
+#: column types.
+AVRO_SCHEMA = {
+    "type": "record",
+    "name": "BenchRecord",
+    "namespace": "connectd.bench",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "user", "type": "string"},
+        {"name": "amount", "type": "double"},
+        {"name": "ok", "type": "boolean"},
+        {"name": "ts", "type": "long"},
+        {"name": "note", "type": "string"},
+    ],
+}
+
+
+def avro_values(topic: str, n: int, registry_url: str) -> list[bytes]:
+    """The ``n`` JSON records' values written by Confluent's ``AvroSerializer`` (the schema
+    registered under the topic's subject in the registry at ``registry_url``)."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    with SchemaRegistryClient({"url": registry_url}) as client:
+        serializer = AvroSerializer(client, json.dumps(AVRO_SCHEMA))
+        return [serializer(json.loads(json_value(i)), ctx) for i in range(n)]
+
+
+async def produce(bootstrap: str, n: int, kind: str, registry_url: str | None = None) -> str:
     """A fresh topic of ``PARTITIONS`` partitions holding ``n`` records, ``i % 3`` to each.
 
     ``kind`` ``json``: a 6-field JSON object of ~200 bytes, key ``user-NNNNN``. ``bytes``: 200
-    opaque bytes (the record number, then a slice of a random buffer), the same key."""
+    opaque bytes (the record number, then a slice of a random buffer), the same key. ``avro``:
+    the JSON records' values in Avro through the Schema Registry at ``registry_url``
+    (``AVRO_SCHEMA``; ~150 bytes each), the same key."""
     topic = f"bench-ss-{kind}-{uuid.uuid4().hex[:8]}"
+    avro = avro_values(topic, n, registry_url or "") if kind == "avro" else None
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
@@ -75,7 +108,9 @@ async def produce(bootstrap: str, n: int, kind: str) -> str:
     try:
         pending = []
         for i in range(n):
-            if kind == "json":
+            if avro is not None:
+                value = avro[i]
+            elif kind == "json":
                 value = json_value(i)
             else:
                 at = (i * 7919) % (len(noise) - RECORD_BYTES)

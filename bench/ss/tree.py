@@ -86,6 +86,9 @@ class Tree:
     env: dict[str, str] | None = None
     #: Processes outside the tree whose descendants work for it (a Spark cluster's workers).
     outside: Sequence[int] = ()
+    #: The bench's own long-lived children that serve the run (a Schema Registry): not part of
+    #: the tree, neither sampled nor stopped with it.
+    others: Sequence[int] = ()
     started: float = 0.0  # time.time() at launch
     proc: subprocess.Popen[bytes] | None = None
     returncode: int | None = None
@@ -176,8 +179,16 @@ class Tree:
             self._peak_rss = max(self._peak_rss, rss)
             self._samples += 1
 
+    def _children(self, me: psutil.Process) -> list[psutil.Process]:
+        """The bench's descendants but ``others`` and theirs."""
+        skip = set(self.others)
+        for pid in self.others:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                skip.update(p.pid for p in psutil.Process(pid).children(recursive=True))
+        return [p for p in me.children(recursive=True) if p.pid not in skip]
+
     def _members(self, me: psutil.Process) -> list[tuple[psutil.Process, bool]]:
-        out = [(p, False) for p in me.children(recursive=True)]
+        out = [(p, False) for p in self._children(me)]
         for pid in self.outside:
             try:
                 out += [(p, True) for p in psutil.Process(pid).children(recursive=True)]
@@ -221,17 +232,17 @@ class Tree:
                 self.wait(10)
         me = psutil.Process()
         deadline = time.monotonic() + 10
-        while (rest := me.children(recursive=True)) and time.monotonic() < deadline:
+        while (rest := self._children(me)) and time.monotonic() < deadline:
             self._reap()
             time.sleep(0.05)
-        for p in me.children(recursive=True):
+        for p in self._children(me):
             try:
                 notes.append(f"left running: {p.pid} {' '.join(p.cmdline()[:3])}; SIGKILL")
                 p.send_signal(signal.SIGKILL)
             except psutil.NoSuchProcess:
                 pass
         deadline = time.monotonic() + 10
-        while (rest := me.children(recursive=True)) and time.monotonic() < deadline:
+        while (rest := self._children(me)) and time.monotonic() < deadline:
             self._reap()
             time.sleep(0.05)
         self._reap()

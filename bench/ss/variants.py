@@ -46,7 +46,7 @@ class BenchFailed(Exception):
 class Variant:
     key: str
     engine: str  # "ss" | "connectd"
-    kind: str  # "json" | "bytes"
+    kind: str  # "json" | "bytes" | "avro"
     tasks: int = 1
     sink: str = "parquet"  # "parquet" | "delta" | "iceberg"
     #: The variants this one's ratios are taken against, when not the SS one of its kind.
@@ -63,7 +63,7 @@ class Variant:
         """The value columns and types the table must have (None: not checked)."""
         if self.typed is not None:
             return self.typed
-        return JSON_FIELDS if self.kind == "json" else None
+        return JSON_FIELDS if self.kind in ("json", "avro") else None
 
     @property
     def references(self) -> tuple[str, ...]:
@@ -118,6 +118,8 @@ VARIANTS = (
         typed=CHAIN_COLUMNS,
         by_default=False,
     ),
+    # Issue 31: the JSON records in Avro through a Schema Registry, against the JSON ones.
+    Variant("connectd-avro-1", "connectd", "avro", 1, peers=("connectd-json-1",), by_default=False),
     Variant("ss-bytes", "ss", "bytes"),
     Variant("connectd-bytes-1", "connectd", "bytes", 1),
     # Table formats (issue 18): the JSON records into a Delta table.
@@ -166,6 +168,10 @@ class Settings:
     #: ``executor.spark.formats=delta``, given to the SS job for its Delta variant.
     delta_jars: Sequence[Path] = ()
     delta_conf: Mapping[str, str] = field(default_factory=dict)
+    #: The Schema Registry the Avro variants read (started by ss_bench.py when one runs).
+    registry_url: str = ""
+    #: The bench's processes serving the runs (the registry's JVM): kept out of each tree.
+    others: Sequence[int] = ()
 
 
 def cluster_workers(master: str) -> list[int]:
@@ -249,6 +255,9 @@ def connectd_files(v: Variant, s: Settings, topic: str, run_dir: Path) -> tuple[
             conn["value.converter.fields"] = ",".join(f"{k}:{t}" for k, t in JSON_FIELDS.items())
         else:
             conn["value.converter.mode"] = "infer"
+    elif v.kind == "avro":
+        conn["value.converter"] = "io.confluent.connect.avro.AvroConverter"
+        conn["value.converter.schema.registry.url"] = s.registry_url
     else:
         conn["value.converter"] = "org.apache.kafka.connect.converters.ByteArrayConverter"
     conn.update(v.transforms)
@@ -295,6 +304,7 @@ def run_connectd(v: Variant, s: Settings, topic: str, run_dir: Path) -> dict[str
         [str(BIN / "connectd"), "standalone", str(worker), str(connector)],
         run_dir / "connectd.log",
         outside=s.cluster_workers,
+        others=s.others,
     )
     reader: DeltaLogReader | IcebergReader | CommitLogReader
     if v.sink == "delta":
@@ -399,7 +409,7 @@ def run_ss(v: Variant, s: Settings, topic: str, run_dir: Path) -> dict[str, Any]
         f"--format={v.sink}",
         *(f"--conf={k}={x}" for k, x in conf.items()),
     ]
-    tree = Tree(argv, run_dir / "ss.log", outside=s.cluster_workers)
+    tree = Tree(argv, run_dir / "ss.log", outside=s.cluster_workers, others=s.others)
     began = time.monotonic()
     tree.launch()
     while tree.alive():
