@@ -32,6 +32,7 @@ from daemon.errors import ConfigError, ConnectdError, JavaUnavailable, ServiceUn
 from daemon.storage.statelock import StateDirLocked
 
 if TYPE_CHECKING:
+    from daemon.config import WorkerConfig
     from daemon.config.plan import LaunchPlan
 
 log = logging.getLogger("connectd.launch")
@@ -184,6 +185,25 @@ def plan(args: argparse.Namespace) -> LaunchPlan:
     )
 
 
+def _check_worker_converters(worker: WorkerConfig) -> None:
+    """The worker's own key and value converters, configured as a task would configure them
+    (a ``package.module:Class`` that does not load, an Avro converter without
+    ``schema.registry.url``): ``InvalidConfig`` (exit 78) at start, not a failed task later."""
+    from daemon.connectors.converters import converter_problems
+    from daemon.errors import InvalidConfig
+
+    config: dict[str, str] = {}
+    for side in ("key", "value"):
+        name = worker.key_converter if side == "key" else worker.value_converter
+        config[f"{side}.converter"] = str(name)
+        config.update(
+            {f"{side}.converter.{k}": v for k, v in worker.converter_config(side).items()}
+        )
+    problems = converter_problems(config)
+    if problems:
+        raise InvalidConfig(problems)
+
+
 class EarlyReload:
     """A SIGHUP that comes before the daemon's loop handles signals (while it loads its files
     and imports, a second or two) is recorded and becomes one reload once the daemon runs,
@@ -213,6 +233,7 @@ def launch(args: argparse.Namespace) -> int:
     """Validate, then run the daemon in the requested mode until it is told to stop."""
     early = EarlyReload()
     launch_plan = plan(args)
+    _check_worker_converters(launch_plan.worker)
     from daemon.logs import setup_logging
 
     # Logging first, so that the warnings below come out in log.format (one JSON object each).

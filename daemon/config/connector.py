@@ -365,7 +365,7 @@ class ConnectorConfig(BaseModel):
 
 def effective_converter(
     worker: WorkerConfig, connector: ConnectorConfig, which: Literal["key", "value"]
-) -> tuple[values.Converter, dict[str, str]]:
+) -> tuple[values.Converter | str, dict[str, str]]:
     """The converter a connector's tasks use for keys or values, and its settings.
 
     A connector that names its own converter gets exactly its own ``<which>.converter.*``

@@ -231,12 +231,21 @@ _CONVERTER_NAMES: dict[str, Converter] = {
 }
 
 
-def parse_converter(value: object) -> Converter:
-    """A ``Converter`` from a short name or Connect's class name (any letter case)."""
+#: A converter of your own: ``package.module:Class`` (loaded by the connectors layer, which
+#: checks that it is a ``daemon.connectors.converters.Converter`` when a connector or the
+#: worker is configured).
+_PYTHON_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+
+
+def parse_converter(value: object) -> Converter | str:
+    """A ``Converter`` from a short name or Connect's class name (any letter case), or a Python
+    path ``package.module:Class`` as it is."""
     if isinstance(value, Converter):
         return value
     if isinstance(value, str) and value.strip().lower() in _CONVERTER_NAMES:
         return _CONVERTER_NAMES[value.strip().lower()]
+    if isinstance(value, str) and _PYTHON_PATH.match(value.strip()):
+        return value.strip()
     raise ValueError(f"{value!r} is not a converter connectd has")
 
 
@@ -244,11 +253,14 @@ _CONVERTER_EXPECTED = (
     "string, json, bytearray, long, integer, short, float, double or avro (or Connect's "
     "StringConverter, JsonConverter, ByteArrayConverter, LongConverter, IntegerConverter, "
     "ShortConverter, FloatConverter, DoubleConverter class names, or Confluent's "
-    "io.confluent.connect.avro.AvroConverter)"
+    "io.confluent.connect.avro.AvroConverter), or a converter of your own as "
+    "package.module:Class"
 )
-ConverterName = Annotated[Converter, BeforeValidator(parse_converter), Expect(_CONVERTER_EXPECTED)]
+ConverterName = Annotated[
+    Converter | str, BeforeValidator(parse_converter), Expect(_CONVERTER_EXPECTED)
+]
 OptConverterName = Annotated[
-    Converter | None,
+    Converter | str | None,
     BeforeValidator(lambda v: None if v is None else parse_converter(v)),
     Expect(_CONVERTER_EXPECTED),
 ]

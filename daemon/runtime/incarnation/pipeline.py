@@ -75,11 +75,9 @@ def task_converters(
     key, key_opts = effective_converter(worker, config, "key")
     value, value_opts = effective_converter(worker, config, "value")
     return (
+        make_converter(str(key), task_converter_options(key_opts, task_config, "key"), is_key=True),
         make_converter(
-            key.value, task_converter_options(key_opts, task_config, "key"), is_key=True
-        ),
-        make_converter(
-            value.value, task_converter_options(value_opts, task_config, "value"), is_key=False
+            str(value), task_converter_options(value_opts, task_config, "value"), is_key=False
         ),
     )
 

@@ -83,3 +83,26 @@ def test_java_missing_exits_69_with_what_to_install(command: str, tmp_path: Path
     result = connectd(command, str(worker), env=env)
     assert result.returncode == 69, result.stderr
     assert "openjdk-17" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        (
+            "value.converter=io.confluent.connect.avro.AvroConverter",
+            "schema.registry.url is required",
+        ),
+        ("value.converter=no.such.module:Converter", "cannot be loaded"),
+        ("key.converter=daemon.connectors.records:RawBatch", "is not a daemon.connectors"),
+    ],
+)
+def test_a_worker_converter_that_cannot_be_made_exits_78_at_start(
+    tmp_path: Path, setting: str, message: str
+) -> None:
+    """The worker's own converters are configured at start as a task would configure them."""
+    worker = tmp_path / "worker.properties"
+    base = (ROOT / "examples" / "worker.properties").read_text()
+    worker.write_text(f"{base}\n{setting}\nstate.dir={tmp_path / 'state'}\n")
+    result = connectd("standalone", str(worker))
+    assert result.returncode == 78, result.stderr
+    assert "configuration error" in result.stderr and message in result.stderr
