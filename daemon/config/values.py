@@ -202,6 +202,7 @@ class Converter(enum.StrEnum):
     FLOAT = "float"
     DOUBLE = "double"
     AVRO = "avro"
+    JSONSCHEMA = "jsonschema"
 
 
 _CONVERTER_NAMES: dict[str, Converter] = {
@@ -213,6 +214,8 @@ _CONVERTER_NAMES: dict[str, Converter] = {
     "bytearrayconverter": Converter.BYTEARRAY,
     "io.confluent.connect.avro.avroconverter": Converter.AVRO,
     "avroconverter": Converter.AVRO,
+    "io.confluent.connect.json.jsonschemaconverter": Converter.JSONSCHEMA,
+    "jsonschemaconverter": Converter.JSONSCHEMA,
     **{
         name: kind
         for kind in (
@@ -250,10 +253,11 @@ def parse_converter(value: object) -> Converter | str:
 
 
 _CONVERTER_EXPECTED = (
-    "string, json, bytearray, long, integer, short, float, double or avro (or Connect's "
-    "StringConverter, JsonConverter, ByteArrayConverter, LongConverter, IntegerConverter, "
-    "ShortConverter, FloatConverter, DoubleConverter class names, or Confluent's "
-    "io.confluent.connect.avro.AvroConverter), or a converter of your own as "
+    "string, json, bytearray, long, integer, short, float, double, avro or jsonschema (or "
+    "Connect's StringConverter, JsonConverter, ByteArrayConverter, LongConverter, "
+    "IntegerConverter, ShortConverter, FloatConverter, DoubleConverter class names, or "
+    "Confluent's io.confluent.connect.avro.AvroConverter and "
+    "io.confluent.connect.json.JsonSchemaConverter), or a converter of your own as "
     "package.module:Class"
 )
 ConverterName = Annotated[

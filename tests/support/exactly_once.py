@@ -149,17 +149,22 @@ async def audit(
     sink_extra: Mapping[str, str | None] = {},
     progress: Callable[[Path], int] = committed,
     check: Callable[[Path], Awaitable[None]] | None = None,
+    produce_values: Callable[[str, int], Awaitable[None]] | None = None,
 ) -> None:
     """Produce ``records`` into ``topic`` (PARTITIONS partitions), run a ParquetSink (or the sink
     ``sink_extra`` makes it, where None drops a key: its ``progress`` reads the offsets
-    committed, its ``check`` reads the rows) through the faults of ``windows`` (the daemon's
+    committed, its ``check`` reads the rows; ``produce_values(topic, records)`` writes records
+    of another format instead) through the faults of ``windows`` (the daemon's
     SIGKILL and restart, or one of ``faults``), then check the table: every record exactly
     once."""
     seed = int(os.environ.get("CONNECTD_TEST_SEED", time.time_ns() % 10_000))
     rng = random.Random(seed)
     print(f"\nfault seed {seed} (CONNECTD_TEST_SEED={seed} to replay)")
-    pad = b"x" * 180
-    await produce(kafka_bootstrap, topic, [(None, b"%08d" % i + pad) for i in range(records)])
+    if produce_values is not None:  # records of another format (Avro through a registry)
+        await produce_values(topic, records)
+    else:
+        pad = b"x" * 180
+        await produce(kafka_bootstrap, topic, [(None, b"%08d" % i + pad) for i in range(records)])
     table = tmp_path / "table"
     worker = worker_properties(
         kafka_bootstrap,

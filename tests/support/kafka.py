@@ -312,3 +312,22 @@ async def delete_before(bootstrap: str, topic: str, partition: int, offset: int)
 async def produce_to(bootstrap: str, topic: str, partition: int, first: int, count: int) -> None:
     values = [(None, b"p%d-%d" % (partition, i)) for i in range(first, first + count)]
     await produce(bootstrap, topic, values, partition=partition)
+
+
+def dead_letter_settings(topic: str) -> dict[str, str]:
+    """A connector's settings for ``errors.tolerance=all`` with a dead-letter topic that carries
+    Connect's context headers."""
+    return {
+        "errors.tolerance": "all",
+        "errors.deadletterqueue.topic.name": topic,
+        "errors.deadletterqueue.topic.replication.factor": "1",
+        "errors.deadletterqueue.context.headers.enable": "true",
+    }
+
+
+async def dead_letters(
+    bootstrap: str, topic: str, expected: int
+) -> list[tuple[bytes | None, dict[str, str]]]:
+    """The first ``expected`` records of a dead-letter topic: (value, headers as text)."""
+    letters = await consume_all(bootstrap, topic, expected)
+    return [(x.value, {k: (v or b"").decode() for k, v in x.headers}) for x in letters]

@@ -1,7 +1,7 @@
 """A real Schema Registry for tests (Apicurio Registry through dev/registry/registryctl.py,
 Confluent's API), tracked by PID, and records written by Confluent's own serializers
-(confluent-kafka's ``SchemaRegistryClient`` with ``AvroSerializer``): the producer side is code
-no one here wrote.
+(confluent-kafka's ``SchemaRegistryClient`` with ``AvroSerializer`` and ``JSONSerializer``):
+the producer side is code no one here wrote.
 
 ``schema_registry`` is session-scoped (one registry per pytest worker process, started on first
 use, about 3 s); ``paused`` stops it (SIGSTOP: connections hang, as with a registry that does
@@ -27,6 +27,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.schema_registry.json_schema import JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from support import procs
@@ -87,13 +88,18 @@ def serialize(
     schema: Mapping[str, Any] | str,
     topic: str,
     values: Sequence[Mapping[str, Any] | None],
+    *,
+    kind: str = "avro",
 ) -> list[bytes | None]:
-    """``values`` written by Confluent's ``AvroSerializer`` with ``schema`` (registered on first
-    use under the topic's subject, ``TopicNameStrategy``); ``None`` stays a tombstone."""
+    """``values`` written by Confluent's ``AvroSerializer`` (``kind="json"``: its
+    ``JSONSerializer``) with ``schema`` (registered on first use under the topic's subject,
+    ``TopicNameStrategy``); ``None`` stays a tombstone."""
     text = schema if isinstance(schema, str) else json.dumps(schema)
     ctx = SerializationContext(topic, MessageField.VALUE)
     with registry.client() as client:
-        serializer = AvroSerializer(client, text)
+        serializer = (
+            AvroSerializer(client, text) if kind == "avro" else JSONSerializer(text, client)
+        )
         return [None if v is None else serializer(v, ctx) for v in values]
 
 

@@ -9,8 +9,8 @@ Converters are chosen with Connect's class names (``value.converter=
 org.apache.kafka.connect.json.JsonConverter``), their simple names, short names (``json``,
 ``string``, ``bytearray``, ``long``, ``integer``, ``short``, ``float``, ``double``, ``avro``)
 or a Python path (``package.module:Class``); their options come from the ``key.converter.*`` /
-``value.converter.*`` keys, prefix stripped. ``avro`` (Confluent's AvroConverter) reads a
-Schema Registry: ``registry/``.
+``value.converter.*`` keys, prefix stripped. ``avro`` and ``jsonschema`` (Confluent's
+AvroConverter, JsonSchemaConverter) read a Schema Registry: ``registry/``.
 
 Speed: ``ByteArrayConverter`` and ``StringConverter`` (UTF-8) build Arrow arrays straight from
 the lists of bytes, with no Python work per record unless a record is bad. JSON has to be
@@ -50,6 +50,7 @@ from daemon.connectors.converters.numbers import (
 )
 from daemon.connectors.converters.registry import (
     AvroConverter,
+    JsonSchemaConverter,
     RegistryConverter,
     RegistryUnavailable,
     SchemasNeeded,
@@ -75,6 +76,7 @@ __all__ = [
     "IntegerConverter",
     "JsonConverter",
     "JsonMode",
+    "JsonSchemaConverter",
     "LongConverter",
     "NumberConverter",
     "RegistryConverter",
@@ -113,6 +115,7 @@ for _cls in (
     DoubleConverter,
     RegistryConverter,
     AvroConverter,
+    JsonSchemaConverter,
 ):
     _cls.__module__ = __name__
 

@@ -39,7 +39,7 @@ import binascii
 import decimal
 import json
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,15 +136,37 @@ class Typed:
     kind: str  # Connect's type name, as its messages write it: INT32, STRUCT, ...
 
 
+@dataclass(frozen=True)
+class Rules:
+    """How nulls are read. Connect's JsonConverter: a null or absent value takes the default
+    when ``replace`` (``replace.null.with.default``), else null if optional, else the record is
+    errant. Confluent's JSON Schema reading (``absent_is_null``): an absent property is null
+    even in a required field, an explicit null takes the default, and a required struct field
+    left null is no error."""
+
+    replace: bool = True
+    absent_is_null: bool = False
+
+
+#: A struct's property that the JSON object does not have (Jackson's ``get`` gives Java null).
+_ABSENT = object()
+
+
 def schema_of(doc: Any, replace_null_with_default: bool = True) -> Typed | None:
     """The ``Typed`` of an envelope's ``schema`` (None for a null schema: the payload is then
     read without one); ``ConversionError`` with Connect's message for an invalid one."""
     if doc is None:
         return None
-    return _schema(doc, replace_null_with_default)
+    return typed_schema(doc, Rules(replace_null_with_default))
 
 
-def _schema(doc: Any, replace: bool) -> Typed:
+def typed_schema(doc: Any, rules: Rules) -> Typed:
+    """The ``Typed`` of a Connect schema (the envelope's form) read with ``rules``;
+    ``ConversionError`` with Connect's message for an invalid one."""
+    return _schema(doc, rules)
+
+
+def _schema(doc: Any, rules: Rules) -> Typed:
     if not isinstance(doc, dict) or not isinstance(doc.get("type"), str):
         raise ConversionError("Schema must contain 'type' field")
     kind = doc["type"]
@@ -171,7 +193,7 @@ def _schema(doc: Any, replace: bool) -> Typed:
         items = doc.get("items")
         if items is None:
             raise ConversionError("Array schema did not specify the element type")
-        inner = _schema(items, replace)
+        inner = _schema(items, rules)
         arrow, raw = pa.list_(inner.arrow), pa.list_(inner.raw)
         value = _array(inner)
     elif kind == "map":
@@ -179,7 +201,7 @@ def _schema(doc: Any, replace: bool) -> Typed:
             raise ConversionError("Map schema did not specify the key type")
         if "values" not in doc:
             raise ConversionError("Map schema did not specify the value type")
-        keys, values = _schema(doc["keys"], replace), _schema(doc["values"], replace)
+        keys, values = _schema(doc["keys"], rules), _schema(doc["values"], rules)
         arrow = pa.map_(keys.arrow, values.arrow)
         raw = pa.map_(keys.raw, values.raw)
         value = _map(keys, values)
@@ -196,27 +218,29 @@ def _schema(doc: Any, replace: bool) -> Typed:
                 raise ConversionError(
                     f"Cannot create field because of field name duplication {fname}"
                 )
-            typed.append((fname, _schema(f, replace)))
+            typed.append((fname, _schema(f, rules)))
         arrow = pa.struct([pa.field(n, t.arrow) for n, t in typed])
         raw = pa.struct([pa.field(n, t.raw) for n, t in typed])
-        value = _struct(typed)
+        value = _struct(typed, rules)
     else:
         raise ConversionError(f"Unknown schema type: {kind}")
     base = Typed(arrow, raw, value, optional, _CONNECT_TYPE[kind])
     default = None
     if "default" in doc and doc["default"] is not None:
-        default = _nullable(base, None, replace)(doc["default"])
-    return Typed(arrow, raw, _nullable(base, default, replace), optional, base.kind)
+        default = _nullable(base, None, rules)(doc["default"])
+    return Typed(arrow, raw, _nullable(base, default, rules), optional, base.kind)
 
 
-def _nullable(t: Typed, default: Any, replace: bool) -> Callable[[Any], Any]:
+def _nullable(t: Typed, default: Any, rules: Rules) -> Callable[[Any], Any]:
     read, optional, kind = t.read, t.optional, t.kind
+    replace, absent_is_null = rules.replace, rules.absent_is_null
 
     def value(v: Any) -> Any:
-        if v is None:
+        absent = v is _ABSENT
+        if absent or v is None:
             if default is not None and replace:
                 return default
-            if optional:
+            if optional or (absent and absent_is_null):
                 return None
             raise ConversionError(f"Invalid null value for required {kind} field")
         return read(v)
@@ -358,7 +382,9 @@ def _map(keys: Typed, values: Typed) -> Callable[[Any], Any]:
     return value
 
 
-def _struct(fields: list[tuple[str, Typed]]) -> Callable[[Any], Any]:
+def _struct(fields: list[tuple[str, Typed]], rules: Rules) -> Callable[[Any], Any]:
+    strict = not rules.absent_is_null
+
     def value(v: Any) -> Any:
         if not isinstance(v, dict):
             raise ConversionError(
@@ -366,8 +392,8 @@ def _struct(fields: list[tuple[str, Typed]]) -> Callable[[Any], Any]:
             )
         out = {}
         for name, t in fields:
-            got = t.read(v.get(name))
-            if got is None and not t.optional:
+            got = t.read(v.get(name, _ABSENT))
+            if got is None and not t.optional and strict:
                 raise ConversionError(
                     f'Invalid value: null used for required field: "{name}", schema type: {t.kind}'
                 )
@@ -375,3 +401,26 @@ def _struct(fields: list[tuple[str, Typed]]) -> Callable[[Any], Any]:
         return out
 
     return value
+
+
+def typed_array(
+    typed: Typed,
+    values: list[Any],
+    errors: dict[int, Exception],
+    rows: Sequence[int] | None = None,
+) -> pa.Array:
+    """``values`` (read by ``typed.read``) as one array of the schema's column type; a value
+    that does not fit it (a number too wide for its type) is errant (in ``errors`` by its row:
+    ``rows[j]``, else ``j``) and null."""
+    try:
+        raw = pa.array(values, typed.raw)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        for j, v in enumerate(values):
+            try:
+                pa.array([v], typed.raw)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
+                row = rows[j] if rows is not None else j
+                errors[row] = ConversionError(f"the value does not fit its column: {e}")
+                values[j] = None
+        raw = pa.array(values, typed.raw)
+    return raw.cast(typed.arrow) if raw.type != typed.arrow else raw

@@ -282,7 +282,7 @@ class JsonConverter(Converter):
             values.append(value)
         decoded = []
         for typed, rows, values in groups.values():
-            array = self._typed_array(typed, rows, values, errors)
+            array = connectschema.typed_array(typed, values, errors, rows)
             if self.mode is JsonMode.FIELDS and pa.types.is_struct(array.type):
                 keep = [f for f in self._wanted if array.type.get_field_index(f) >= 0]
                 array = pa.StructArray.from_arrays(
@@ -310,24 +310,6 @@ class JsonConverter(Converter):
                 f"{self.side}.converter.mode=text to keep such payloads as JSON text)"
             )
         return found
-
-    @staticmethod
-    def _typed_array(
-        typed: connectschema.Typed, rows: list[int], values: list[Any], errors: dict[int, Exception]
-    ) -> pa.Array:
-        """The values as one array of the schema's column type; a value that does not fit it
-        (a number too wide for its type) is errant and null."""
-        try:
-            raw = pa.array(values, typed.raw)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-            for j, v in enumerate(values):
-                try:
-                    pa.array([v], typed.raw)
-                except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
-                    errors[rows[j]] = ConversionError(f"the value does not fit its column: {e}")
-                    values[j] = None
-            raw = pa.array(values, typed.raw)
-        return raw.cast(typed.arrow) if raw.type != typed.arrow else raw
 
     @staticmethod
     def _unwrap(doc: Any) -> Any:

@@ -10,7 +10,7 @@ from daemon.config.problems import error
 from daemon.connectors.converters.base import Converter, Side
 from daemon.connectors.converters.jsonconverter import JsonConverter
 from daemon.connectors.converters.numbers import NUMBER_CONVERTERS
-from daemon.connectors.converters.registry import AvroConverter
+from daemon.connectors.converters.registry import AvroConverter, JsonSchemaConverter
 from daemon.connectors.converters.text import ByteArrayConverter, StringConverter
 from daemon.errors import ConfigError
 from daemon.structs import Problem
@@ -23,6 +23,7 @@ def _builtin_converters() -> dict[str, type[Converter]]:
         (JsonConverter, ("json",)),
         (ByteArrayConverter, ("bytearray", "bytes")),
         (AvroConverter, ("avro",)),
+        (JsonSchemaConverter, ("jsonschema",)),
     ]
     builtins += [(cls, (cls.type_name,)) for cls in NUMBER_CONVERTERS]
     for cls, shorts in builtins:

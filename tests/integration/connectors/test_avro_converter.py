@@ -9,6 +9,7 @@ table, with the connector keys a Connect pipeline has.
   with Connect's headers under ``errors.tolerance=all``, every offset committed past.
 - A registry that does not answer: the task stays RUNNING with the reason in its status, nothing
   is skipped, and it catches up by itself once the registry answers.
+- The exactly-once audit on Avro records, through a daemon SIGKILL and an executor JVM SIGKILL.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from typing import Any
 import aiohttp
 import pyarrow.dataset as ds
 import pytest
-from support.daemon import DaemonFactory, wait_until, worker_properties
-from support.kafka import consume_all
+from support.daemon import DaemonFactory, ProcessFactory, wait_until, worker_properties
+from support.exactly_once import PARTITIONS, SHORT_RECORDS, SHORT_WINDOWS, audit
+from support.kafka import dead_letter_settings, dead_letters
 from support.kafka_fixtures import TopicFactory
 from support.registry import Registry, produce_serialized, serialize
 from support.tables import committed
@@ -141,12 +143,7 @@ async def test_three_schema_versions_land_as_typed_columns_and_bad_records_are_d
         topic,
         table,
         schema_registry,
-        **{
-            "errors.tolerance": "all",
-            "errors.deadletterqueue.topic.name": dlq,
-            "errors.deadletterqueue.topic.replication.factor": "1",
-            "errors.deadletterqueue.context.headers.enable": "true",
-        },
+        **dead_letter_settings(dlq),
     )
     await run_daemon(worker_properties(kafka_bootstrap, tmp_path / "state"), connectors=[sink])
     await wait_until(lambda: committed(table) == len(values), 120, "every offset committed past")
@@ -170,14 +167,14 @@ async def test_three_schema_versions_land_as_typed_columns_and_bad_records_are_d
         got = {**got, "counts": sorted(got["counts"])}
         assert {k: got[k] for k in expected} == expected, i
 
-    letters = await consume_all(kafka_bootstrap, dlq, 3)
-    headers = [{k: v.decode() for k, v in x.headers} for x in letters]
+    letters = await dead_letters(kafka_bootstrap, dlq, 3)
+    headers = [h for _, h in letters]
     assert [h["__connect.errors.stage"] for h in headers] == ["VALUE_CONVERTER"] * 3
     messages = sorted(h["__connect.errors.exception.message"] for h in headers)
-    assert "Unknown magic byte!" in messages[0] or any("Unknown magic byte!" in m for m in messages)
+    assert any("Unknown magic byte!" in m for m in messages)
     assert any("schema id 1000000 is not in the Schema Registry" in m for m in messages)
     assert any("the Avro payload cannot be read" in m for m in messages)
-    assert sorted(x.value for x in letters) == sorted(values[good:])
+    assert sorted(v for v, _ in letters if v is not None) == sorted(values[good:])
 
 
 _V1_FIELDS_TYPES = {
@@ -248,3 +245,47 @@ async def test_a_registry_that_does_not_answer_holds_the_task_running_until_it_d
     await wait_until(lambda: committed(table) == len(values), 90, "caught up after the outage")
     data = ds.dataset(table, format="parquet").to_table()
     assert sorted(data.column("id").to_pylist()) == list(range(50))
+
+
+async def test_avro_records_exactly_once_through_a_daemon_and_a_jvm_kill(
+    daemon_process: ProcessFactory,
+    kafka_bootstrap: str,
+    kafka_topic: TopicFactory,
+    schema_registry: Registry,
+    tmp_path: Path,
+) -> None:
+    """The exactly-once audit (``support.exactly_once``) on Avro records: the daemon SIGKILLed
+    and restarted (a new process: its converter fetches the schema again), an executor's JVM
+    SIGKILLed; every record once in the table, typed."""
+    topic = await kafka_topic(partitions=PARTITIONS)
+
+    async def avro_values(topic: str, n: int) -> None:
+        schema = _schema(2) | {"name": f"Audit{uuid.uuid4().hex[:8]}"}
+        values = serialize(schema_registry, schema, topic, [_value(i, 2) for i in range(n)])
+        produce_serialized(kafka_bootstrap, topic, values, partitions=PARTITIONS)
+
+    async def check(table: Path) -> None:
+        data = ds.dataset(table, format="parquet").to_table(
+            columns=["kafka_partition", "kafka_offset", "id", "amount", "score"]
+        )
+        assert data.num_rows == SHORT_RECORDS
+        pairs = data.group_by(["kafka_partition", "kafka_offset"]).aggregate([])
+        assert pairs.num_rows == SHORT_RECORDS
+        assert sorted(data.column("id").to_pylist()) == list(range(SHORT_RECORDS))
+        assert str(data.schema.field("amount").type) == "decimal128(12, 3)"
+        assert data.column("score").to_pylist()[:1] != [None]
+
+    await audit(
+        daemon_process,
+        kafka_bootstrap,
+        topic,
+        tmp_path,
+        records=SHORT_RECORDS,
+        windows=SHORT_WINDOWS,
+        sink_extra={
+            "value.converter": "io.confluent.connect.avro.AvroConverter",
+            "value.converter.schema.registry.url": schema_registry.url,
+        },
+        check=check,
+        produce_values=avro_values,
+    )

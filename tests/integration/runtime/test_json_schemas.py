@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow.dataset as ds
 import pytest
 from support.daemon import DaemonFactory, wait_until, worker_properties
-from support.kafka import consume_all, produce
+from support.kafka import dead_letter_settings, dead_letters, produce
 from support.kafka_fixtures import TopicFactory
 from support.tables import committed
 
@@ -84,10 +84,7 @@ async def test_connect_json_envelopes_land_as_typed_columns(
         "schema.evolution": "true",
         "key.converter": "org.apache.kafka.connect.storage.StringConverter",
         "value.converter": "org.apache.kafka.connect.json.JsonConverter",
-        "errors.tolerance": "all",
-        "errors.deadletterqueue.topic.name": dlq,
-        "errors.deadletterqueue.topic.replication.factor": "1",
-        "errors.deadletterqueue.context.headers.enable": "true",
+        **dead_letter_settings(dlq),
     }
     await run_daemon(worker_properties(kafka_bootstrap, tmp_path / "state"), connectors=[sink])
     await wait_until(lambda: committed(table) == 41, 120, "every offset committed past")
@@ -108,8 +105,7 @@ async def test_connect_json_envelopes_land_as_typed_columns(
         assert r["shop"] == {"city": f"c{i % 3}"}
         assert r["note"] == ("none" if i % 2 else f"n{i}")  # the default replaces a null
         assert r["score"] == (i / 2 if i >= 20 else None)
-    [letter] = await consume_all(kafka_bootstrap, dlq, 1)
-    headers = {k: v.decode() for k, v in letter.headers}
+    [(_, headers)] = await dead_letters(kafka_bootstrap, dlq, 1)
     assert headers["__connect.errors.stage"] == "VALUE_CONVERTER"
     assert (
         "Invalid null value for required BYTES field"

@@ -434,3 +434,35 @@ def test_a_connector_naming_a_converter_is_checked_when_it_is_created() -> None:
     bad_json = {**base, "key.converter": "json", "key.converter.mode": "infer"}
     [problem] = converter_problems(bad_json)
     assert problem.key == "key.converter" and "keys are converted in text mode" in problem.message
+
+
+@pytest.mark.parametrize(
+    ("options", "names"),
+    [
+        ({}, ["long", "Sub"]),
+        ({"enhanced.avro.schema.support": "true"}, ["long", "ns.Sub"]),
+        (
+            {"generalized.sum.type.support": "true"},
+            ["connect_union_field_1", "connect_union_field_2"],
+        ),
+    ],
+)
+def test_general_union_field_names_follow_confluents_settings(
+    options: dict[str, str], names: list[str]
+) -> None:
+    sub = {
+        "type": "record",
+        "name": "Sub",
+        "namespace": "ns",
+        "fields": [{"name": "x", "type": "int"}],
+    }
+    schema = _record("U", [{"name": "u", "type": ["null", "long", sub]}])
+    conv = make_converter("avro", {"schema.registry.url": URL, **options}, is_key=False)
+    assert isinstance(conv, AvroConverter) and conv.client is not None
+    conv.client.schemas[1] = Schema(1, "AVRO", json.dumps(schema))
+    out = conv.convert([wire(1, schema, {"u": 5}), wire(1, schema, {"u": {"x": 1}})])
+    assert [f.name for f in out.columns["u"].type] == names
+    assert out.columns["u"].to_pylist() == [
+        {names[0]: 5, names[1]: None},
+        {names[0]: None, names[1]: {"x": 1}},
+    ]

@@ -395,7 +395,7 @@ def test_unknown_converter_lists_the_known_ones() -> None:
         converter_class("no.such.module:Conv")
     with pytest.raises(ConfigError, match="is not a"):
         converter_class("daemon.connectors.records:RawBatch")
-    assert len(list_converters()) == 9  # string, JSON, byte array, five number ones, Avro
+    assert len(list_converters()) == 10  # string, JSON, byte array, five numbers, Avro, JSON Schema
 
 
 def test_batch_converter_from_connect_config() -> None:

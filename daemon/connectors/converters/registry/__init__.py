@@ -1,5 +1,6 @@
 """Converters that read Confluent's Schema Registry wire format (``converter.py``), the
-registry client they share (``client.py``) and the Avro decoding (``avro.py``)."""
+registry client they share (``client.py``), the Avro decoding (``avro.py``, ``columnar.py``)
+and JSON Schema's (``jsonschema.py``)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,16 @@ from daemon.connectors.converters.registry.client import (
     RegistryUnavailable,
     SchemasNeeded,
 )
-from daemon.connectors.converters.registry.converter import AvroConverter, RegistryConverter
+from daemon.connectors.converters.registry.converter import (
+    AvroConverter,
+    JsonSchemaConverter,
+    RegistryConverter,
+)
 
 __all__ = [
     "AvroConverter",
     "AvroType",
+    "JsonSchemaConverter",
     "RegistryClient",
     "RegistryConverter",
     "RegistrySettings",

@@ -22,7 +22,9 @@ local-timestamp-millis / -micros  timestamp ms / µs (no zone)     timestamp_ntz
 ================================  ==============================  ===========================
 
 A general union's struct has one field per branch, named as Confluent's AvroConverter names
-them (the primitive's name, or the named type's simple name), exactly one of them set. Unknown
+them (the primitive's name, or the named type's simple name; the full name with
+``enhanced.avro.schema.support=true``, ``connect_union_field_<i>`` with
+``generalized.sum.type.support=true``), exactly one of them set. Unknown
 logical types are read as their underlying type (the Avro specification's rule). A recursive
 record, a decimal wider than 38 digits (Spark's limit) or an invalid schema makes every record
 written with that schema errant, with the reason (``SchemaRefused``).
@@ -95,9 +97,11 @@ class Mapped:
 
 class _Walker:
     """Maps one schema (and the named types it may use) to Arrow, and rewrites it for the
-    reader (logical types in ``_CAST_LOGICAL`` removed)."""
+    reader (logical types in ``_CAST_LOGICAL`` removed). ``naming``: how a general union's
+    branches are named (``_branch_name``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, naming: str = "simple") -> None:
+        self.naming = naming
         self.named: dict[str, Mapped | None] = {}  # None: being defined (a recursion)
 
     def walk(self, schema: Any, namespace: str) -> tuple[Mapped, Any]:
@@ -203,21 +207,44 @@ class _Walker:
             return Mapped(pa.null(), pa.null()), rewritten
         if len(others) == 1:
             return others[0][1], rewritten
-        names = [_branch_name(b) for b, _ in others]
+        names = [
+            _branch_name(b, namespace, self.naming, i)
+            for i, b in enumerate(branches)
+            if b != "null"
+        ]
+        if len(set(names)) != len(names):
+            raise SchemaRefused("Multiple union schemas map to the Connect union field name")
         arrow = pa.struct([pa.field(n, m.arrow) for n, (_, m) in zip(names, others, strict=True)])
         raw = pa.struct([pa.field(n, m.raw) for n, (_, m) in zip(names, others, strict=True)])
-        return Mapped(arrow, raw, _union_fix(names, others)), rewritten
+        simple = [_branch_name(b, namespace, "simple", 0) for b, _ in others]
+        return Mapped(arrow, raw, _union_fix(names, simple, others)), rewritten
 
 
-def _branch_name(branch: Any) -> str:
-    """Confluent's field name for a union branch: the type's name, a named type's simple one."""
-    if isinstance(branch, str):
-        return branch.rsplit(".", 1)[-1]
-    if isinstance(branch, dict):
-        if "name" in branch:
-            return str(branch["name"]).rsplit(".", 1)[-1]
-        return str(branch.get("type"))
-    return "union"
+def _branch_name(branch: Any, namespace: str, naming: str, index: int) -> str:
+    """Confluent's AvroData's field name for a union branch (``unionMemberFieldName``): the
+    primitive type's name, or a named type's simple name; its full name with
+    ``enhanced.avro.schema.support``; ``connect_union_field_<index>`` with
+    ``generalized.sum.type.support``."""
+    if naming == "generalized":
+        return f"connect_union_field_{index}"
+    name: str | None = None
+    if isinstance(branch, str) and branch not in _PRIMITIVES:
+        name = branch
+    elif isinstance(branch, dict) and branch.get("type") in ("record", "error", "enum", "fixed"):
+        name = str(branch.get("name", ""))
+        namespace = str(branch.get("namespace", namespace) or "")
+    if name is None:
+        kind = (
+            branch
+            if isinstance(branch, str)
+            else branch.get("type")
+            if isinstance(branch, dict)
+            else None
+        )
+        return str(kind.get("type") if isinstance(kind, dict) else kind)
+    if naming == "full":
+        return name if "." in name or not namespace else f"{namespace}.{name}"
+    return name.rsplit(".", 1)[-1]
 
 
 def _python_types(raw: pa.DataType) -> tuple[type, ...]:
@@ -242,7 +269,9 @@ def _python_types(raw: pa.DataType) -> tuple[type, ...]:
     return ()
 
 
-def _union_fix(names: list[str], branches: list[tuple[Any, Mapped]]) -> Callable[[Any], Any]:
+def _union_fix(
+    names: list[str], simple: list[str], branches: list[tuple[Any, Mapped]]
+) -> Callable[[Any], Any]:
     """A general union's value → ``{branch: value}``. fastavro names a record's branch
     (``return_record_name``: a ``(name, value)`` pair); other values go to the first branch of
     their Python type (the writer's branch is not in the decoded value: an int in a union of
@@ -251,6 +280,7 @@ def _union_fix(names: list[str], branches: list[tuple[Any, Mapped]]) -> Callable
         (n, _python_types(m.raw), pa.types.is_struct(m.raw), m.fix)
         for n, (_, m) in zip(names, branches, strict=True)
     ]
+    by_simple = {n: sn for n, sn in zip(names, simple, strict=True)}
     records = [k for k in kinds if k[2]]
     # With one record branch fastavro returns the record as a plain dict (the override), which
     # a map branch would return too: the record's field names tell them apart.
@@ -262,9 +292,9 @@ def _union_fix(names: list[str], branches: list[tuple[Any, Mapped]]) -> Callable
 
     def fix(v: Any) -> Any:
         if isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], str):
-            simple = v[0].rsplit(".", 1)[-1]
+            written = v[0].rsplit(".", 1)[-1]
             for n, _, _, f in records:
-                if n == simple:
+                if by_simple[n] == written:
                     return {n: f(v[1]) if f is not None else v[1]}
             return None
         if only is not None and type(v) is dict and (not has_map or set(v) == only_fields):
@@ -309,9 +339,12 @@ class AvroType:
     columns: columnar.Node | None = None
 
     @classmethod
-    def of(cls, text: str, references: Sequence[tuple[str, str]] = ()) -> AvroType:
-        """The schema ``text`` (with the referenced schemas' texts); ``SchemaRefused``."""
-        walker = _Walker()
+    def of(
+        cls, text: str, references: Sequence[tuple[str, str]] = (), naming: str = "simple"
+    ) -> AvroType:
+        """The schema ``text`` (with the referenced schemas' texts); ``SchemaRefused``.
+        ``naming``: a general union's field names (``simple``, ``full``, ``generalized``)."""
+        walker = _Walker(naming)
         named: dict[str, Any] = {}
         try:
             for _, ref in references:

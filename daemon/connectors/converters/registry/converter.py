@@ -18,7 +18,7 @@ not know, a payload that cannot be read, a schema that cannot become columns.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -32,11 +32,18 @@ from daemon.connectors.converters.registry.client import (
     SchemasNeeded,
 )
 from daemon.connectors.converters.registry.columnar import Spans
-from daemon.errors import ConversionError
+from daemon.connectors.converters.registry.jsonschema import JsonSchemaType
+from daemon.errors import ConfigError, ConversionError
 
 #: Confluent's wire format: the magic byte, then a 4-byte schema id.
 MAGIC = 0
 HEADER = 5
+
+
+class Decoder(Protocol):
+    """A registered schema, compiled: reads the payloads written with it."""
+
+    def decode(self, bodies: Spans) -> tuple[pa.Array, dict[int, Exception]]: ...
 
 
 class RegistryConverter(Converter):
@@ -57,7 +64,7 @@ class RegistryConverter(Converter):
         self.client = RegistryClient(settings)
         self.layout = TypedLayout(self.side)
 
-    def compile(self, text: str, references: Sequence[tuple[str, str]]) -> AvroType:
+    def compile(self, text: str, references: Sequence[tuple[str, str]]) -> Decoder:
         raise NotImplementedError
 
     async def close(self) -> None:
@@ -104,10 +111,10 @@ class RegistryConverter(Converter):
             n, decoded, errors, tombstones if self.side == "value" else None
         )
 
-    def _compiled(self, sid: int) -> AvroType | Exception:
+    def _compiled(self, sid: int) -> Decoder | Exception:
         assert self.client is not None
         if sid in self._types:
-            found: AvroType | Exception = self._types[sid]
+            found: Decoder | Exception = self._types[sid]
             return found
         if sid in self.client.unknown:
             return ConversionError(
@@ -118,10 +125,10 @@ class RegistryConverter(Converter):
         try:
             if schema.schema_type != self.schema_type:
                 raise SchemaRefused(
-                    f"schema id {sid} is a {schema.schema_type} schema; this converter reads "
+                    f"schema id {sid} is registered as {schema.schema_type}; this converter reads "
                     f"{self.schema_type}"
                 )
-            compiled: AvroType | Exception = self.compile(schema.text, schema.references)
+            compiled: Decoder | Exception = self.compile(schema.text, schema.references)
         except SchemaRefused as e:
             compiled = SchemaRefused(f"schema id {sid}: {e}")
         self._types[sid] = compiled
@@ -134,6 +141,46 @@ class AvroConverter(RegistryConverter):
 
     connect_name = "io.confluent.connect.avro.AvroConverter"
     schema_type = "AVRO"
+    naming = "simple"  # a general union's field names (avro._branch_name)
+
+    def configure(self, options: Mapping[str, str], *, is_key: bool) -> None:
+        super().configure(options, is_key=is_key)
+        prefix = f"{self.side}.converter."
+        flags = {}
+        for key in ("enhanced.avro.schema.support", "generalized.sum.type.support"):
+            flag = options.get(key, "false").strip().lower()
+            if flag not in ("true", "false"):
+                raise ConfigError(f"{prefix}{key}: {flag!r} is not true or false")
+            flags[key] = flag == "true"
+        self.naming = (
+            "generalized"
+            if flags["generalized.sum.type.support"]
+            else "full"
+            if flags["enhanced.avro.schema.support"]
+            else "simple"
+        )
 
     def compile(self, text: str, references: Sequence[tuple[str, str]]) -> AvroType:
-        return AvroType.of(text, references)
+        return AvroType.of(text, references, self.naming)
+
+
+class JsonSchemaConverter(RegistryConverter):
+    """Confluent's ``io.confluent.connect.json.JsonSchemaConverter``: JSON payloads whose JSON
+    Schema, from the registry, gives the column types (``jsonschema.py``). Option
+    ``use.optional.for.nonrequired`` (default ``false``, as Confluent's)."""
+
+    connect_name = "io.confluent.connect.json.JsonSchemaConverter"
+    schema_type = "JSON"
+    optional_non_required = False
+
+    def configure(self, options: Mapping[str, str], *, is_key: bool) -> None:
+        super().configure(options, is_key=is_key)
+        flag = options.get("use.optional.for.nonrequired", "false").strip().lower()
+        if flag not in ("true", "false"):
+            raise ConfigError(
+                f"{self.side}.converter.use.optional.for.nonrequired: {flag!r} is not true or false"
+            )
+        self.optional_non_required = flag == "true"
+
+    def compile(self, text: str, references: Sequence[tuple[str, str]]) -> JsonSchemaType:
+        return JsonSchemaType.of(text, references, optional_non_required=self.optional_non_required)
