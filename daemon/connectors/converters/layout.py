@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 
 from daemon.connectors.converters.base import Converted, Side
@@ -135,15 +136,18 @@ def _scatter(
     errors: Mapping[int, Exception],
 ) -> pa.Array:
     """A column of ``n`` rows: row ``rows[j]`` of each part is its ``array[j]``; other rows (and
-    errant ones) null. One ``take`` over the parts joined, no Python step per value."""
+    errant ones) null. One ``take`` over the parts joined, its indices built in numpy: no Python
+    step per value."""
     if not parts:
         return pa.nulls(n, type_)
-    where: list[int | None] = [None] * n
+    if len(parts) == 1 and len(parts[0][0]) == n and not errors:
+        return parts[0][1]  # one schema, every row (rows are ascending): the array as it is
+    where = np.full(n, -1, np.int64)
     at = 0
     for rows, array in parts:
-        for j, i in enumerate(rows):
-            if i not in errors:
-                where[i] = at + j
+        where[np.asarray(rows, np.int64)] = np.arange(at, at + len(rows), dtype=np.int64)
         at += len(array)
+    if errors:
+        where[np.fromiter(errors, np.int64, len(errors))] = -1
     joined = pa.concat_arrays([a for _, a in parts])
-    return joined.take(pa.array(where, pa.int64()))
+    return joined.take(pa.array(where, pa.int64(), mask=where < 0))

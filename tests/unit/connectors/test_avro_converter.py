@@ -466,3 +466,28 @@ def test_general_union_field_names_follow_confluents_settings(
         {names[0]: 5, names[1]: None},
         {names[0]: None, names[1]: {"x": 1}},
     ]
+
+
+async def test_a_poll_with_more_schema_ids_than_the_cache_holds_still_converts(
+    registry_server: tuple[str, list[str], dict[str, Any]],
+) -> None:
+    """schemas.cache.config=1 and two ids in one poll: both fetched, kept for the conversion."""
+    url, _, _ = registry_server
+    conv = make_converter(
+        "avro", {"schema.registry.url": url, "schemas.cache.config": "1"}, is_key=False
+    )
+    assert isinstance(conv, AvroConverter) and conv.client is not None
+    conv.client.schemas[7] = Schema(7, "AVRO", json.dumps(V1))  # as if fetched before
+    batch = [wire(1, V1, {"id": 1, "name": "a"}), wire(7, V1, {"id": 2, "name": "b"})]
+    try:
+        for _ in range(3):
+            try:
+                out = conv.convert(batch)
+                break
+            except SchemasNeeded as need:
+                await need.fetch()
+        else:
+            raise AssertionError("the conversion kept asking for schemas")
+        assert out.columns["id"].to_pylist() == [1, 2] and not out.errors
+    finally:
+        await conv.close()

@@ -105,13 +105,16 @@ class SchemasNeeded(Exception):
     """Raised by a registry converter's ``convert`` for schema ids it has not cached: await
     ``fetch()`` on the event loop, then convert again."""
 
-    def __init__(self, client: RegistryClient, ids: Iterable[int]) -> None:
+    def __init__(
+        self, client: RegistryClient, ids: Iterable[int], keep: Iterable[int] = ()
+    ) -> None:
         self.client = client
         self.ids = frozenset(ids)
+        self.keep = frozenset(keep)  # every id of the poll: none leaves the cache for these
         super().__init__(f"schema ids not fetched yet: {sorted(self.ids)}")
 
     async def fetch(self) -> None:
-        await self.client.fetch(self.ids)
+        await self.client.fetch(self.ids, keep=self.keep)
 
 
 @dataclass(frozen=True)
@@ -259,17 +262,24 @@ class RegistryClient:
     def cached(self, schema_id: int) -> Schema | None:
         return self.schemas.get(schema_id)
 
-    async def fetch(self, ids: Iterable[int]) -> None:
+    async def fetch(self, ids: Iterable[int], keep: Iterable[int] = ()) -> None:
+        """The schemas of ``ids`` into the cache (an id the registry does not know into
+        ``unknown``). The cache keeps ``schemas.cache.config`` schemas, the oldest leaving first,
+        but never one of ``ids`` or ``keep`` (the poll's other ids): a poll with more schema ids
+        than that still converts."""
+        wanted = set(ids) | set(keep)
         for schema_id in sorted(set(ids)):
             if schema_id in self.schemas or schema_id in self.unknown:
                 continue
             doc = await self._get(f"/schemas/ids/{schema_id}", schema_id=schema_id)
             if doc is None:
                 continue
-            schema = await self._schema(schema_id, doc)
-            self.schemas[schema_id] = schema
-            while len(self.schemas) > self.settings.cache_size:
-                self.schemas.popitem(last=False)
+            self.schemas[schema_id] = await self._schema(schema_id, doc)
+        for schema_id in list(self.schemas):
+            if len(self.schemas) <= self.settings.cache_size:
+                break
+            if schema_id not in wanted:
+                del self.schemas[schema_id]
 
     async def _schema(self, schema_id: int, doc: Any) -> Schema:
         if not isinstance(doc, dict) or not isinstance(doc.get("schema"), str):

@@ -91,9 +91,13 @@ class RegistryConverter(Converter):
             ids = (ids << 8) | buf[starts + k]
         groups = {int(sid): np.flatnonzero(framed & (ids == sid)) for sid in np.unique(ids[framed])}
         client = self.client
-        missing = [s for s in groups if client.cached(s) is None and s not in client.unknown]
+        missing = [
+            s
+            for s in groups
+            if s not in self._types and client.cached(s) is None and s not in client.unknown
+        ]
         if missing:
-            raise SchemasNeeded(client, missing)
+            raise SchemasNeeded(client, missing, keep=groups)
         decoded: list[Group] = []
         for sid, local in groups.items():
             rows = present[local].tolist()
@@ -106,6 +110,15 @@ class RegistryConverter(Converter):
             for j, e in bad.items():
                 errors[rows[j]] = e
             decoded.append(Group(f"schema id {sid}", rows, array))
+        # The compiled schemas are kept as many as the client's cache, the oldest leaving
+        # first, but none this poll used.
+        excess = len(self._types) - client.settings.cache_size
+        for sid in list(self._types):
+            if excess <= 0:
+                break
+            if sid not in groups:
+                del self._types[sid]
+                excess -= 1
         tombstones = pa.array([v is None for v in data], pa.bool_())
         return self.layout.converted(
             n, decoded, errors, tombstones if self.side == "value" else None
