@@ -9,6 +9,8 @@ from typing import Literal
 
 import pyarrow as pa
 
+from daemon.errors import ConfigError
+
 Side = Literal["key", "value"]
 
 
@@ -50,3 +52,23 @@ class Converter(ABC):
     async def close(self) -> None:
         """Release what the converter holds (a registry client's connections); on the loop."""
         return None  # nothing, unless a converter holds connections
+
+
+def flag_option(options: Mapping[str, str], key: str, default: bool, prefix: str) -> bool:
+    """A converter's ``true``/``false`` option (any case); ``ConfigError`` naming
+    ``prefix + key`` otherwise."""
+    flag = options.get(key, "true" if default else "false").strip().lower()
+    if flag not in ("true", "false"):
+        raise ConfigError(f"{prefix}{key}: {flag!r} is not true or false")
+    return flag == "true"
+
+
+def positive_option(options: Mapping[str, str], key: str, default: int, prefix: str) -> int:
+    """A converter's positive whole-number option; ``ConfigError`` naming ``prefix + key``."""
+    try:
+        value = int(options.get(key, str(default)).strip())
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ConfigError(f"{prefix}{key}: expected a positive integer")
+    return value

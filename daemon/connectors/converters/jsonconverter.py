@@ -12,7 +12,12 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from daemon.connectors.converters import connectschema
-from daemon.connectors.converters.base import Converted, Converter
+from daemon.connectors.converters.base import (
+    Converted,
+    Converter,
+    flag_option,
+    positive_option,
+)
 from daemon.connectors.converters.layout import Group, TypedLayout
 from daemon.connectors.converters.text import decode_each, decode_text, string_array
 from daemon.connectors.records import value_column_names
@@ -131,10 +136,7 @@ class JsonConverter(Converter):
     def configure(self, options: Mapping[str, str], *, is_key: bool) -> None:
         super().configure(options, is_key=is_key)
         prefix = f"{self.side}.converter."
-        flag = options.get("schemas.enable", "true").strip().lower()
-        if flag not in ("true", "false"):
-            raise ConfigError(f"{prefix}schemas.enable: {flag!r} is not true or false")
-        self.schemas_enable = flag == "true"
+        self.schemas_enable = flag_option(options, "schemas.enable", True, prefix)
         parser = options.get("parser", "auto").strip().lower()
         if parser not in ("auto", "python"):
             raise ConfigError(f"{prefix}parser: {parser!r} is not auto or python")
@@ -153,21 +155,13 @@ class JsonConverter(Converter):
             ("mode" not in options and not fields) or mode != "text"
         )
         self._layout = TypedLayout(self.side)
-        replace = options.get("replace.null.with.default", "true").strip().lower()
-        if replace not in ("true", "false"):
-            raise ConfigError(
-                f"{prefix}replace.null.with.default: {replace!r} is not true or false"
-            )
-        self.replace_null_with_default = replace == "true"
+        self.replace_null_with_default = flag_option(
+            options, "replace.null.with.default", True, prefix
+        )
         fmt = options.get("decimal.format", "BASE64").strip().upper()
         if fmt not in ("BASE64", "NUMERIC"):
             raise ConfigError(f"{prefix}decimal.format: {fmt!r} is not BASE64 or NUMERIC")
-        try:
-            self._cache_size = int(options.get("schemas.cache.size", "1000"))
-        except ValueError:
-            self._cache_size = 0
-        if self._cache_size < 1:
-            raise ConfigError(f"{prefix}schemas.cache.size: expected a positive integer")
+        self._cache_size = positive_option(options, "schemas.cache.size", 1000, prefix)
         for spec in fields:
             name, _, typ = (part.strip() for part in spec.partition(":"))
             if typ:

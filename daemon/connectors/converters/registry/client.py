@@ -40,6 +40,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from daemon.connectors.converters.base import positive_option
 from daemon.errors import ConfigError, RetriableError
 
 #: Confluent's client defaults (ms) for ``http.connect.timeout.ms`` / ``http.read.timeout.ms``.
@@ -188,9 +189,9 @@ class RegistrySettings:
                     "basic.auth.credentials.source=USER_INFO"
                 )
             auth = (user, password)
-        cache_size = _positive(options, "schemas.cache.config", 1000, prefix)
-        connect_ms = _positive(options, "http.connect.timeout.ms", CONNECT_TIMEOUT_MS, prefix)
-        read_ms = _positive(options, "http.read.timeout.ms", READ_TIMEOUT_MS, prefix)
+        cache_size = positive_option(options, "schemas.cache.config", 1000, prefix)
+        connect_ms = positive_option(options, "http.connect.timeout.ms", CONNECT_TIMEOUT_MS, prefix)
+        read_ms = positive_option(options, "http.read.timeout.ms", READ_TIMEOUT_MS, prefix)
         for key in sorted(options):
             if key.startswith(("bearer.auth.", "proxy.")):
                 raise ConfigError(
@@ -203,16 +204,6 @@ class RegistrySettings:
             _ssl_context(options, prefix) if any(u.startswith("https") for u in urls) else None
         )
         return cls(urls, auth, context, cache_size, connect_ms / 1000, read_ms / 1000)
-
-
-def _positive(options: Mapping[str, str], key: str, default: int, prefix: str) -> int:
-    try:
-        value = int(options.get(key, str(default)).strip())
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ConfigError(f"{prefix}{key}: expected a positive integer")
-    return value
 
 
 def _ssl_context(options: Mapping[str, str], prefix: str) -> ssl.SSLContext:

@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 import pyarrow as pa
 
-from daemon.connectors.converters.base import Converted, Converter
+from daemon.connectors.converters.base import Converted, Converter, flag_option
 from daemon.connectors.converters.layout import Group, TypedLayout
 from daemon.connectors.converters.registry.avro import AvroType, SchemaRefused
 from daemon.connectors.converters.registry.client import (
@@ -33,7 +33,7 @@ from daemon.connectors.converters.registry.client import (
 )
 from daemon.connectors.converters.registry.columnar import Spans
 from daemon.connectors.converters.registry.jsonschema import JsonSchemaType
-from daemon.errors import ConfigError, ConversionError
+from daemon.errors import ConversionError
 
 #: Confluent's wire format: the magic byte, then a 4-byte schema id.
 MAGIC = 0
@@ -159,19 +159,12 @@ class AvroConverter(RegistryConverter):
     def configure(self, options: Mapping[str, str], *, is_key: bool) -> None:
         super().configure(options, is_key=is_key)
         prefix = f"{self.side}.converter."
-        flags = {}
-        for key in ("enhanced.avro.schema.support", "generalized.sum.type.support"):
-            flag = options.get(key, "false").strip().lower()
-            if flag not in ("true", "false"):
-                raise ConfigError(f"{prefix}{key}: {flag!r} is not true or false")
-            flags[key] = flag == "true"
-        self.naming = (
-            "generalized"
-            if flags["generalized.sum.type.support"]
-            else "full"
-            if flags["enhanced.avro.schema.support"]
-            else "simple"
-        )
+        if flag_option(options, "generalized.sum.type.support", False, prefix):
+            self.naming = "generalized"
+        elif flag_option(options, "enhanced.avro.schema.support", False, prefix):
+            self.naming = "full"
+        else:
+            self.naming = "simple"
 
     def compile(self, text: str, references: Sequence[tuple[str, str]]) -> AvroType:
         return AvroType.of(text, references, self.naming)
@@ -188,12 +181,9 @@ class JsonSchemaConverter(RegistryConverter):
 
     def configure(self, options: Mapping[str, str], *, is_key: bool) -> None:
         super().configure(options, is_key=is_key)
-        flag = options.get("use.optional.for.nonrequired", "false").strip().lower()
-        if flag not in ("true", "false"):
-            raise ConfigError(
-                f"{self.side}.converter.use.optional.for.nonrequired: {flag!r} is not true or false"
-            )
-        self.optional_non_required = flag == "true"
+        self.optional_non_required = flag_option(
+            options, "use.optional.for.nonrequired", False, f"{self.side}.converter."
+        )
 
     def compile(self, text: str, references: Sequence[tuple[str, str]]) -> JsonSchemaType:
         return JsonSchemaType.of(text, references, optional_non_required=self.optional_non_required)
