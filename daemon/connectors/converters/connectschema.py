@@ -39,7 +39,7 @@ import binascii
 import decimal
 import json
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -401,26 +401,3 @@ def _struct(fields: list[tuple[str, Typed]], rules: Rules) -> Callable[[Any], An
         return out
 
     return value
-
-
-def typed_array(
-    typed: Typed,
-    values: list[Any],
-    errors: dict[int, Exception],
-    rows: Sequence[int] | None = None,
-) -> pa.Array:
-    """``values`` (read by ``typed.read``) as one array of the schema's column type; a value
-    that does not fit it (a number too wide for its type) is errant (in ``errors`` by its row:
-    ``rows[j]``, else ``j``) and null."""
-    try:
-        raw = pa.array(values, typed.raw)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-        for j, v in enumerate(values):
-            try:
-                pa.array([v], typed.raw)
-            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
-                row = rows[j] if rows is not None else j
-                errors[row] = ConversionError(f"the value does not fit its column: {e}")
-                values[j] = None
-        raw = pa.array(values, typed.raw)
-    return raw.cast(typed.arrow) if raw.type != typed.arrow else raw

@@ -18,7 +18,7 @@ from daemon.connectors.converters.base import (
     flag_option,
     positive_option,
 )
-from daemon.connectors.converters.layout import Group, TypedLayout
+from daemon.connectors.converters.layout import Group, TypedLayout, column_of
 from daemon.connectors.converters.text import decode_each, decode_text, string_array
 from daemon.connectors.records import value_column_names
 from daemon.errors import ConfigError, ConversionError
@@ -276,7 +276,7 @@ class JsonConverter(Converter):
             values.append(value)
         decoded = []
         for typed, rows, values in groups.values():
-            array = connectschema.typed_array(typed, values, errors, rows)
+            array = column_of(values, typed.raw, typed.arrow, errors, rows=rows)
             if self.mode is JsonMode.FIELDS and pa.types.is_struct(array.type):
                 keep = [f for f in self._wanted if array.type.get_field_index(f) >= 0]
                 array = pa.StructArray.from_arrays(

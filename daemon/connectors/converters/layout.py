@@ -14,8 +14,9 @@ later schema lacks is null in its records.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -23,6 +24,35 @@ import pyarrow as pa
 from daemon.connectors.converters.base import Converted, Side
 from daemon.connectors.records import value_column_names
 from daemon.errors import ConversionError
+
+
+def column_of(
+    values: list[Any],
+    raw: pa.DataType,
+    arrow: pa.DataType,
+    errors: dict[int, Exception],
+    *,
+    what: str = "value",
+    rows: Sequence[int] | None = None,
+) -> pa.Array:
+    """``values`` (Python values a converter read) as one array of ``raw`` cast to ``arrow``, in
+    one call; when the batch does not convert as a whole, each value that does not fit ``raw``
+    (a number too wide for its type) is errant (``errors``, by its row: ``rows[j]``, else ``j``)
+    and null."""
+    try:
+        column = pa.array(values, raw)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        for j, v in enumerate(values):
+            if v is None:
+                continue
+            try:
+                pa.array([v], raw)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
+                row = rows[j] if rows is not None else j
+                errors[row] = ConversionError(f"the {what} does not fit its column: {e}")
+                values[j] = None
+        column = pa.array(values, raw)
+    return column.cast(arrow) if column.type != arrow else column
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,7 @@ from typing import Any
 import fastavro
 import pyarrow as pa
 
+from daemon.connectors.converters.layout import column_of
 from daemon.connectors.converters.registry import columnar
 from daemon.errors import ConversionError
 
@@ -388,26 +389,8 @@ class AvroType:
                 errors[i] = ConversionError(f"the Avro payload cannot be read: {_why(e)}")
                 v = None
             values.append(fix(v) if fix is not None and v is not None else v)
-        try:
-            raw = pa.array(values, self.mapped.raw)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
-            return self._one_by_one(values, errors, e)
-        return raw.cast(self.mapped.arrow) if raw.type != self.mapped.arrow else raw, errors
-
-    def _one_by_one(
-        self, values: list[Any], errors: dict[int, Exception], first: Exception
-    ) -> tuple[pa.Array, dict[int, Exception]]:
-        """The batch did not convert as a whole: find the values that do not."""
-        for i, v in enumerate(values):
-            if v is None or i in errors:
-                continue
-            try:
-                pa.array([v], self.mapped.raw)
-            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
-                errors[i] = ConversionError(f"the Avro value does not fit its column: {e}")
-                values[i] = None
-        raw = pa.array(values, self.mapped.raw)
-        return raw.cast(self.mapped.arrow) if raw.type != self.mapped.arrow else raw, errors
+        m = self.mapped
+        return column_of(values, m.raw, m.arrow, errors, what="Avro value"), errors
 
 
 def _why(e: Exception) -> str:

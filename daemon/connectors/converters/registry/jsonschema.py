@@ -36,6 +36,7 @@ from typing import Any
 import pyarrow as pa
 
 from daemon.connectors.converters import connectschema
+from daemon.connectors.converters.layout import column_of
 from daemon.connectors.converters.registry.avro import SchemaRefused
 from daemon.connectors.converters.registry.columnar import Spans
 from daemon.errors import ConversionError
@@ -240,4 +241,4 @@ class JsonSchemaType:
                     else ConversionError(f"the JSON payload cannot be read: {e}")
                 )
                 values.append(None)
-        return connectschema.typed_array(self.typed, values, errors), errors
+        return column_of(values, self.typed.raw, self.typed.arrow, errors), errors
