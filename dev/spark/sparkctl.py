@@ -26,14 +26,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import importlib.util
 import json
 import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -44,6 +42,9 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
+sys.path.insert(0, str(HERE.parent))
+from proctools import locked, port_is_free  # noqa: E402  (dev/proctools.py)
+
 CACHE = REPO / ".cache" / "spark"
 DEFAULT_PORT = 7077
 DEFAULT_UI_PORT = 8080
@@ -97,29 +98,6 @@ def log(msg: str) -> None:
 
 def default_run_dir(port: int) -> Path:
     return CACHE / f"run-{port}"
-
-
-def port_is_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        # As the JVM binds: a port with connections in TIME_WAIT counts as free.
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
-
-
-@contextlib.contextmanager
-def locked(path: Path) -> Any:
-    """Serialise concurrent sparkctl runs on one run directory."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def spark_home(given: Path | None = None) -> Path:
@@ -399,7 +377,7 @@ def _up(
             ui_port = int((run_dir / "master.ui-port").read_text())
     else:
         for p, what in ((port, "port"), (ui_port, "ui port")):
-            if not port_is_free(p):
+            if not port_is_free(p, reuse=True):  # as the JVM binds
                 raise SparkctlError(f"{what} {p} on 127.0.0.1 is taken: choose another")
         args = [MASTER_CLASS, "--host", "127.0.0.1", "--port", str(port)]
         proc = _launch(
