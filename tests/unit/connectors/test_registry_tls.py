@@ -1,0 +1,112 @@
+"""The Schema Registry client over TLS, against a real HTTPS server on loopback: the PEM trust
+store, the host name check (``schema.registry.ssl.endpoint.identification.algorithm``) and a
+client certificate from the PEM key store, each observed by the server answering or not."""
+
+from __future__ import annotations
+
+import json
+import ssl
+import subprocess
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+
+from daemon.connectors.converters.registry import (
+    RegistryClient,
+    RegistrySettings,
+    RegistryUnavailable,
+)
+
+
+def _cert(directory: Path, name: str, cn: str, san: str) -> tuple[Path, Path]:
+    """A self-signed certificate: (key store: key + chain, certificate)."""
+    key, cert = directory / f"{name}-key.pem", directory / f"{name}.pem"
+    subprocess.run(
+        [
+            "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+            "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "2",
+            "-subj", f"/CN={cn}", "-addext", f"subjectAltName={san}",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )  # fmt: skip
+    keystore = directory / f"{name}-keystore.pem"
+    keystore.write_text(key.read_text() + cert.read_text())
+    return keystore, cert
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
+    d = tmp_path_factory.mktemp("registry-tls")
+    return {
+        "loopback": _cert(d, "loopback", "127.0.0.1", "IP:127.0.0.1"),
+        "other": _cert(d, "other", "other.example", "DNS:other.example"),
+        "client": _cert(d, "client", "connectd", "DNS:connectd"),
+    }
+
+
+@asynccontextmanager
+async def _https(
+    server_cert: tuple[Path, Path], client_ca: Path | None = None
+) -> AsyncIterator[str]:
+    async def by_id(request: web.Request) -> web.Response:
+        return web.json_response({"schema": json.dumps("string")})
+
+    app = web.Application()
+    app.router.add_get("/schemas/ids/{id}", by_id)
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(server_cert[0])
+    if client_ca is not None:
+        ctx.verify_mode = ssl.CERT_REQUIRED
+        ctx.load_verify_locations(cafile=client_ca)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=ctx)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield f"https://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()
+
+
+async def _fetch(url: str, **options: str) -> None:
+    client = RegistryClient(RegistrySettings.parse({"schema.registry.url": url, **options}, ""))
+    try:
+        await client.fetch([1])
+        assert client.cached(1) is not None
+    finally:
+        await client.close()
+
+
+async def test_the_pem_trust_store_is_what_the_server_is_checked_against(
+    certs: dict[str, tuple[Path, Path]],
+) -> None:
+    async with _https(certs["loopback"]) as url:
+        trust = {"schema.registry.ssl.truststore.location": str(certs["loopback"][1])}
+        await _fetch(url, **trust)
+        with pytest.raises(RegistryUnavailable, match="certificate verify failed"):
+            await _fetch(url)  # the system's CAs do not know this certificate
+
+
+async def test_the_host_name_check_can_be_turned_off(certs: dict[str, tuple[Path, Path]]) -> None:
+    async with _https(certs["other"]) as url:
+        trust = {"schema.registry.ssl.truststore.location": str(certs["other"][1])}
+        with pytest.raises(RegistryUnavailable, match="certificate verify failed"):
+            await _fetch(url, **trust)  # a certificate for other.example, not 127.0.0.1
+        await _fetch(url, **trust, **{"schema.registry.ssl.endpoint.identification.algorithm": ""})
+
+
+async def test_a_client_certificate_from_the_pem_key_store(
+    certs: dict[str, tuple[Path, Path]],
+) -> None:
+    async with _https(certs["loopback"], client_ca=certs["client"][1]) as url:
+        trust = {"schema.registry.ssl.truststore.location": str(certs["loopback"][1])}
+        with pytest.raises(RegistryUnavailable):
+            await _fetch(url, **trust)  # the server asks for a certificate and gets none
+        keystore = {"schema.registry.ssl.keystore.location": str(certs["client"][0])}
+        await _fetch(url, **trust, **keystore)
