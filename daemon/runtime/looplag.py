@@ -7,7 +7,11 @@ The monitor keeps the last ``window`` samples; ``stats()`` gives p50, p99 and th
 A late sample has two causes: the loop's own thread was busy (its callbacks ran long: the
 daemon's fault), or the thread was not running at all (the machine's other processes had the
 cores, or another thread held the GIL). ``busy_max`` keeps the first apart: of each sample's
-lateness, the part the loop thread spent on the CPU (``time.thread_time``).
+lateness, the part the loop thread spent on the CPU (``time.thread_time``). ``own_p99`` and
+``own_max`` are the lateness less the time the thread was ready to run but waited for a core
+(the kernel's run-queue delay, ``/proc/thread-self/schedstat`` on Linux): what the loop's own
+work and its blocking calls cost, which a neighbour's load on the machine cannot inflate. Where
+the kernel does not report it, they equal the wall figures.
 """
 
 from __future__ import annotations
@@ -19,6 +23,18 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+
+_SCHEDSTAT = "/proc/thread-self/schedstat"
+
+
+def run_queue_wait() -> float | None:
+    """Seconds the calling thread has spent ready to run but waiting for a core, since it
+    started (None where the kernel does not say)."""
+    try:
+        with open(_SCHEDSTAT, "rb") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def settle_heap() -> None:
@@ -39,6 +55,8 @@ class LagStats:
     max: float
     total_max: float  # since start, not only the window
     busy_max: float = 0.0  # since start: the largest lateness the loop thread spent computing
+    own_p99: float = 0.0  # the window's p99 of lateness less run-queue wait
+    own_max: float = 0.0  # since start: the largest lateness less run-queue wait
 
 
 class LoopLag:
@@ -53,9 +71,11 @@ class LoopLag:
         self.interval = interval
         self.on_sample = on_sample
         self._samples: deque[float] = deque(maxlen=window)
+        self._own: deque[float] = deque(maxlen=window)
         self._task: asyncio.Task[None] | None = None
         self._total_max = 0.0
         self._busy_max = 0.0
+        self._own_max = 0.0
 
     def start(self) -> None:
         if self._task is None:
@@ -70,35 +90,48 @@ class LoopLag:
 
     async def _run(self) -> None:
         while True:
+            # The wait is read outside the wall-clock pair: a preemption between the two reads
+            # counts as wait, never as the loop's own lateness.
+            wait_before = run_queue_wait()
             before, cpu_before = time.monotonic(), time.thread_time()
             await asyncio.sleep(self.interval)
             lag = max(0.0, time.monotonic() - before - self.interval)
             busy = time.thread_time() - cpu_before
+            wait_after = run_queue_wait()
+            waited = 0.0 if wait_before is None or wait_after is None else wait_after - wait_before
+            own = max(0.0, lag - waited)
             self._samples.append(lag)
+            self._own.append(own)
             self._total_max = max(self._total_max, lag)
-            self._busy_max = max(self._busy_max, min(lag, busy))
+            self._own_max = max(self._own_max, own)
+            self._busy_max = max(self._busy_max, min(own, busy))
             if self.on_sample is not None:
                 self.on_sample(lag)
 
     def reset(self) -> None:
         self._samples.clear()
+        self._own.clear()
         self._total_max = 0.0
         self._busy_max = 0.0
+        self._own_max = 0.0
 
     def stats(self) -> LagStats:
         ordered = sorted(self._samples)
         if not ordered:
             return LagStats(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+        own = sorted(self._own)
 
-        def pct(p: float) -> float:
-            return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
+        def pct(values: list[float], p: float) -> float:
+            return values[min(len(values) - 1, int(p * len(values)))]
 
         return LagStats(
             samples=len(ordered),
             last=self._samples[-1],
-            p50=pct(0.50),
-            p99=pct(0.99),
+            p50=pct(ordered, 0.50),
+            p99=pct(ordered, 0.99),
             max=ordered[-1],
             total_max=self._total_max,
             busy_max=self._busy_max,
+            own_p99=pct(own, 0.99),
+            own_max=self._own_max,
         )

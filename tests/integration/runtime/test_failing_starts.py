@@ -2,7 +2,8 @@
 worker. A connector of 500 tasks whose every ``start`` fails (each failure is restarted at once,
 as the schedule's first restart is, then fails again: 1,000 failed creations) runs beside an
 echo sink on one daemon with its real broker: the event loop's own work never holds it 100 ms
-(its p99 lag stays under 100 ms, its largest under 250 ms), ``/health`` and status answer,
+(its p99 lag stays under 100 ms, its largest under 250 ms, less the time its thread waited for a
+core: ``LoopLag``'s own figures), ``/health`` and status answer,
 ``DELETE`` of the other connector works in the middle of it, and ``DELETE`` of the failing one
 ends it.
 """
@@ -102,9 +103,9 @@ async def test_a_thousand_failed_task_creations_keep_the_worker_responsive(
     finally:
         await lag.stop()
     assert failing_sinks.STARTS["failing"] >= 2 * TASKS
-    # The loop's own work never held it 100 ms. A late sample whose thread was off the CPU
-    # (the machine's two cores taken by the other test worker's JVMs) counts against the
-    # looser wall bound only, which still catches a blocking call such as a sleep or fsync.
+    # The loop's own work never held it 100 ms. The time its thread waited for a core (the
+    # machine's two cores taken by the other test worker's JVMs) is left out (own_*: the
+    # kernel's run-queue delay): a blocking call such as a sleep or fsync still counts.
     assert stats.busy_max < 0.1, stats
-    assert stats.p99 < 0.1 and stats.total_max < 0.25, stats
+    assert stats.own_p99 < 0.1 and stats.own_max < 0.25, stats
     assert slowest < 2.0, slowest

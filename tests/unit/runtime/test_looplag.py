@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 import time
+from pathlib import Path
 
+import pytest
+
+from daemon.runtime import looplag
 from daemon.runtime.looplag import LoopLag
 
 
@@ -40,3 +47,65 @@ async def test_busy_max_is_the_lateness_the_loop_spent_computing() -> None:
         await lag.stop()
     stats = lag.stats()
     assert 0.2 < stats.busy_max <= stats.total_max
+
+
+# Three CPU hogs share one core with a loop thread of the lowest priority: the thread is ready
+# to run most of the time but waits for the core. Each hog ends itself once its parent is gone.
+_CONTENDED = """
+import asyncio, dataclasses, json, os, subprocess, sys
+from daemon.runtime.looplag import LoopLag
+
+HOG = (
+    "import os\\n"
+    "os.sched_setaffinity(0, {0})\\n"
+    "parent = os.getppid()\\n"
+    "while os.getppid() == parent:\\n"
+    "    for _ in range(100000): pass\\n"
+)
+
+
+async def main():
+    hogs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(3)]
+    try:
+        os.sched_setaffinity(0, {0})
+        os.nice(19)
+        lag = LoopLag(interval=0.02)
+        lag.start()
+        await asyncio.sleep(1.0)
+        await lag.stop()
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    print(json.dumps(dataclasses.asdict(lag.stats())))
+
+
+asyncio.run(main())
+"""
+
+
+def test_own_lag_leaves_out_the_wait_for_a_core() -> None:
+    if looplag.run_queue_wait() is None:
+        pytest.skip("the kernel reports no run-queue delay (/proc/thread-self/schedstat)")
+    root = Path(__file__).resolve().parents[3]
+    done = subprocess.run(
+        [sys.executable, "-c", _CONTENDED], cwd=root, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    stats = json.loads(done.stdout)
+    # The wall lag is the neighbours' doing; the loop's own work and blocking were nil.
+    assert stats["max"] > 0.02, stats
+    assert stats["own_max"] < 0.01 and stats["busy_max"] < 0.01, stats
+
+
+async def test_own_lag_keeps_a_blocking_call() -> None:
+    lag = LoopLag(interval=0.02)
+    lag.start()
+    try:
+        await asyncio.sleep(0.05)
+        time.sleep(0.25)  # off the CPU, but not waiting for a core: the loop's own doing
+        await asyncio.sleep(0.05)
+    finally:
+        await lag.stop()
+    stats = lag.stats()
+    assert 0.2 < stats.own_max <= stats.total_max
