@@ -246,10 +246,10 @@ class ConnectorConfig(BaseModel):
         (),
         key="transforms",
         description="Aliases of Connect's single message transforms, applied in this order"
-        " after conversion, before the sink: Filter and DropHeaders, with the predicates"
-        " TopicNameMatches,"
-        " HasHeaderKey and RecordIsTombstone. A connector listing another transform is refused"
-        " (its records would reach the sink untransformed).",
+        " after conversion, before the sink: every transform of Kafka Connect 4.1 (with Connect's"
+        " rules for keys and values with a schema and for schemaless ones), or a Python class"
+        " named package.module:Class. A class connectd does not know is refused (its records"
+        " would reach the sink untransformed).",
     )
     transforms_config: f.StrDict = setting(
         {}, key="transforms.*", description="transforms.ALIAS.type and the transforms' settings."

@@ -40,6 +40,7 @@ TIMESTAMP_CONVERTER = _T + "TimestampConverter"
 HEADER_FROM = _T + "HeaderFrom"
 REGEX_ROUTER = _T + "RegexRouter"
 TIMESTAMP_ROUTER = _T + "TimestampRouter"
+SET_SCHEMA_METADATA = _T + "SetSchemaMetadata"
 #: The transforms that change a record's topic.
 ROUTERS = (REGEX_ROUTER, TIMESTAMP_ROUTER)
 TOPIC_NAME_MATCHES = _P + "TopicNameMatches"
@@ -179,14 +180,23 @@ def _java_replacement(text: str) -> str | None:
     return None
 
 
+def _java_int(text: str) -> str | None:
+    try:
+        number = int(text.strip())
+    except ValueError:
+        return "is not a whole number"
+    return None if -(2**31) <= number < 2**31 else "is out of Java's int range"
+
+
 def _syntax(text: str) -> str | None:
     return None if text.strip().upper() in ("V1", "V2") else "is not V1 or V2"
 
 
 _NULL_DEFAULT = Key(
     "replace.null.with.default",
-    "For values with a schema, whether a null field takes its default. connectd's values have no"
-    " schema yet, so it changes nothing.",
+    "For values with a schema, whether a null field takes its default. connectd's converters"
+    " settle a field's default when they read the record (the converter's own"
+    " replace.null.with.default), so it changes nothing here.",
     default="true",
     type="BOOLEAN",
     expected="true or false",
@@ -379,6 +389,20 @@ TRANSFORMS: dict[str, tuple[Key, ...]] = {
             check=_date_format,
         ),
     ),
+    **_sides(
+        SET_SCHEMA_METADATA,
+        (
+            Key("schema.name", "The name the key's or value's schema takes."),
+            Key(
+                "schema.version",
+                "The version the key's or value's schema takes.",
+                type="INT",
+                expected="a whole number",
+                check=_java_int,
+            ),
+            _NULL_DEFAULT,
+        ),
+    ),
     VALUE_TO_KEY: (
         Key(
             "fields",
@@ -417,7 +441,7 @@ PREDICATES: dict[str, tuple[Key, ...]] = {
 }
 #: Connect 4.1's other built-in transforms (each with ``$Key`` and ``$Value`` where it has
 #: them): known, not applied yet, so refused as such.
-NOT_YET = ("SetSchemaMetadata",)
+NOT_YET: tuple[str, ...] = ()
 #: Keys the framework adds to every transform's own (``predicate``, ``negate``) or predicate's.
 FRAMEWORK_KEYS = ("type", "predicate", "negate")
 
@@ -498,14 +522,6 @@ def _own(config: Mapping[str, str], alias: str, skip: Sequence[str]) -> dict[str
 def _class_problem(kind: str, alias: str, given: str, known: Mapping[str, object]) -> Problem:
     key = f"{kind}.{alias}.type"
     applied = ", ".join(n.rsplit(".", 1)[1] for n in known)
-    if given.strip().removeprefix(_T).startswith("SetSchemaMetadata"):
-        return error(
-            key,
-            f"{given}: SetSchemaMetadata changes a value's schema, and connectd's converters give"
-            " values without one yet (Connect refuses every such record: 'Schema required')",
-            f"one of those connectd applies ({applied}), or keep this connector on Kafka Connect"
-            " until connectd reads Schema Registry formats",
-        )
     if _connect_builtin(given):
         what = "single message transform" if kind == "transforms" else "predicate"
         return error(
@@ -649,6 +665,12 @@ def _settings(
                 "target.type is string but no format is given to write it",
                 "a SimpleDateFormat pattern, e.g. yyyy-MM-dd'T'HH:mm:ss",
             )
+        )
+    if cls.startswith(SET_SCHEMA_METADATA + "$") and not any(
+        own.get(k, "").strip() for k in ("schema.name", "schema.version")
+    ):
+        problems.append(
+            error(where + "schema.name", "Neither schema name nor version configured", "either")
         )
     if cls.startswith(EXTRACT_FIELD + "$") and own.get("field") is not None:
         try:

@@ -186,6 +186,8 @@ class RecordBatch:
     columns holding JSON text, decoded by ``records()``. ``tombstones`` marks rows whose value
     was null when the value is projected into columns (otherwise a null ``value`` says so).
     ``timestamp_types`` (int8, Kafka's codes) is kept beside the table, not in it.
+    ``schemas`` names the sides (``key``, ``value``) whose values carry a Connect schema (a
+    typed converter made them): transforms apply Connect's rules for values with a schema there.
     """
 
     table: pa.Table
@@ -194,6 +196,7 @@ class RecordBatch:
     json_columns: frozenset[str] = frozenset()
     tombstones: pa.Array | None = None
     timestamp_types: pa.Array | None = None
+    schemas: frozenset[str] = frozenset()
 
     def __len__(self) -> int:
         return int(self.table.num_rows)

@@ -18,6 +18,7 @@ from typing import Any
 
 from daemon.config import transforms as tf
 from daemon.config.transforms import Chain
+from daemon.connectors.records import RawBatch
 
 ROOT = Path(__file__).resolve().parents[2]
 CONNECT_VERSION = "4.1.2"
@@ -123,3 +124,36 @@ def chain_of(config: Mapping[str, str]) -> Chain:
     chain, problems = tf.chain_from(config)
     assert not [p for p in problems if p.is_error], problems
     return chain
+
+
+def harness_records(pairs: Sequence[tuple[str | None, str | None]]) -> list[dict[str, Any]]:
+    """(key, value) text pairs as the harness's records: two topics, three partitions, offsets
+    from 100, timestamps from 2023-11-14, no headers."""
+    return [
+        {
+            "topic": "orders" if i % 2 else "people",
+            "partition": i % 3,
+            "offset": 100 + i,
+            "timestamp": 1_700_000_000_000 + i,
+            "key": k,
+            "value": v,
+            "headers": [],
+        }
+        for i, (k, v) in enumerate(pairs)
+    ]
+
+
+def raw_batch(records: Sequence[Mapping[str, Any]]) -> RawBatch:
+    """The harness's records as one poll connectd converts (a missing timestamp is 0)."""
+    return RawBatch(
+        topics=[r["topic"] for r in records],
+        partitions=[r["partition"] for r in records],
+        offsets=[r["offset"] for r in records],
+        timestamps=[r.get("timestamp", 0) for r in records],
+        keys=[None if r["key"] is None else r["key"].encode() for r in records],
+        values=[None if r["value"] is None else r["value"].encode() for r in records],
+        headers=[
+            tuple((k, None if v is None else v.encode()) for k, v in r["headers"]) for r in records
+        ],
+        timestamp_types=[0] * len(records),
+    )

@@ -26,6 +26,10 @@ class Converted:
     json_columns: frozenset[str] = frozenset()
     value_columns: dict[str, str] | None = None
     tombstones: pa.Array | None = None
+    #: The side's values carry a Connect schema (a typed converter: Avro, JSON Schema,
+    #: JsonConverter with schemas.enable): transforms apply Connect's rules for values with a
+    #: schema to it (``RecordBatch.schemas``).
+    schema: bool = False
 
 
 class Converter(ABC):

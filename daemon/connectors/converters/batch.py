@@ -69,6 +69,7 @@ def convert_poll(
         json_columns=keys.json_columns | values.json_columns,
         tombstones=tombstones,
         timestamp_types=stamp_types,
+        schemas=frozenset(s for s, c in (("key", keys), ("value", values)) if c.schema),
     )
     return ConversionResult(batch, bad)
 

@@ -90,9 +90,13 @@ class TypedLayout:
                 errors,
                 value_columns=names,
                 tombstones=tombstones,
+                schema=True,
             )
         return Converted(
-            {self.side: self._side_column(n, groups, errors)}, errors, tombstones=tombstones
+            {self.side: self._side_column(n, groups, errors)},
+            errors,
+            tombstones=tombstones,
+            schema=True,
         )
 
     def _is_record(self, groups: list[Group], errors: dict[int, Exception]) -> bool:

@@ -46,7 +46,15 @@ import pyarrow.compute as pc
 
 from daemon.config import transforms as tf
 from daemon.connectors.records import RecordBatch
-from daemon.connectors.transforms import custom, fields, headers, reshape, routing, timestamps
+from daemon.connectors.transforms import (
+    custom,
+    fields,
+    headers,
+    reshape,
+    routing,
+    timestamps,
+    typed,
+)
 
 #: Transforms ``fields.py`` applies (by class name without ``$Key``/``$Value``).
 FIELD_TRANSFORMS = (tf.INSERT_FIELD, tf.REPLACE_FIELD, tf.MASK_FIELD, tf.CAST)
@@ -58,6 +66,7 @@ CHANGES = {
     **dict.fromkeys(tf.ROUTERS, routing.apply),
     tf.TIMESTAMP_CONVERTER: timestamps.apply,
     tf.HEADER_FROM: headers.header_from,
+    tf.SET_SCHEMA_METADATA: typed.set_schema_metadata,
 }
 
 
@@ -166,6 +175,8 @@ def apply(chain: tf.Chain, batch: RecordBatch, plugins: Plugins | None = None) -
             if tf.is_python_path(spec.cls):
                 made = (plugins or {})[f"transforms.{spec.alias}"]
                 batch, errors = custom.run(spec.alias, made, batch, where)
+            elif base in CHANGES and spec.cls.endswith("$Key") and "key" in batch.schemas:
+                batch, errors = typed.on_key(spec, batch, where, CHANGES[base])
             elif base in CHANGES:
                 batch, errors = CHANGES[base](spec, batch, where)
             else:

@@ -22,6 +22,7 @@ batch and applies ``errors.tolerance`` to it.
 
 from __future__ import annotations
 
+import decimal
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -333,7 +334,7 @@ def _columns(
     if base == tf.INSERT_FIELD:
         _insert_columns(spec.config, batch, fields, live, errors)
     elif base == tf.REPLACE_FIELD:
-        _replace_columns(spec.config, fields, live, errors)
+        _replace_columns(spec.config, fields, live, errors, dead=_dead(batch))
     elif base == tf.MASK_FIELD:
         if batch.tombstones is not None:
             dead = pc.and_(where, pc.fill_null(batch.tombstones, False))
@@ -341,7 +342,7 @@ def _columns(
                 errors[i] = str(_refusal(None, "mask fields"))
         _mask_columns(spec.config, fields, live, errors)
     elif base == tf.CAST:
-        _cast_columns(spec.config, fields, live, errors)
+        _cast_columns(spec.config, fields, live, errors, typed="value" in batch.schemas)
     else:
         raise ValueError(f"{spec.cls} is not a field transform")
     return write_fields(batch, fields), errors
@@ -374,6 +375,8 @@ def _insert_columns(
     for name, what in _insertions(c).items():
         if what == "static":
             array = pa.array([c.get("static.value")] * n, pa.string())
+        elif what == "timestamp" and "value" in batch.schemas:
+            array = t.column("kafka_timestamp").combine_chunks()  # Connect's Timestamp
         elif what == "timestamp":
             array = pc.cast(t.column("kafka_timestamp").combine_chunks(), pa.int64())
         elif what == "topic":
@@ -384,11 +387,29 @@ def _insert_columns(
         _put(fields, name, array, live, errors, why)
 
 
+def _dead(batch: RecordBatch) -> pa.BooleanArray | None:
+    """The tombstones of a value in columns (None: there are none)."""
+    return None if batch.tombstones is None else pc.fill_null(batch.tombstones, False)
+
+
 def _replace_columns(
-    c: Mapping[str, str], fields: _Fields, live: pa.BooleanArray, errors: Errors
+    c: Mapping[str, str],
+    fields: _Fields,
+    live: pa.BooleanArray,
+    errors: Errors,
+    *,
+    dead: pa.BooleanArray | None = None,
 ) -> None:
     keep, renames = _replacement(c)
     every = pc.all(live).as_py()
+    # On every row with a value (a tombstone has no fields): each kept field where it was,
+    # under its new name (Connect's field order).
+    if pc.all(live if dead is None else pc.or_(live, dead)).as_py():
+        kept = [(renames.get(f, f), f) for f in fields.arrays if keep(f)]
+        if len({target for target, _ in kept}) == len(kept):
+            fields.arrays = {target: fields.arrays[f] for target, f in kept}
+            fields.json = {target for target, f in kept if f in fields.json}
+            return
     before = dict(fields.arrays)
     moved: dict[str, pa.Array] = {}
     for f, array in before.items():
@@ -445,9 +466,47 @@ def _mask_columns(
         fields.arrays[f] = pc.if_else(rows, masked, array)
 
 
+#: The Java class a typed column's values have in Connect (where MaskField names it), by
+#: Arrow's type test.
+_JAVA_CLASSES = (
+    (pa.types.is_struct, "org.apache.kafka.connect.data.Struct"),
+    (pa.types.is_map, "java.util.HashMap"),
+    (pa.types.is_list, "java.util.ArrayList"),
+    (pa.types.is_large_list, "java.util.ArrayList"),
+    (pa.types.is_temporal, "java.util.Date"),
+    (pa.types.is_decimal, "java.math.BigDecimal"),
+    (pa.types.is_binary, "[B"),
+    (pa.types.is_large_binary, "[B"),
+)
+
+
+def _java_class(kind: pa.DataType) -> str:
+    return next((name for test, name in _JAVA_CLASSES if test(kind)), str(kind))
+
+
 def _masked_scalar(kind: pa.DataType, replacement: str | None) -> pa.Scalar:
     """What MaskField writes over a column of ``kind`` (Connect's per-class empty value, or
     ``replacement`` converted to the field's class)."""
+    lists = pa.types.is_map(kind) or pa.types.is_list(kind) or pa.types.is_large_list(kind)
+    dates = pa.types.is_timestamp(kind) or pa.types.is_date(kind) or pa.types.is_time(kind)
+    if (lists or dates) and replacement is not None:  # MaskField has no function for these
+        raise TransformError(
+            f"Cannot mask value of type class {_java_class(kind)} with custom replacement."
+        )
+    if lists:
+        return pa.scalar([], kind)
+    if dates:
+        raw = pa.int64() if pa.types.is_timestamp(kind) else pa.int32()
+        return pa.scalar(0, raw).cast(kind)  # new Date(0)
+    if pa.types.is_decimal(kind):
+        if replacement is None:
+            return pa.scalar(0, pa.int64()).cast(kind)  # BigDecimal.ZERO
+        try:
+            return pa.scalar(decimal.Decimal(replacement.strip()), kind)
+        except (decimal.InvalidOperation, pa.ArrowInvalid):
+            raise TransformError(
+                f"Unable to convert {replacement} (class java.lang.String) to number"
+            ) from None
     if pa.types.is_string(kind) or pa.types.is_large_string(kind):
         sample: Any = ""
     elif pa.types.is_boolean(kind):
@@ -457,7 +516,7 @@ def _masked_scalar(kind: pa.DataType, replacement: str | None) -> pa.Scalar:
     elif pa.types.is_floating(kind):
         sample = 0.0
     else:
-        raise TransformError(f"Cannot mask value of type: {kind}")
+        raise TransformError(f"Cannot mask value of type: class {_java_class(kind)}")
     return pa.scalar(java.mask(sample, replacement), kind)
 
 
@@ -534,18 +593,63 @@ def cast_column(values: pa.Array, target: str) -> pa.Array | None:
     return None
 
 
+def _cast_refused(kind: str) -> str:
+    return (
+        f"Cast transformation does not support casting from {kind}; supported types"
+        f" are [{', '.join(java.CAST_INPUTS)}]"
+    )
+
+
+#: Connect's schema type of a typed column Cast cannot read (by Arrow's type test).
+_UNCASTABLE = (
+    (pa.types.is_struct, "STRUCT"),
+    (pa.types.is_map, "MAP"),
+    (pa.types.is_list, "ARRAY"),
+    (pa.types.is_large_list, "ARRAY"),
+)
+
+
+def logical_plain(array: pa.Array, target: str) -> pa.Array:
+    """A Date, Time or Timestamp column as Cast reads it for ``target``: to a string as
+    ``Values.dateFormatFor`` prints the ``java.util.Date`` (UTC; a time of day before the first
+    day's end, a date at a day's start, else a timestamp), to another type as its number (days,
+    milliseconds of the day, epoch milliseconds: ``encodeLogicalType``)."""
+    kind = array.type
+    if pa.types.is_date(kind):
+        days = array.cast(pa.int32())
+        if target != "string":
+            return days
+        millis = pc.multiply(days.cast(pa.int64()), 86_400_000)
+    elif pa.types.is_time(kind):
+        millis = array.cast(pa.time32("ms")).cast(pa.int32())
+        if target != "string":
+            return millis
+        millis = millis.cast(pa.int64())
+    else:
+        millis = array.cast(pa.timestamp("ms")).cast(pa.int64())
+        if target != "string":
+            return millis
+    stamps = millis.cast(pa.timestamp("ms"))
+    day = 86_400_000
+    time_of_day = pc.strftime(stamps, "%H:%M:%S")  # with its milliseconds, for a ms unit
+    return pc.if_else(
+        pc.less(millis, day),
+        pc.binary_join_element_wise(time_of_day, "Z", ""),
+        pc.if_else(
+            pc.equal(pc.subtract(millis, pc.multiply(pc.divide(millis, day), day)), 0),
+            pc.strftime(stamps, "%Y-%m-%d"),
+            pc.binary_join_element_wise(pc.strftime(stamps, "%Y-%m-%dT"), time_of_day, "Z", ""),
+        ),
+    )
+
+
 def _cast_columns(
-    c: Mapping[str, str], fields: _Fields, live: pa.BooleanArray, errors: Errors
+    c: Mapping[str, str], fields: _Fields, live: pa.BooleanArray, errors: Errors, *, typed: bool
 ) -> None:
     casts, whole = _casts(c)
-    if whole is not None:  # the value is a Map: Cast takes no Map
+    if whole is not None:  # the value is a Map (a Struct with a schema): Cast takes neither
         for i in pc.indices_nonzero(live).to_pylist():
-            errors[i] = str(
-                TransformError(
-                    "Cast transformation does not support casting from MAP; supported types"
-                    f" are [{', '.join(java.CAST_INPUTS)}]"
-                )
-            )
+            errors[i] = _cast_refused("STRUCT" if typed else "MAP")
         return
     for f, target in casts.items():
         array = fields.arrays.get(f)
@@ -553,6 +657,17 @@ def _cast_columns(
             continue
         is_json = f in fields.json
         rows = pc.and_(live, array.is_valid())
+        refused = next((kind for test, kind in _UNCASTABLE if test(array.type)), None)
+        if refused is not None:
+            for i in pc.indices_nonzero(rows).to_pylist():
+                errors.setdefault(i, _cast_refused(refused))
+            # The rows left hold null there; Connect gives their field the cast's type.
+            nulls = merge(array, pa.nulls(len(array), CAST_ARROW[target]), live)
+            if nulls is not None:
+                fields.arrays[f] = nulls
+            continue
+        if pa.types.is_temporal(array.type):
+            array = logical_plain(array, target)
         every = not is_json and pc.all(rows).as_py()
         cast = None if is_json else cast_column(array if every else array.filter(rows), target)
         if cast is not None and every:

@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 
 from daemon.config import transforms as tf
 from daemon.connectors.records import RecordBatch, value_column_names
-from daemon.connectors.transforms import java
+from daemon.connectors.transforms import java, typed
 from daemon.connectors.transforms.fields import (
     Errors,
     Row,
@@ -93,6 +93,12 @@ def apply(
 ) -> tuple[RecordBatch, Errors]:
     """``batch`` with ``spec`` applied to the rows of ``where``, and the rows it refused."""
     base = spec.cls.rsplit("$", 1)[0]
+    if (
+        tf.side(spec.cls) == "value"
+        and batch.value_columns is not None
+        and ("value" in batch.schemas)
+    ):
+        return typed.apply(spec, batch, where)
     if base == tf.VALUE_TO_KEY:
         return _value_to_key(tf.names(spec.config["fields"]), batch, where)
     side = tf.side(spec.cls)

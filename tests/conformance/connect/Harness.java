@@ -5,13 +5,17 @@
 //
 // requests: a list of requests (one JVM start for many chains), each
 //          {"config": {"transforms": "a", "transforms.a.type": "...", ...},
-//           "converter": "string" (the default) or "json" (Connect's JsonConverter with
-//                        schemas.enable=false reads each key and value, as a sink worker would),
+//           "converter": "string" (the default), "json" (Connect's JsonConverter with
+//                        schemas.enable=false reads each key and value, as a sink worker would)
+//                        or "json-schemas" (schemas.enable=true: each key and value is an
+//                        envelope, read into a value with its Connect schema),
 //           "records": [{"topic": t, "partition": p, "offset": o, "key": k, "value": v,
 //                        "headers": [[name, value-or-null], ...]}, ...]}
 // results: for each request, one entry per record, null where the chain dropped it, else the record as it left
 //          the chain in the same form ({"topic", "partition", "offset", "key", "value",
-//          "headers"}; a header's value as Connect's SimpleHeaderConverter writes it), or
+//          "headers"}; a header's value as Connect's SimpleHeaderConverter writes it; with
+//          "json-schemas", a key and value as JsonConverter writes them with their schemas:
+//          {"schema": ..., "payload": ...}), or
 //          {"error": "<class>: <message>"} where a stage threw.
 // A transform applies to a record as Connect's TransformationStage applies it: when it has no
 // predicate, or when the predicate's test differs from `negate`.
@@ -25,6 +29,8 @@ import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.nio.charset.StandardCharsets;
+import org.apache.kafka.connect.data.Schema;
+import org.apache.kafka.connect.data.SchemaAndValue;
 import org.apache.kafka.connect.header.ConnectHeaders;
 import org.apache.kafka.connect.json.JsonConverter;
 import org.apache.kafka.connect.storage.SimpleHeaderConverter;
@@ -97,11 +103,14 @@ public class Harness {
             stages.add(new Stage(t, predicate == null ? null : predicates.get(predicate), negate));
         }
         JsonConverter keys = null, values = null;
-        if (request.has("converter") && request.get("converter").asText().equals("json")) {
+        String converter = request.has("converter") ? request.get("converter").asText() : "string";
+        boolean schemas = converter.equals("json-schemas");
+        if (converter.equals("json") || schemas) {
+            Map<String, String> options = Map.of("schemas.enable", String.valueOf(schemas));
             keys = new JsonConverter();
-            keys.configure(Map.of("schemas.enable", "false"), true);
+            keys.configure(options, true);
             values = new JsonConverter();
-            values.configure(Map.of("schemas.enable", "false"), false);
+            values.configure(options, false);
         }
         ArrayNode out = json.createArrayNode();
         for (JsonNode r : request.get("records")) {
@@ -110,13 +119,18 @@ public class Harness {
             String topic = r.get("topic").asText();
             Object key = r.get("key").isNull() ? null : r.get("key").asText();
             Object value = r.get("value").isNull() ? null : r.get("value").asText();
+            Schema keySchema = null, valueSchema = null;
             if (keys != null) {
-                key = keys.toConnectData(topic, key == null ? null : ((String) key).getBytes(StandardCharsets.UTF_8)).value();
-                value = values.toConnectData(topic, value == null ? null : ((String) value).getBytes(StandardCharsets.UTF_8)).value();
+                SchemaAndValue k = keys.toConnectData(topic, key == null ? null : ((String) key).getBytes(StandardCharsets.UTF_8));
+                SchemaAndValue v = values.toConnectData(topic, value == null ? null : ((String) value).getBytes(StandardCharsets.UTF_8));
+                key = k.value();
+                value = v.value();
+                keySchema = k.schema();
+                valueSchema = v.schema();
             }
             long timestamp = r.has("timestamp") ? r.get("timestamp").asLong() : 0L;
             SinkRecord record = new SinkRecord(
-                topic, r.get("partition").asInt(), null, key, null, value,
+                topic, r.get("partition").asInt(), keySchema, key, valueSchema, value,
                 r.get("offset").asLong(), timestamp, org.apache.kafka.common.record.TimestampType.CREATE_TIME, headers);
             try {
                 for (Stage s : stages) {
@@ -131,8 +145,13 @@ public class Harness {
                 o.put("topic", record.topic());
                 o.put("partition", record.kafkaPartition());
                 o.put("offset", record.kafkaOffset());
-                o.putPOJO("key", record.key());
-                o.putPOJO("value", record.value());
+                if (schemas) {
+                    o.set("key", envelope(json, keys, record.topic(), record.keySchema(), record.key()));
+                    o.set("value", envelope(json, values, record.topic(), record.valueSchema(), record.value()));
+                } else {
+                    o.putPOJO("key", record.key());
+                    o.putPOJO("value", record.value());
+                }
                 ArrayNode hs = o.putArray("headers");
                 for (Iterator<Header> it = record.headers().iterator(); it.hasNext();) {
                     Header h = it.next();
@@ -145,5 +164,11 @@ public class Harness {
             }
         }
         return out;
+    }
+
+    // A key or value with its schema, as JsonConverter (schemas.enable=true) writes it.
+    static JsonNode envelope(ObjectMapper json, JsonConverter converter, String topic, Schema schema, Object value) throws Exception {
+        byte[] bytes = converter.fromConnectData(topic, schema, value);
+        return bytes == null ? json.nullNode() : json.readTree(bytes);
     }
 }

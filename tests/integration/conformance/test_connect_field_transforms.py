@@ -24,10 +24,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from support.connect_jars import chain_of, connect_libs, run_harness
+from support.connect_jars import chain_of, connect_libs, harness_records, raw_batch, run_harness
 
 from daemon.connectors.converters import convert_poll, make_converter
-from daemon.connectors.records import RawBatch
 from daemon.connectors.transforms import apply
 from daemon.connectors.transforms.java import float32
 
@@ -76,21 +75,6 @@ LOOSE = [
     ('"k"', "1.75"),
     ('"k"', '{"only":"x"}'),
 ]
-
-
-def records(pairs: list[tuple[str | None, str | None]]) -> list[dict[str, Any]]:
-    return [
-        {
-            "topic": "orders" if i % 2 else "people",
-            "partition": i % 3,
-            "offset": 100 + i,
-            "timestamp": 1_700_000_000_000 + i,
-            "key": k,
-            "value": v,
-            "headers": [],
-        }
-        for i, (k, v) in enumerate(pairs)
-    ]
 
 
 def chains() -> Iterator[tuple[str, dict[str, str]]]:
@@ -309,7 +293,7 @@ def chains() -> Iterator[tuple[str, dict[str, str]]]:
 
 
 CHAINS = dict(chains())
-FORMS = {"text": records(SHAPED + LOOSE), "columns": records(SHAPED)}
+FORMS = {"text": harness_records(SHAPED + LOOSE), "columns": harness_records(SHAPED)}
 
 
 def connectd_output(config: dict[str, str], form: str) -> tuple[list[dict[str, Any] | None], bool]:
@@ -317,16 +301,7 @@ def connectd_output(config: dict[str, str], form: str) -> tuple[list[dict[str, A
     values ended in columns (where a null field and an absent one are one)."""
     chain = chain_of(config)
     recs = FORMS[form]
-    raw = RawBatch(
-        topics=[r["topic"] for r in recs],
-        partitions=[r["partition"] for r in recs],
-        offsets=[r["offset"] for r in recs],
-        timestamps=[r["timestamp"] for r in recs],
-        keys=[None if r["key"] is None else r["key"].encode() for r in recs],
-        values=[None if r["value"] is None else r["value"].encode() for r in recs],
-        headers=[() for _ in recs],
-        timestamp_types=[0] * len(recs),
-    )
+    raw = raw_batch(recs)
     options = {"schemas.enable": "false"}
     value_options = options | ({"mode": "infer"} if form == "columns" else {})
     converted = convert_poll(

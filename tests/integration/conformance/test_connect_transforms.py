@@ -13,11 +13,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from support.connect_jars import chain_of, connect_libs, run_harness
+from support.connect_jars import chain_of, connect_libs, raw_batch, run_harness
 
 from daemon.config import transforms as tf
 from daemon.connectors.converters import convert_poll, make_converter
-from daemon.connectors.records import RawBatch
 from daemon.connectors.transforms import apply
 
 pytestmark = pytest.mark.integration
@@ -133,18 +132,7 @@ def chains() -> Iterator[tuple[str, dict[str, str]]]:
 def connectd_output(config: dict[str, str]) -> list[dict[str, Any] | None]:
     """The records as connectd's chain leaves them, in the harness's form."""
     chain = chain_of(config)
-    raw = RawBatch(
-        topics=[r["topic"] for r in RECORDS],
-        partitions=[r["partition"] for r in RECORDS],
-        offsets=[r["offset"] for r in RECORDS],
-        timestamps=[0] * len(RECORDS),
-        keys=[None if r["key"] is None else r["key"].encode() for r in RECORDS],
-        values=[None if r["value"] is None else r["value"].encode() for r in RECORDS],
-        headers=[
-            tuple((k, None if v is None else v.encode()) for k, v in r["headers"]) for r in RECORDS
-        ],
-        timestamp_types=[0] * len(RECORDS),
-    )
+    raw = raw_batch(RECORDS)
     string = lambda is_key: make_converter("string", {}, is_key=is_key)  # noqa: E731
     batch = apply(chain, convert_poll(raw, string(True), string(False)).batch).batch
     kept = {r.offset: r for r in batch.records()}

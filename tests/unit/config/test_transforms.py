@@ -41,19 +41,18 @@ def test_filter_with_a_predicate_is_the_chain() -> None:
     assert not parse_connector(BASE)[0].transform_chain
 
 
-def test_a_transform_connectd_does_not_apply_yet_is_refused_naming_it() -> None:
-    found = errors(
-        {
-            "transforms": "mask",
-            "transforms.mask.type": METADATA,
-            "transforms.mask.schema.name": "person",
-        }
-    )
-    message = found["transforms.mask.type"]
-    assert f"{METADATA}: SetSchemaMetadata changes a value's schema" in message
-    assert "connectd reads Schema Registry formats" in message and "Filter" in message
+def test_set_schema_metadata_needs_a_name_or_a_version() -> None:
+    for key, value in (("schema.name", "person"), ("schema.version", "3")):
+        config, _ = parse_connector(
+            {**BASE, "transforms": "m", "transforms.m.type": METADATA, f"transforms.m.{key}": value}
+        )
+        assert config.transform_chain.transforms[0].config[key] == value
     short = errors({"transforms": "m", "transforms.m.type": "SetSchemaMetadata$Key"})
-    assert "SetSchemaMetadata changes a value's schema" in short["transforms.m.type"]
+    assert "Neither schema name nor version configured" in short["transforms.m.schema.name"]
+    bad = errors(
+        {"transforms": "m", "transforms.m.type": METADATA, "transforms.m.schema.version": "v3"}
+    )
+    assert "'v3': is not a whole number" in bad["transforms.m.schema.version"]
 
 
 @pytest.mark.parametrize(
