@@ -11,6 +11,7 @@ Java's number narrowing, its ``parseX`` rules and its ``toString`` of doubles.
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import decimal
 import math
 import re
@@ -267,6 +268,37 @@ def replacement_number(replacement: str, kind: str) -> int | float:
     return wrap(number, 64)
 
 
+_DAY_MS = 86_400_000
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def date_text(value: dt.datetime | dt.date | dt.time) -> str:
+    """A Date, Time or Timestamp as ``Values.dateFormatFor`` prints the ``java.util.Date``
+    (UTC): a time of day before the first day's end, a date at a day's start, else a
+    timestamp."""
+    if isinstance(value, dt.datetime):
+        aware = value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+        millis = (aware - _EPOCH) // dt.timedelta(milliseconds=1)
+    elif isinstance(value, dt.date):
+        millis = (value - dt.date(1970, 1, 1)).days * _DAY_MS
+    else:
+        millis = ((value.hour * 60 + value.minute) * 60 + value.second) * 1000
+        millis += value.microsecond // 1000
+    stamp = _EPOCH + dt.timedelta(milliseconds=millis)
+    clock = stamp.strftime("%H:%M:%S.") + f"{stamp.microsecond // 1000:03d}Z"
+    if millis < _DAY_MS:
+        return clock
+    if millis % _DAY_MS == 0:
+        return stamp.strftime("%Y-%m-%d")
+    return stamp.strftime("%Y-%m-%dT") + clock
+
+
+def big_decimal_text(value: decimal.Decimal) -> str:
+    """Java's ``BigDecimal.toString``: Python's ``str`` of a Decimal follows the same rule
+    (the General Decimal Arithmetic's to-scientific-string)."""
+    return str(value)
+
+
 def header_bytes(value: Any) -> bytes | None:
     """A value as Connect's ``SimpleHeaderConverter`` writes it into a header (``Values``'
     text, UTF-8; None stays None)."""
@@ -287,6 +319,12 @@ def _values_text(value: Any, *, embedded: bool) -> str:
         if not embedded:
             return text
         return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return date_text(value)
+    if isinstance(value, decimal.Decimal):
+        return big_decimal_text(value)
+    if isinstance(value, list) and value and all(isinstance(v, tuple) for v in value):
+        value = dict(value)  # a map column's entries
     if isinstance(value, list):
         return "[" + ",".join(_values_text(v, embedded=True) for v in value) + "]"
     return (

@@ -96,6 +96,10 @@ def on_key(
     else:
         new_key = done.table.column("value").combine_chunks()
     table = t.set_column(t.schema.get_field_index("key"), "key", new_key)
+    # HeaderFrom$Key adds headers: they are the record's, kept with the key.
+    table = table.set_column(
+        table.schema.get_field_index("headers"), "headers", done.table.column("headers")
+    )
     held = done.value_columns.values() if done.value_columns is not None else ("value",)
     if any(c in done.json_columns for c in held):
         return batch, {**errors, **_refuse(where, _JSON_KEY.format(cls=spec.cls))}

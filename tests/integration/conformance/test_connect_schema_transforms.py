@@ -215,7 +215,22 @@ def chains() -> Iterator[tuple[str, dict[str, str]]]:
         yield f"ts-long-to-{target}", one(stamp, field="stamp", target_type=target, format=iso)
         yield f"ts-string-to-{target}", one(stamp, field="when", target_type=target, format=iso)
     yield "ts-date-to-string", one(stamp, field="day", target_type="string", format=iso)
-    yield "set-schema", one("SetSchemaMetadata$Value", **{"schema_name": "shop.Renamed"})
+    yield (
+        "header-from",
+        one(
+            "HeaderFrom$Value", fields="id,name,at,addr,tags", headers="a,b,c,d,e", operation="copy"
+        ),
+    )
+    yield (
+        "header-from-move",
+        one("HeaderFrom$Value", fields="price,qty", headers="p,q", operation="move"),
+    )
+    yield "header-from-key", one("HeaderFrom$Key", fields="k", headers="hk", operation="copy")
+    yield (
+        "ts-date-to-Timestamp",
+        one("TimestampConverter$Value", field="day", target_type="Timestamp"),
+    )
+    yield "set-schema", one("SetSchemaMetadata$Value", schema_name="shop.Renamed")
     yield "set-schema-version", one("SetSchemaMetadata$Value", schema_version="3")
     yield "set-schema-key", one("SetSchemaMetadata$Key", schema_name="shop.Key")
     yield (
@@ -356,7 +371,8 @@ def connectd_output(config: dict[str, str]) -> list[dict[str, Any] | None]:
     refused = {f.offset: f.message for f in done.failures}
     key_kind, keys = _side(batch, "key")
     value_kind, values = _side(batch, "value")
-    rows = {r.offset: i for i, r in enumerate(batch.records())}
+    records = list(batch.records())
+    rows = {r.offset: i for i, r in enumerate(records)}
     tombstones = batch.tombstones.to_pylist() if batch.tombstones is not None else None
     out: list[dict[str, Any] | None] = []
     for r in RECORDS:
@@ -377,6 +393,7 @@ def connectd_output(config: dict[str, str]) -> list[dict[str, Any] | None]:
                 "value": (
                     None if dead else {"kind": value_kind, "payload": payload(value, value_kind)}
                 ),
+                "headers": [[k, None if v is None else v.decode()] for k, v in records[i].headers],
             }
         )
     return out
@@ -391,7 +408,11 @@ def connect_output(result: dict[str, Any] | None) -> dict[str, Any] | None:
             return None
         return {"kind": connect_kind(envelope["schema"]), "payload": envelope["payload"]}
 
-    return {"key": side(result["key"]), "value": side(result["value"])}
+    return {
+        "key": side(result["key"]),
+        "value": side(result["value"]),
+        "headers": result["headers"],
+    }
 
 
 @pytest.fixture(scope="module")
