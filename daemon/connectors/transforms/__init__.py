@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
@@ -154,11 +154,25 @@ def apply(chain: tf.Chain, batch: RecordBatch, plugins: Plugins | None = None) -
     if plugins is None and any(tf.is_python_path(s.cls) for s in chain.transforms):
         plugins = load_plugins(chain)
     failures: list[TransformFailure] = []
+    if batch.tombstones is not None and not pc.any(batch.tombstones).as_py():
+        batch = replace(batch, tombstones=None)  # none: each stage skips its tombstone masks
+    everything = pa.array([], pa.bool_())
+    # Consecutive field transforms on value columns share one read of the columns and one
+    # write (their stages change no row, topic, header or tombstone a predicate reads).
+    pending: fields.Fields | None = None
     for spec in chain.transforms:
         n = len(batch)
         if n == 0:
             break
-        where = pc.is_valid(batch.table.column("kafka_offset").combine_chunks())  # all rows
+        field_stage = spec.cls.rsplit("$", 1)[0] in FIELD_TRANSFORMS and fields.in_columns(
+            spec, batch
+        )
+        reads_values = spec.predicate is not None and tf.is_python_path(spec.predicate.cls)
+        if pending is not None and (reads_values or not field_stage):
+            batch, pending = fields.write_fields(batch, pending), None
+        if len(everything) != n:
+            everything = pc.is_valid(batch.table.column("kafka_offset").combine_chunks())
+        where = everything  # all rows
         if spec.predicate is not None:
             where = predicate_mask(spec.predicate, batch, plugins)
             if spec.negate:
@@ -175,6 +189,11 @@ def apply(chain: tf.Chain, batch: RecordBatch, plugins: Plugins | None = None) -
             if tf.is_python_path(spec.cls):
                 made = (plugins or {})[f"transforms.{spec.alias}"]
                 batch, errors = custom.run(spec.alias, made, batch, where)
+            elif field_stage:
+                pending = pending if pending is not None else fields.read_fields(batch)
+                errors = fields.apply_to_fields(spec, batch, pending, where)
+                if errors:
+                    batch, pending = fields.write_fields(batch, pending), None
             elif base in CHANGES and spec.cls.endswith("$Key") and "key" in batch.schemas:
                 batch, errors = typed.on_key(spec, batch, where, CHANGES[base])
             elif base in CHANGES:
@@ -184,6 +203,8 @@ def apply(chain: tf.Chain, batch: RecordBatch, plugins: Plugins | None = None) -
             if errors:
                 failures += _failures(batch, spec, errors)
                 batch = _keep(batch, _without_rows(len(batch), errors))
+    if pending is not None:
+        batch = fields.write_fields(batch, pending)
     return Transformed(batch, tuple(failures))
 
 

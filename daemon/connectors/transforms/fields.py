@@ -69,9 +69,16 @@ def apply(
     """``batch`` with ``spec`` applied to the rows of ``where``, and the rows it refused (by
     index, with Connect's message; still in the returned batch)."""
     side = tf.side(spec.cls)
-    if side == "value" and batch.value_columns is not None:
-        return _columns(spec, batch, where)
+    if in_columns(spec, batch):
+        fields = read_fields(batch)
+        errors = apply_to_fields(spec, batch, fields, where)
+        return write_fields(batch, fields), errors
     return _text(spec, batch, where, side)
+
+
+def in_columns(spec: tf.TransformSpec, batch: RecordBatch) -> bool:
+    """Whether ``spec`` (a field transform) works on ``batch``'s value columns."""
+    return tf.side(spec.cls) == "value" and batch.value_columns is not None
 
 
 # ---- one record at a time: the reference, and the text form's path ----
@@ -257,7 +264,7 @@ def set_column(batch: RecordBatch, name: str, column: pa.Array, *, json: bool) -
 
 
 @dataclass
-class _Fields:
+class Fields:
     """The value's fields as columns, in order, and which hold JSON text; ``read`` keeps what
     was read, so ``write_fields`` replaces only the columns a transform changed."""
 
@@ -270,15 +277,15 @@ def _array(column: pa.ChunkedArray) -> pa.Array:
     return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
 
-def read_fields(batch: RecordBatch) -> _Fields:
+def read_fields(batch: RecordBatch) -> Fields:
     assert batch.value_columns is not None
     table = batch.table
     arrays = {f: _array(table.column(c)) for f, c in batch.value_columns.items()}
     json_fields = {f for f, c in batch.value_columns.items() if c in batch.json_columns}
-    return _Fields(arrays, json_fields, dict(arrays))
+    return Fields(arrays, json_fields, dict(arrays))
 
 
-def write_fields(batch: RecordBatch, fields: _Fields) -> RecordBatch:
+def write_fields(batch: RecordBatch, fields: Fields) -> RecordBatch:
     """``batch`` with its value columns replaced by ``fields`` (named as ``JsonConverter``
     names them: a reserved name becomes ``value_<name>``), before ``headers``."""
     assert batch.value_columns is not None
@@ -291,13 +298,22 @@ def write_fields(batch: RecordBatch, fields: _Fields) -> RecordBatch:
                 column = batch.value_columns[f]
                 table = table.set_column(table.schema.get_field_index(column), column, array)
         return batch if table is batch.table else replace(batch, table=table)
-    table = table.drop_columns(list(batch.value_columns.values()))
-    names = value_column_names(fields.arrays, table.column_names)
-    at = table.schema.get_field_index("headers")
-    for f, array in fields.arrays.items():
-        table = table.add_column(at, names[f], array)
-        at += 1
-    others = set(batch.json_columns) - set(batch.value_columns.values())
+    # One new table: the other columns as they were (their fields kept), the value's fields
+    # before ``headers``.
+    gone = set(batch.value_columns.values())
+    kept = [
+        (field, column)
+        for field, column in zip(table.schema, table.columns, strict=True)
+        if field.name not in gone
+    ]
+    names = value_column_names(fields.arrays, [field.name for field, _ in kept])
+    at = next(i for i, (field, _) in enumerate(kept) if field.name == "headers")
+    added = [(pa.field(names[f], a.type), a) for f, a in fields.arrays.items()]
+    columns = kept[:at] + added + kept[at:]
+    table = pa.Table.from_arrays(
+        [column for _, column in columns], schema=pa.schema([field for field, _ in columns])
+    )
+    others = set(batch.json_columns) - gone
     json_columns = others | {names[f] for f in fields.json if f in names}
     return replace(batch, table=table, value_columns=names, json_columns=frozenset(json_columns))
 
@@ -325,11 +341,14 @@ def merge(old: pa.Array | None, new: pa.Array, rows: pa.BooleanArray) -> pa.Arra
     return pc.if_else(rows, new, old)
 
 
-def _columns(
-    spec: tf.TransformSpec, batch: RecordBatch, where: pa.BooleanArray
-) -> tuple[RecordBatch, Errors]:
+def apply_to_fields(
+    spec: tf.TransformSpec, batch: RecordBatch, fields: Fields, where: pa.BooleanArray
+) -> Errors:
+    """``spec`` on ``fields``, the value columns of ``batch`` as read (and maybe changed by
+    the stages before, not yet written: the chain writes once after consecutive field
+    transforms); the rows it refused."""
     base = spec.cls.rsplit("$", 1)[0]
-    fields, live = read_fields(batch), live_rows(batch, where)
+    live = live_rows(batch, where)
     errors: Errors = {}
     if base == tf.INSERT_FIELD:
         _insert_columns(spec.config, batch, fields, live, errors)
@@ -345,7 +364,7 @@ def _columns(
         _cast_columns(spec.config, fields, live, errors, typed="value" in batch.schemas)
     else:
         raise ValueError(f"{spec.cls} is not a field transform")
-    return write_fields(batch, fields), errors
+    return errors
 
 
 def _refusal(value: Any, purpose: str) -> TransformError:
@@ -357,7 +376,7 @@ def _refusal(value: Any, purpose: str) -> TransformError:
 
 
 def _put(
-    fields: _Fields, name: str, array: pa.Array, rows: pa.BooleanArray, errors: Errors, why: str
+    fields: Fields, name: str, array: pa.Array, rows: pa.BooleanArray, errors: Errors, why: str
 ) -> None:
     merged = merge(fields.arrays.get(name), array, rows)
     if merged is None:
@@ -369,7 +388,7 @@ def _put(
 
 
 def _insert_columns(
-    c: Mapping[str, str], batch: RecordBatch, fields: _Fields, live: pa.BooleanArray, errors: Errors
+    c: Mapping[str, str], batch: RecordBatch, fields: Fields, live: pa.BooleanArray, errors: Errors
 ) -> None:
     t, n = batch.table, batch.table.num_rows
     for name, what in _insertions(c).items():
@@ -394,7 +413,7 @@ def _dead(batch: RecordBatch) -> pa.BooleanArray | None:
 
 def _replace_columns(
     c: Mapping[str, str],
-    fields: _Fields,
+    fields: Fields,
     live: pa.BooleanArray,
     errors: Errors,
     *,
@@ -439,7 +458,7 @@ def _replace_columns(
 
 
 def _mask_columns(
-    c: Mapping[str, str], fields: _Fields, live: pa.BooleanArray, errors: Errors
+    c: Mapping[str, str], fields: Fields, live: pa.BooleanArray, errors: Errors
 ) -> None:
     replacement = c.get("replacement")
     for f in tf.names(c["fields"]):
@@ -644,7 +663,7 @@ def logical_plain(array: pa.Array, target: str) -> pa.Array:
 
 
 def _cast_columns(
-    c: Mapping[str, str], fields: _Fields, live: pa.BooleanArray, errors: Errors, *, typed: bool
+    c: Mapping[str, str], fields: Fields, live: pa.BooleanArray, errors: Errors, *, typed: bool
 ) -> None:
     casts, whole = _casts(c)
     if whole is not None:  # the value is a Map (a Struct with a schema): Cast takes neither
