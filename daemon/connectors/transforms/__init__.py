@@ -127,6 +127,8 @@ def predicate_mask(
         return pc.is_in(topics, value_set=matched)
     if spec.cls == tf.HAS_HEADER_KEY:
         headers = table.column("headers").combine_chunks()
+        if headers.offsets[-1].as_py() == headers.offsets[0].as_py():  # no row has a header
+            return pa.nulls(n, pa.bool_()).fill_null(False)
         offsets = pc.subtract(headers.offsets, headers.offsets[0])
         values = headers.values.slice(headers.offsets[0].as_py(), offsets[-1].as_py())
         named = pc.fill_null(pc.equal(pc.struct_field(values, [0]), spec.config["name"]), False)
