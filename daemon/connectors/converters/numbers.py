@@ -58,7 +58,7 @@ class NumberConverter(Converter):
         valid = [v is not None and i not in errors for i, v in enumerate(data)]
         if not all(valid):
             column = pc.if_else(pa.array(valid, pa.bool_()), column, pa.scalar(None, self.arrow))
-        return Converted({self.side: column}, errors)
+        return Converted({self.side: column}, errors, schema=True)
 
 
 class LongConverter(NumberConverter):

@@ -21,7 +21,7 @@ class ByteArrayConverter(Converter):
     connect_name = "org.apache.kafka.connect.converters.ByteArrayConverter"
 
     def convert(self, data: Sequence[bytes | None]) -> Converted:
-        return Converted({self.side: pa.array(data, pa.binary())})
+        return Converted({self.side: pa.array(data, pa.binary())}, schema=True)
 
 
 class StringConverter(Converter):
@@ -51,7 +51,7 @@ class StringConverter(Converter):
 
     def convert(self, data: Sequence[bytes | None]) -> Converted:
         column, errors = decode_text(data, self.encoding, errors="replace")
-        return Converted({self.side: column}, errors)
+        return Converted({self.side: column}, errors, schema=True)
 
 
 def decode_text(

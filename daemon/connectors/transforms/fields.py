@@ -215,6 +215,7 @@ def text_apply(
     table = batch.table
     column = table.column(side).combine_chunks()
     is_json = side in batch.json_columns
+    with_schema = side in batch.schemas and not is_json  # a string, bytes or number
     rows = rows_of(batch)
     old = column.to_pylist()
     applied = where.to_pylist()
@@ -230,7 +231,7 @@ def text_apply(
         try:
             out[i] = fn(value, rows[i])
         except TransformError as e:
-            errors[i] = str(e)
+            errors[i] = java.with_schema(str(e)) if with_schema else str(e)
             continue
         changed = changed or out[i] is not old[i]
         if is_json and out[i] is not None:

@@ -99,7 +99,8 @@ def header_from(
         try:
             value = java.require_map(values[i], f"header {operation}")
         except TransformError as e:
-            errors[i] = str(e)
+            typed = side in batch.schemas and not columns and side not in batch.json_columns
+            errors[i] = java.with_schema(str(e)) if typed else str(e)
             continue
         added[i] = [
             {"key": h, "value": java.header_bytes(value.get(f))}

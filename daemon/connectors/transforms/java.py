@@ -69,6 +69,25 @@ def require_map(value: Any, purpose: str) -> dict[str, Any]:
     return value
 
 
+_SCHEMALESS = re.compile(
+    r"Only Map objects supported in absence of schema for \[(?P<purpose>[^\]]*)\], found: "
+)
+
+
+def with_schema(message: str) -> str:
+    """A schemaless refusal as Connect words it for a key or value with a schema that is no
+    struct (a string from ``StringConverter``: ``Requirements.requireStruct``; Cast's field
+    spec first lists the schema's fields)."""
+    found = _SCHEMALESS.match(message)
+    if found is None:
+        return message
+    if found["purpose"] == "cast types":
+        return "Cannot list fields on non-struct type"
+    return (
+        f"Only Struct objects supported for [{found['purpose']}], found: " + message[found.end() :]
+    )
+
+
 _INT_BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _DECIMAL = re.compile(

@@ -113,7 +113,24 @@ def apply(
         batch = whole(batch)
     if side == "value" and every and base == tf.HOIST_FIELD:
         return _hoist_column(batch, spec.config["field"]), {}
+    if base == tf.EXTRACT_FIELD and _plain_with_schema(batch, side):
+        # A null with a schema: Connect looks the field up in a schema that has none.
+        nulls = pc.and_(where, pc.is_null(batch.table.column(side)).combine_chunks())
+        refused = dict.fromkeys(
+            pc.indices_nonzero(nulls).to_pylist(),
+            "Cannot look up fields on non-struct type",
+        )
+        done, errors = text_apply(
+            batch, pc.and_(where, pc.invert(nulls)), side, record_function(spec)
+        )
+        return done, {**errors, **refused}
     return text_apply(batch, where, side, record_function(spec))
+
+
+def _plain_with_schema(batch: RecordBatch, side: str) -> bool:
+    """A key or value held whole with a Connect schema (a string, bytes or number)."""
+    whole_side = side == "key" or batch.value_columns is None
+    return whole_side and side in batch.schemas and side not in batch.json_columns
 
 
 def value_maps(batch: RecordBatch) -> list[dict[str, Any] | None]:
@@ -289,7 +306,7 @@ def _value_to_key(
         try:
             value = java.require_map(value, "copying fields from value to key")
         except TransformError as e:
-            errors[i] = str(e)
+            errors[i] = java.with_schema(str(e)) if _plain_with_schema(batch, "value") else str(e)
             out.append(None)
             continue
         out.append(dumps({f: value.get(f) for f in fields}))

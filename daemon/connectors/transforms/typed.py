@@ -118,10 +118,17 @@ def set_schema_metadata(
     """SetSchemaMetadata: a key or value with a schema keeps its rows as they are (a table
     holds no schema name or version); one without (JsonConverter's schemaless JSON, a value
     in columns it inferred) is refused, as Connect refuses it, unless it is null. A plain
-    string, bytes or number column has a schema in Connect (its converter gives one)."""
+    string, bytes or number column has a schema in Connect (its converter gives one), but no
+    fields, which Connect 4.1 lists to copy the schema: such a value is refused too."""
     side = tf.side(spec.cls)
-    if side in batch.schemas:
+    struct = batch.value_columns is not None if side == "value" else False
+    if side == "key":
+        struct = pa.types.is_struct(batch.table.schema.field("key").type)
+    if side in batch.schemas and struct:
         return batch, {}
+    if side in batch.schemas:
+        rows = pc.and_(where, pc.is_valid(batch.table.column(side)).combine_chunks())
+        return batch, _refuse(rows, "Cannot list fields on non-struct type")
     if side == "value" and batch.value_columns is not None:
         rows = _live(batch, where)
     elif side in batch.json_columns:

@@ -8,7 +8,9 @@
 //           "converter": "string" (the default), "json" (Connect's JsonConverter with
 //                        schemas.enable=false reads each key and value, as a sink worker would)
 //                        or "json-schemas" (schemas.enable=true: each key and value is an
-//                        envelope, read into a value with its Connect schema),
+//                        envelope, read into a value with its Connect schema), or
+//                        "string-converter" (Connect's StringConverter: a string with its
+//                        optional string schema; results written as "json-schemas" writes them),
 //           "records": [{"topic": t, "partition": p, "offset": o, "key": k, "value": v,
 //                        "headers": [[name, value-or-null], ...]}, ...]}
 // results: for each request, one entry per record, null where the chain dropped it, else the record as it left
@@ -34,6 +36,7 @@ import org.apache.kafka.connect.data.SchemaAndValue;
 import org.apache.kafka.connect.header.ConnectHeaders;
 import org.apache.kafka.connect.json.JsonConverter;
 import org.apache.kafka.connect.storage.SimpleHeaderConverter;
+import org.apache.kafka.connect.storage.StringConverter;
 import org.apache.kafka.connect.header.Header;
 import org.apache.kafka.connect.sink.SinkRecord;
 import org.apache.kafka.connect.transforms.Transformation;
@@ -104,8 +107,10 @@ public class Harness {
         }
         JsonConverter keys = null, values = null;
         String converter = request.has("converter") ? request.get("converter").asText() : "string";
-        boolean schemas = converter.equals("json-schemas");
+        boolean strings = converter.equals("string-converter");
+        boolean schemas = converter.equals("json-schemas") || strings;
         if (converter.equals("json") || schemas) {
+            // StringConverter's results are written with their schemas, as envelopes.
             Map<String, String> options = Map.of("schemas.enable", String.valueOf(schemas));
             keys = new JsonConverter();
             keys.configure(options, true);
@@ -120,7 +125,16 @@ public class Harness {
             Object key = r.get("key").isNull() ? null : r.get("key").asText();
             Object value = r.get("value").isNull() ? null : r.get("value").asText();
             Schema keySchema = null, valueSchema = null;
-            if (keys != null) {
+            if (strings) {
+                StringConverter reader = new StringConverter();
+                reader.configure(Map.of(), false);
+                SchemaAndValue k = reader.toConnectData(topic, key == null ? null : ((String) key).getBytes(StandardCharsets.UTF_8));
+                SchemaAndValue v = reader.toConnectData(topic, value == null ? null : ((String) value).getBytes(StandardCharsets.UTF_8));
+                key = k.value();
+                value = v.value();
+                keySchema = k.schema();
+                valueSchema = v.schema();
+            } else if (keys != null) {
                 SchemaAndValue k = keys.toConnectData(topic, key == null ? null : ((String) key).getBytes(StandardCharsets.UTF_8));
                 SchemaAndValue v = values.toConnectData(topic, value == null ? null : ((String) value).getBytes(StandardCharsets.UTF_8));
                 key = k.value();
