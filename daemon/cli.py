@@ -63,6 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     standalone.add_argument("worker", metavar="WORKER.properties")
     standalone.add_argument("connectors", nargs="*", metavar="CONNECTOR.properties|CONNECTOR.json")
+    standalone.add_argument("--until-caught-up", action="store_true", help=_UNTIL)
 
     distributed = sub.add_parser(
         "distributed",
@@ -73,6 +74,7 @@ def _parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run from a TOML file (see config.example.toml)")
     run.add_argument("--config", required=True, metavar="FILE.toml")
+    run.add_argument("--until-caught-up", action="store_true", help=_UNTIL)
 
     check = sub.add_parser(
         "check-config",
@@ -109,6 +111,12 @@ def _parser() -> argparse.ArgumentParser:
         "--timeout", type=float, default=300.0, metavar="SECONDS", help="per jar (default 300)"
     )
     return parser
+
+
+_UNTIL = (
+    "stop once every connector's sink has committed what its topics held at start: exit 0,"
+    " or 1 naming a connector that failed (standalone mode)"
+)
 
 
 def _say(message: str) -> None:
@@ -243,8 +251,15 @@ def launch(args: argparse.Namespace) -> int:
     from daemon.javacheck import find_java
 
     find_java()
+    from daemon.config.modes import Mode
     from daemon.daemon import Daemon
 
-    daemon = Daemon(launch_plan)
+    until = bool(getattr(args, "until_caught_up", False))
+    if until and launch_plan.mode is not Mode.STANDALONE:
+        raise ConfigError(
+            "--until-caught-up: the run's configuration is distributed mode; a run until caught"
+            " up is a standalone worker's (mode = standalone)"
+        )
+    daemon = Daemon(launch_plan, until_caught_up=until)
     early.forward_to(daemon.request_reload)
     return daemon.run()

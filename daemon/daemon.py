@@ -42,6 +42,8 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
+from aiokafka.errors import KafkaError
+
 from daemon.assembly import (
     RestServer,
     advertised_url,
@@ -100,6 +102,7 @@ class Daemon:
         store: ConfigStore | None = None,
         registry: ConnectorRegistry = default_registry,
         kill_timeout: float | None = None,
+        until_caught_up: bool = False,
     ) -> None:
         self.plan = plan
         self.config = plan.worker
@@ -126,6 +129,10 @@ class Daemon:
         self._started = False
         self._running = False  # something was started that shutdown must stop
         self._closed = False
+        # --until-caught-up (``caughtup.py``): stop once every connector has committed what
+        # its topics held at start; ``exit_code`` says how the run ended.
+        self.until_caught_up = until_caught_up
+        self.exit_code = 0
 
     # ---- embedding ----
 
@@ -291,8 +298,13 @@ class Daemon:
     async def serve(self) -> None:
         """Start (if needed), run until asked to stop, shut down."""
         with self.signals.installed() if self.handle_signals else contextlib.nullcontext():
+            watcher: asyncio.Task[None] | None = None
             try:
                 await self.start()
+                if self.until_caught_up:
+                    watcher = asyncio.get_running_loop().create_task(
+                        self._until_caught_up(), name="until caught up"
+                    )
                 stop, reload = self.signals.stop, self.signals.reload
                 while not stop.is_set():
                     waiters = [
@@ -308,7 +320,35 @@ class Daemon:
                         reload.clear()
                         await self.reload()
             finally:
+                if watcher is not None:
+                    watcher.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await watcher
                 await self.shutdown()
+
+    async def _until_caught_up(self) -> None:
+        """Stop the daemon once its connectors are caught up (exit 0) or one failed (exit 1)."""
+        from daemon.runtime import caughtup
+
+        assert isinstance(self.herder, StandaloneHerder)
+        try:
+            targets = await caughtup.read_targets(self.config, self.herder)
+            done = await caughtup.watch(self.herder, targets)
+        except (OSError, TimeoutError, KafkaError) as exc:
+            log.error("until caught up: cannot read the topics' end offsets: %s", exc)
+            self.exit_code = 1
+            self.request_stop()
+            return
+        for name, why in done.failed.items():
+            log.error("until caught up: connector %s failed: %s", name, why)
+        if done.failed:
+            self.exit_code = 1
+        else:
+            log.info(
+                "until caught up: every connector is caught up (%s); stopping",
+                ", ".join(done.done) or "none",
+            )
+        self.request_stop()
 
     async def reload(self) -> bool:
         """Read the configuration files again and apply them (RELOADING=1 ... READY=1 around
@@ -425,4 +465,4 @@ class Daemon:
         # tree that ended after its tree was confirmed gone (a grandchild still exiting) came
         # back to us; reaped here, it does not outlive the daemon as someone else's zombie.
         reap_exited_children(ORPHAN_GRACE)
-        return 0
+        return self.exit_code

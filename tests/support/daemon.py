@@ -176,8 +176,10 @@ class DaemonProcess:
         connectors: Sequence[Mapping[str, str]],
         workdir: Path,
         env: Mapping[str, str] | None = None,
+        flags: Sequence[str] = (),
     ) -> None:
         self.workdir = workdir
+        self.flags = list(flags)  # options after ``standalone`` (``--until-caught-up``)
         workdir.mkdir(parents=True, exist_ok=True)
         self.worker_file = write_properties(workdir / "worker.properties", worker)
         self.connector_files = [
@@ -204,7 +206,7 @@ class DaemonProcess:
         return self.proc.pid
 
     def start(self) -> DaemonProcess:
-        args = [sys.executable, "-m", "daemon", "standalone", str(self.worker_file)]
+        args = [sys.executable, "-m", "daemon", "standalone", *self.flags, str(self.worker_file)]
         args += [str(f) for f in self.connector_files]
         log = open(self.log_path, "ab")  # noqa: SIM115 (the child keeps it open)
         if self.first_start is None:
@@ -369,8 +371,9 @@ def daemon_process(tmp_path: Path) -> Iterator[ProcessFactory]:
         wait: bool = True,
         env: Mapping[str, str] | None = None,
         start: bool = True,
+        flags: Sequence[str] = (),
     ) -> DaemonProcess:
-        p = DaemonProcess(worker, connectors, tmp_path / f"daemon-{len(made)}", env)
+        p = DaemonProcess(worker, connectors, tmp_path / f"daemon-{len(made)}", env, flags)
         made.append(p)
         if not start:  # files written, not started: the test starts it (and it is still ended)
             return p
