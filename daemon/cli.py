@@ -34,6 +34,7 @@ from daemon.storage.statelock import StateDirLocked
 if TYPE_CHECKING:
     from daemon.config import WorkerConfig
     from daemon.config.plan import LaunchPlan
+    from daemon.structs import Problem
 
 log = logging.getLogger("connectd.launch")
 
@@ -193,10 +194,11 @@ def plan(args: argparse.Namespace) -> LaunchPlan:
     )
 
 
-def _check_worker_converters(worker: WorkerConfig) -> None:
+def _check_worker_converters(worker: WorkerConfig) -> list[Problem]:
     """The worker's own key and value converters, configured as a task would configure them
     (a ``package.module:Class`` that does not load, an Avro converter without
-    ``schema.registry.url``): ``InvalidConfig`` (exit 78) at start, not a failed task later."""
+    ``schema.registry.url``): ``InvalidConfig`` (exit 78) at start, not a failed task later.
+    Returns the warnings (a key none of the converter's settings names)."""
     from daemon.connectors.converters import converter_problems
     from daemon.errors import InvalidConfig
 
@@ -208,8 +210,9 @@ def _check_worker_converters(worker: WorkerConfig) -> None:
             {f"{side}.converter.{k}": v for k, v in worker.converter_config(side).items()}
         )
     problems = converter_problems(config)
-    if problems:
-        raise InvalidConfig(problems)
+    if any(p.is_error for p in problems):
+        raise InvalidConfig([p for p in problems if p.is_error])
+    return problems  # warnings: a key none of the converter's settings names
 
 
 class EarlyReload:
@@ -241,12 +244,12 @@ def launch(args: argparse.Namespace) -> int:
     """Validate, then run the daemon in the requested mode until it is told to stop."""
     early = EarlyReload()
     launch_plan = plan(args)
-    _check_worker_converters(launch_plan.worker)
+    converter_warnings = _check_worker_converters(launch_plan.worker)
     from daemon.logs import setup_logging
 
     # Logging first, so that the warnings below come out in log.format (one JSON object each).
     setup_logging(launch_plan.worker.log_level.value, launch_plan.worker.log_format.value)
-    for problem in launch_plan.warnings:
+    for problem in [*launch_plan.warnings, *converter_warnings]:
         log.warning("configuration warning: %s", problem)
     from daemon.javacheck import find_java
 

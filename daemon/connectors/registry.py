@@ -275,5 +275,8 @@ def _validated(name: str, config: Mapping[str, str], registry: ConnectorRegistry
     if cls.validate is not SinkConnector.validate:  # the class checks more than its keys
         raise_if_errors(cls().validate(checked))
     raise_if_errors(registry.checks.problems(cls().config_def(), checked))
-    raise_if_errors(converter_problems(checked))
+    converters = converter_problems(checked)
+    raise_if_errors(converters)
+    for problem in converters:  # a mistyped converter setting: said, not refused
+        log.warning("Connector %s: configuration warning: %s", name, problem)
     return checked

@@ -40,6 +40,10 @@ class Converter(ABC):
 
     def __init__(self) -> None:
         self.side: Side = "value"
+        #: Option keys ``configure`` was given that are none of the converter's settings (a
+        #: mistyped key), each with the settings it may have meant: warned about, as Connect
+        #: warns of a supplied config that isn't a known one.
+        self.unused: dict[str, list[str]] = {}
 
     def configure(self, options: Mapping[str, str], *, is_key: bool) -> None:
         """Apply the options (``<side>.converter.`` stripped). Raise ``ConfigError`` if invalid."""

@@ -6,7 +6,7 @@ import importlib
 from collections.abc import Mapping
 from typing import Any
 
-from daemon.config.problems import error
+from daemon.config.problems import error, warning
 from daemon.connectors.converters.base import Converter, Side
 from daemon.connectors.converters.jsonconverter import JsonConverter
 from daemon.connectors.converters.numbers import NUMBER_CONVERTERS
@@ -77,10 +77,11 @@ def converter_from_config(
 
 
 def converter_problems(config: Mapping[str, str]) -> list[Problem]:
-    """The errors of the converters a connector's properties name themselves (``key.converter``
+    """The problems of the converters a connector's properties name themselves (``key.converter``
     / ``value.converter`` with their ``<side>.converter.*`` options), found by configuring them
     as a task would: a Schema Registry converter without ``schema.registry.url`` is refused when
-    the connector is created, not when its first task starts. A value with a ``${...}``
+    the connector is created, not when its first task starts; a key that is none of the
+    converter's settings is a warning (``Converter.unused``). A value with a ``${...}``
     reference is left to the check at start (it is resolved there)."""
     found: list[Problem] = []
     for side in ("key", "value"):
@@ -90,7 +91,16 @@ def converter_problems(config: Mapping[str, str]) -> list[Problem]:
         if name is None or any("${" in v for v in (name, *options.values())):
             continue
         try:
-            make_converter(name, options, is_key=side == "key")
+            made = make_converter(name, options, is_key=side == "key")
         except ConfigError as e:
             found.append(error(f"{side}.converter", str(e)))
+            continue
+        for key, near in made.unused.items():
+            found.append(
+                warning(
+                    f"{prefix}{key}",
+                    f"is not a setting of {made.connect_name or name}: unused",
+                    f"{prefix}{near[0]}" if near else None,
+                )
+            )
     return found

@@ -121,6 +121,7 @@ async def test_three_schema_versions_land_as_typed_columns_and_bad_records_are_d
     kafka_topic: TopicFactory,
     schema_registry: Registry,
     tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     topic = await kafka_topic(partitions=2)
     dlq = await kafka_topic(partitions=1)
@@ -144,8 +145,22 @@ async def test_three_schema_versions_land_as_typed_columns_and_bad_records_are_d
         table,
         schema_registry,
         **dead_letter_settings(dlq),
+        # Confluent's serializer-side setting: taken, nothing to do for a reader. A mistyped
+        # key: said in the log with the setting it may mean, never silently dropped.
+        **{
+            "value.converter.auto.register.schemas": "false",
+            "value.converter.schemas.cache.confg": "10",
+        },
     )
     await run_daemon(worker_properties(kafka_bootstrap, tmp_path / "state"), connectors=[sink])
+    warned = [r.getMessage() for r in caplog.records if "configuration warning" in r.getMessage()]
+    assert any(
+        "value.converter.schemas.cache.confg" in w
+        and "is not a setting of io.confluent.connect.avro.AvroConverter" in w
+        and "value.converter.schemas.cache.config" in w
+        for w in warned
+    ), warned
+    assert not any("auto.register.schemas" in w for w in warned), warned
     await wait_until(lambda: committed(table) == len(values), 120, "every offset committed past")
 
     data = ds.dataset(table, format="parquet").to_table()

@@ -491,3 +491,32 @@ async def test_a_poll_with_more_schema_ids_than_the_cache_holds_still_converts(
         assert out.columns["id"].to_pylist() == [1, 2] and not out.errors
     finally:
         await conv.close()
+
+
+def test_converter_settings_are_taken_refused_or_warned_about() -> None:
+    """Confluent's settings as Confluent's converter classes define them: a serializer-side
+    one is taken, one that changes what a reader gives and connectd does not do is refused
+    (exit 78 / 400 at creation), a default-only one is refused at another value, and a key no
+    setting names is a warning with the setting it may mean."""
+    from daemon.connectors.converters import converter_problems
+
+    base = {
+        "value.converter": "io.confluent.connect.avro.AvroConverter",
+        "value.converter.schema.registry.url": "http://127.0.0.1:1",
+    }
+
+    def problems(**more: str) -> list[tuple[bool, str, str]]:
+        config = base | {f"value.converter.{k.replace('_', '.')}": v for k, v in more.items()}
+        return [(p.is_error, p.key or "", str(p)) for p in converter_problems(config)]
+
+    assert problems(auto_register_schemas="false", use_latest_version="true") == []
+    assert problems(flatten_singleton_unions="true", enhanced_avro_schema_support="true") == []
+    [(is_error, key, text)] = problems(schema_registry_urll="http://x")
+    assert not is_error and key == "value.converter.schema.registry.urll"
+    assert "is not a setting of io.confluent.connect.avro.AvroConverter" in text
+    assert "value.converter.schema.registry.url" in text.split("urll", 1)[1]
+    for refused in ("rule.executors", "rule.actions", "value.schema.id.deserializer"):
+        [(is_error, _, text)] = problems(**{refused.replace(".", "_"): "x"})
+        assert is_error and refused in text and "do not support it" in text
+    [(is_error, _, text)] = problems(flatten_singleton_unions="false")
+    assert is_error and "flatten.singleton.unions=true" in text

@@ -72,8 +72,71 @@ _READER_IGNORES = frozenset(
         "ignore.default.for.nullables",
         "schema.registry.ssl.protocol",
         "schema.registry.ssl.enabled.protocols",
+        # Confluent's serializer side and its client's tuning (connectd retries on its own):
+        # taken, with nothing to do for a reader (checked against Confluent's *Config classes).
+        "use.schema.guid",
+        "key.schema.id.serializer",
+        "value.schema.id.serializer",
+        "max.schemas.per.subject",
+        "schema.format",
+        "schema.reflection",
+        "propagate.schema.tags",
+        "avro.reflection.allow.null",
+        "avro.fail.on.trailing.data",
+        "specific.avro.reader",
+        "specific.avro.key.type",
+        "specific.avro.value.type",
+        "json.indent.output",
+        "json.write.dates.iso8601",
+        "json.schema.spec.version",
+        "json.oneof.for.nullables",
+        "json.default.property.inclusion",
+        "json.schema.scan.packages",
+        "json.envelope.detection",
+        "json.fail.unknown.properties",
+        "json.key.type",
+        "json.value.type",
+        "json.type.allowed.packages",
+        "json.validate.before.domain.rules",
+        "type.property",
+        "discard.type.doc.default",
+        "decimal.format",  # how JSON Schema's converter writes a Decimal; a reader parses it
+        "missing.cache.size",
+        "missing.id.cache.ttl.sec",
+        "missing.schema.cache.ttl.sec",
+        "missing.version.cache.ttl.sec",
+        "max.retries",
+        "retries.wait.ms",
+        "retries.max.wait.ms",
+        "url.randomize",
+        "use.apache.http.client",
+        "execution.environment",
+        "rule.metrics.enable",
+        "rule.service.loader.enable",
+        "validation.rules.fail.fast",
+        "validation.rules.execution",
     )
 )
+#: Confluent settings that change what a reader gives Connect, and that connectd does not do:
+#: refused whatever their value (data contracts' rules decrypt or transform fields; a schema id
+#: read from a header instead of the payload's prefix; custom request headers, bearer tokens and
+#: proxies for the registry).
+_REFUSED_PREFIXES = (
+    "bearer.auth.",
+    "proxy.",
+    "rule.executors",
+    "rule.actions",
+    "request.header.",
+)
+_REFUSED = frozenset(("key.schema.id.deserializer", "value.schema.id.deserializer"))
+#: Confluent settings connectd reads only at their defaults: another value is refused.
+_DEFAULT_ONLY = {
+    "flatten.singleton.unions": "true",
+    "allow.optional.map.keys": "false",
+    "object.additional.properties": "true",
+    "ignore.modern.dialects": "false",
+    "json.fail.invalid.schema": "false",
+}
 _KNOWN = frozenset(
     (
         "schema.registry.url",
@@ -193,10 +256,17 @@ class RegistrySettings:
         connect_ms = positive_option(options, "http.connect.timeout.ms", CONNECT_TIMEOUT_MS, prefix)
         read_ms = positive_option(options, "http.read.timeout.ms", READ_TIMEOUT_MS, prefix)
         for key in sorted(options):
-            if key.startswith(("bearer.auth.", "proxy.")):
+            if key.startswith(_REFUSED_PREFIXES) or key in _REFUSED:
                 raise ConfigError(
-                    f"{prefix}{key}: bearer tokens and proxies for the Schema Registry are not "
-                    "supported"
+                    f"{prefix}{key}: connectd's Schema Registry converters do not support it"
+                    " (bearer tokens, proxies, custom request headers, data contract rules, a"
+                    " schema id in a header)"
+                )
+            default = _DEFAULT_ONLY.get(key)
+            if default is not None and options[key].strip().lower() != default:
+                raise ConfigError(
+                    f"{prefix}{key}={options[key]}: connectd reads records as Confluent's"
+                    f" default ({key}={default}) does; another value is not supported"
                 )
             if key.startswith(_SSL) and key not in _KNOWN and key not in _READER_IGNORES:
                 raise ConfigError(f"{prefix}{key} is not supported (see the converters' docs)")
@@ -204,6 +274,22 @@ class RegistrySettings:
             _ssl_context(options, prefix) if any(u.startswith("https") for u in urls) else None
         )
         return cls(urls, auth, context, cache_size, connect_ms / 1000, read_ms / 1000)
+
+
+def known_options(own: Iterable[str] = ()) -> frozenset[str]:
+    """Every option key a registry converter takes, refuses or reads at its default."""
+    return _KNOWN | _READER_IGNORES | _REFUSED | frozenset(_DEFAULT_ONLY) | frozenset(own)
+
+
+def unknown_options(options: Mapping[str, str], own: Iterable[str] = ()) -> list[str]:
+    """The option keys no registry converter setting (connectd's, or a Confluent one connectd
+    takes or refuses) names: a mistyped key, which would otherwise change nothing silently."""
+    known = known_options(own)
+    return [
+        key
+        for key in sorted(options)
+        if key not in known and not key.startswith((*_REFUSED_PREFIXES, _SSL))
+    ]
 
 
 def _ssl_context(options: Mapping[str, str], prefix: str) -> ssl.SSLContext:

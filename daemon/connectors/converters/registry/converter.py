@@ -17,6 +17,7 @@ not know, a payload that cannot be read, a schema that cannot become columns.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
@@ -30,6 +31,8 @@ from daemon.connectors.converters.registry.client import (
     RegistryClient,
     RegistrySettings,
     SchemasNeeded,
+    known_options,
+    unknown_options,
 )
 from daemon.connectors.converters.registry.columnar import Spans
 from daemon.connectors.converters.registry.jsonschema import JsonSchemaType
@@ -51,6 +54,8 @@ class RegistryConverter(Converter):
     subclass knows its schema type (``compile``)."""
 
     schema_type: ClassVar[str]
+    #: The subclass's own settings (beside the registry client's and Confluent's others).
+    own_options: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self) -> None:
         super().__init__()
@@ -61,6 +66,11 @@ class RegistryConverter(Converter):
     def configure(self, options: Mapping[str, str], *, is_key: bool) -> None:
         super().configure(options, is_key=is_key)
         settings = RegistrySettings.parse(options, f"{self.side}.converter.")
+        known = sorted(known_options(self.own_options))
+        self.unused = {
+            key: difflib.get_close_matches(key, known, n=1, cutoff=0.8)
+            for key in unknown_options(options, self.own_options)
+        }
         self.client = RegistryClient(settings)
         self.layout = TypedLayout(self.side)
 
@@ -154,6 +164,7 @@ class AvroConverter(RegistryConverter):
 
     connect_name = "io.confluent.connect.avro.AvroConverter"
     schema_type = "AVRO"
+    own_options = ("enhanced.avro.schema.support", "generalized.sum.type.support")
     naming = "simple"  # a general union's field names (avro._branch_name)
 
     def configure(self, options: Mapping[str, str], *, is_key: bool) -> None:
@@ -177,6 +188,7 @@ class JsonSchemaConverter(RegistryConverter):
 
     connect_name = "io.confluent.connect.json.JsonSchemaConverter"
     schema_type = "JSON"
+    own_options = ("use.optional.for.nonrequired", "generalized.sum.type.support")
     optional_non_required = False
 
     def configure(self, options: Mapping[str, str], *, is_key: bool) -> None:
