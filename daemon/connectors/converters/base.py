@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import difflib
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar, Literal
 
 import pyarrow as pa
 
@@ -37,6 +38,10 @@ class Converter(ABC):
 
     #: Connect's class name, used in messages and by ``list_converters()``.
     connect_name: str = ""
+    #: The option keys the converter reads (``converter.type``, which Connect's worker sets,
+    #: besides): any other is in ``unused`` after ``configure``. ``None``: not checked (a
+    #: converter of the user's own, or one that checks its options itself).
+    settings: ClassVar[tuple[str, ...] | None] = None
 
     def __init__(self) -> None:
         self.side: Side = "value"
@@ -48,6 +53,13 @@ class Converter(ABC):
     def configure(self, options: Mapping[str, str], *, is_key: bool) -> None:
         """Apply the options (``<side>.converter.`` stripped). Raise ``ConfigError`` if invalid."""
         self.side = "key" if is_key else "value"
+        if self.settings is not None:
+            known = sorted({*self.settings, "converter.type"})
+            self.unused = {
+                key: difflib.get_close_matches(key, known, n=1, cutoff=0.8)
+                for key in sorted(options)
+                if key not in known
+            }
 
     @abstractmethod
     def convert(self, data: Sequence[bytes | None]) -> Converted:

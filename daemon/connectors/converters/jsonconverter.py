@@ -117,6 +117,16 @@ class JsonConverter(Converter):
     behaviour.
     """
 
+    settings = (
+        "schemas.enable",
+        "schemas.cache.size",
+        "decimal.format",
+        "replace.null.with.default",
+        "mode",
+        "fields",
+        "parser",
+    )
+
     connect_name = "org.apache.kafka.connect.json.JsonConverter"
 
     def __init__(self) -> None:

@@ -28,6 +28,8 @@ from daemon.errors import ConversionError
 class NumberConverter(Converter):
     """One of Connect's number converters (a subclass per type)."""
 
+    settings = ()
+
     #: ``array`` typecode, width in bytes, Arrow type, Connect's type and deserializer names.
     code: ClassVar[str]
     width: ClassVar[int]

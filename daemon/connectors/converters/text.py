@@ -18,6 +18,8 @@ from daemon.errors import ConfigError
 class ByteArrayConverter(Converter):
     """Keeps the bytes as they are: a ``binary`` column."""
 
+    settings = ()
+
     connect_name = "org.apache.kafka.connect.converters.ByteArrayConverter"
 
     def convert(self, data: Sequence[bytes | None]) -> Converted:
@@ -33,6 +35,7 @@ class StringConverter(Converter):
     """
 
     connect_name = "org.apache.kafka.connect.storage.StringConverter"
+    settings = ("encoding", "converter.encoding")
 
     def __init__(self) -> None:
         super().__init__()

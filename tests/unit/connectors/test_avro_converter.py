@@ -520,3 +520,15 @@ def test_converter_settings_are_taken_refused_or_warned_about() -> None:
         assert is_error and refused in text and "do not support it" in text
     [(is_error, _, text)] = problems(flatten_singleton_unions="false")
     assert is_error and "flatten.singleton.unions=true" in text
+    # Connect's own converters likewise: the classic typo of schemas.enable.
+    json_typo = converter_problems(
+        {
+            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "value.converter.schemas.enabled": "false",
+            "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+            "key.converter.converter.encoding": "UTF-8",
+        }
+    )
+    [typo] = json_typo
+    assert not typo.is_error and typo.key == "value.converter.schemas.enabled"
+    assert "value.converter.schemas.enable" in str(typo).split("enabled", 1)[1]
