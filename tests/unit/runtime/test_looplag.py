@@ -72,7 +72,10 @@ async def main():
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # runs when the hogs let it
         lag = LoopLag(interval=0.02)
         lag.start()
-        await asyncio.sleep(1.0)
+        # Samples, however long a starved loop takes to take them (at most 30 s).
+        deadline = asyncio.get_running_loop().time() + 30
+        while lag.stats().samples < 5 and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.1)
         await lag.stop()
     finally:
         for hog in hogs:
@@ -95,8 +98,8 @@ def test_own_lag_leaves_out_the_wait_for_a_core() -> None:
     assert done.returncode == 0, done.stderr
     stats = json.loads(done.stdout)
     # The wall lag is the neighbours' doing; the loop's own work and blocking were nil.
-    assert stats["max"] > 0.02, stats
-    assert stats["own_max"] < 0.01 and stats["busy_max"] < 0.01, stats
+    assert stats["max"] > 0.005, stats
+    assert stats["own_max"] < min(0.01, stats["max"] / 4) and stats["busy_max"] < 0.01, stats
 
 
 async def test_own_lag_keeps_a_blocking_call() -> None:
