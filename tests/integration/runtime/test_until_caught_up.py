@@ -31,6 +31,12 @@ def _sink(topic: str, table: Path, **more: str) -> dict[str, str]:
         "tasks.max": "2",
         "path": str(table),
         "flush.interval.ms": "300",
+        # Writes of 2,000 records at most, each a Spark job (0.3-0.6 s, where pyarrow takes
+        # a few ms): a backlog takes many commits over seconds, so the kill below lands between
+        # two of them (one write of everything the executor's start let pile up, or thirty
+        # quick ones, would leave no middle to kill in).
+        "flush.max.records": "2000",
+        "write.engine": "spark",
         "consumer.override.max.poll.records": "500",
         **more,
     }
