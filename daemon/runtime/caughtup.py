@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition as KafkaTopicPartition
 
+from daemon.config import parse_connector
 from daemon.config.worker import WorkerConfig
 from daemon.connectors.records import TopicPartition
 from daemon.runtime.incarnation.consumer import client_settings
@@ -60,14 +60,13 @@ class Progress:
 
 
 def _topics(config: Mapping[str, str], known: set[str]) -> list[str]:
-    listed = [t.strip() for t in config.get("topics", "").split(",") if t.strip()]
-    if listed:
-        return listed
-    pattern = config.get("topics.regex", "").strip()
-    if not pattern:
+    """The connector's topics as its tasks subscribe to them (the same parsed settings)."""
+    parsed = parse_connector(config).config
+    if parsed.topics:
+        return list(parsed.topics)
+    if parsed.topics_regex is None:
         return []
-    matcher = re.compile(pattern)
-    return sorted(t for t in known if matcher.fullmatch(t))
+    return sorted(t for t in known if parsed.topics_regex.fullmatch(t))
 
 
 async def read_targets(worker: WorkerConfig, herder: Herder) -> Targets:

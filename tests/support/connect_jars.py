@@ -157,3 +157,11 @@ def raw_batch(records: Sequence[Mapping[str, Any]]) -> RawBatch:
         ],
         timestamp_types=[0] * len(records),
     )
+
+
+def one_transform(cls: str, **own: str) -> dict[str, str]:
+    """A connector's settings for one transform ``t`` of class ``cls``; ``own`` its settings,
+    ``_`` for ``.`` in their names (``field_syntax_version`` → ``field.syntax.version``)."""
+    return {"transforms": "t", "transforms.t.type": cls} | {
+        f"transforms.t.{k.replace('_', '.')}": v for k, v in own.items()
+    }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
@@ -54,12 +54,8 @@ class Converter(ABC):
         """Apply the options (``<side>.converter.`` stripped). Raise ``ConfigError`` if invalid."""
         self.side = "key" if is_key else "value"
         if self.settings is not None:
-            known = sorted({*self.settings, "converter.type"})
-            self.unused = {
-                key: difflib.get_close_matches(key, known, n=1, cutoff=0.8)
-                for key in sorted(options)
-                if key not in known
-            }
+            known = {*self.settings, "converter.type"}
+            self.unused = unused_options([k for k in options if k not in known], known)
 
     @abstractmethod
     def convert(self, data: Sequence[bytes | None]) -> Converted:
@@ -72,6 +68,13 @@ class Converter(ABC):
     async def close(self) -> None:
         """Release what the converter holds (a registry client's connections); on the loop."""
         return None  # nothing, unless a converter holds connections
+
+
+def unused_options(keys: Iterable[str], known: Iterable[str]) -> dict[str, list[str]]:
+    """Each of ``keys`` (none a setting) with the ``known`` setting it may have meant (a close
+    spelling), for ``Converter.unused``."""
+    settings = sorted(known)
+    return {key: difflib.get_close_matches(key, settings, n=1, cutoff=0.8) for key in sorted(keys)}
 
 
 def flag_option(options: Mapping[str, str], key: str, default: bool, prefix: str) -> bool:

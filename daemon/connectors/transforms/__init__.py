@@ -166,9 +166,8 @@ def apply(chain: tf.Chain, batch: RecordBatch, plugins: Plugins | None = None) -
         n = len(batch)
         if n == 0:
             break
-        field_stage = spec.cls.rsplit("$", 1)[0] in FIELD_TRANSFORMS and fields.in_columns(
-            spec, batch
-        )
+        base = spec.cls.rsplit("$", 1)[0]
+        field_stage = base in FIELD_TRANSFORMS and fields.in_columns(spec, batch)
         reads_values = spec.predicate is not None and tf.is_python_path(spec.predicate.cls)
         if pending is not None and (reads_values or not field_stage):
             batch, pending = fields.write_fields(batch, pending), None
@@ -187,7 +186,6 @@ def apply(chain: tf.Chain, batch: RecordBatch, plugins: Plugins | None = None) -
             literal = spec.config["value.literal"].encode()
             batch = headers.insert_header(batch, spec.config["header"], literal, where)
         else:
-            base = spec.cls.rsplit("$", 1)[0]
             if tf.is_python_path(spec.cls):
                 made = (plugins or {})[f"transforms.{spec.alias}"]
                 batch, errors = custom.run(spec.alias, made, batch, where)

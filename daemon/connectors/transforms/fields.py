@@ -76,8 +76,16 @@ def apply(
     return _text(spec, batch, where, side)
 
 
+def plain_with_schema(batch: RecordBatch, side: str) -> bool:
+    """A key or value held whole (one column, no JSON text) with a Connect schema: a string,
+    bytes or number from ``StringConverter``, ``ByteArrayConverter`` or a number converter."""
+    whole_side = side == "key" or batch.value_columns is None
+    return whole_side and side in batch.schemas and side not in batch.json_columns
+
+
 def in_columns(spec: tf.TransformSpec, batch: RecordBatch) -> bool:
-    """Whether ``spec`` (a field transform) works on ``batch``'s value columns."""
+    """Whether ``spec`` works on ``batch``'s value columns (a ``$Value`` transform, a value
+    in columns)."""
     return tf.side(spec.cls) == "value" and batch.value_columns is not None
 
 
@@ -215,7 +223,7 @@ def text_apply(
     table = batch.table
     column = table.column(side).combine_chunks()
     is_json = side in batch.json_columns
-    with_schema = side in batch.schemas and not is_json  # a string, bytes or number
+    with_schema = plain_with_schema(batch, side)
     rows = rows_of(batch)
     old = column.to_pylist()
     applied = where.to_pylist()
@@ -359,21 +367,13 @@ def apply_to_fields(
         if batch.tombstones is not None:
             dead = pc.and_(where, pc.fill_null(batch.tombstones, False))
             for i in pc.indices_nonzero(dead).to_pylist():
-                errors[i] = str(_refusal(None, "mask fields"))
+                errors[i] = java.map_refusal(None, "mask fields")
         _mask_columns(spec.config, fields, live, errors)
     elif base == tf.CAST:
         _cast_columns(spec.config, fields, live, errors, typed="value" in batch.schemas)
     else:
         raise ValueError(f"{spec.cls} is not a field transform")
     return errors
-
-
-def _refusal(value: Any, purpose: str) -> TransformError:
-    try:
-        java.require_map(value, purpose)
-    except TransformError as e:
-        return e
-    raise AssertionError("a map was refused")
 
 
 def _put(
@@ -639,7 +639,7 @@ def logical_plain(array: pa.Array, target: str) -> pa.Array:
         days = array.cast(pa.int32())
         if target != "string":
             return days
-        millis = pc.multiply(days.cast(pa.int64()), 86_400_000)
+        millis = pc.multiply(days.cast(pa.int64()), java.DAY_MS)
     elif pa.types.is_time(kind):
         millis = array.cast(pa.time32("ms")).cast(pa.int32())
         if target != "string":
@@ -650,7 +650,7 @@ def logical_plain(array: pa.Array, target: str) -> pa.Array:
         if target != "string":
             return millis
     stamps = millis.cast(pa.timestamp("ms"))
-    day = 86_400_000
+    day = java.DAY_MS
     time_of_day = pc.strftime(stamps, "%H:%M:%S")  # with its milliseconds, for a ms unit
     return pc.if_else(
         pc.less(millis, day),

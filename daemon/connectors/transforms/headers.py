@@ -19,6 +19,7 @@ from daemon.connectors.transforms.fields import (
     Errors,
     dumps,
     live_rows,
+    plain_with_schema,
     read_fields,
     set_column,
     write_fields,
@@ -99,8 +100,7 @@ def header_from(
         try:
             value = java.require_map(values[i], f"header {operation}")
         except TransformError as e:
-            typed = side in batch.schemas and not columns and side not in batch.json_columns
-            errors[i] = java.with_schema(str(e)) if typed else str(e)
+            errors[i] = java.with_schema(str(e)) if plain_with_schema(batch, side) else str(e)
             continue
         added[i] = [
             {"key": h, "value": java.header_bytes(value.get(f))}

@@ -59,13 +59,18 @@ def class_name(value: Any) -> str:
     }[type_name(value)]
 
 
+def map_refusal(value: Any, purpose: str) -> str:
+    """What Connect's ``Requirements.requireMap`` says of ``value`` when it is no map."""
+    return (
+        f"Only Map objects supported in absence of schema for [{purpose}], found: "
+        f"{class_name(value)}"
+    )
+
+
 def require_map(value: Any, purpose: str) -> dict[str, Any]:
     """Connect's ``Requirements.requireMap``."""
     if not isinstance(value, dict):
-        raise TransformError(
-            f"Only Map objects supported in absence of schema for [{purpose}], found: "
-            f"{class_name(value)}"
-        )
+        raise TransformError(map_refusal(value, purpose))
     return value
 
 
@@ -287,7 +292,7 @@ def replacement_number(replacement: str, kind: str) -> int | float:
     return wrap(number, 64)
 
 
-_DAY_MS = 86_400_000
+DAY_MS = 86_400_000
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
@@ -299,15 +304,15 @@ def date_text(value: dt.datetime | dt.date | dt.time) -> str:
         aware = value if value.tzinfo else value.replace(tzinfo=dt.UTC)
         millis = (aware - _EPOCH) // dt.timedelta(milliseconds=1)
     elif isinstance(value, dt.date):
-        millis = (value - dt.date(1970, 1, 1)).days * _DAY_MS
+        millis = (value - dt.date(1970, 1, 1)).days * DAY_MS
     else:
         millis = ((value.hour * 60 + value.minute) * 60 + value.second) * 1000
         millis += value.microsecond // 1000
     stamp = _EPOCH + dt.timedelta(milliseconds=millis)
     clock = stamp.strftime("%H:%M:%S.") + f"{stamp.microsecond // 1000:03d}Z"
-    if millis < _DAY_MS:
+    if millis < DAY_MS:
         return clock
-    if millis % _DAY_MS == 0:
+    if millis % DAY_MS == 0:
         return stamp.strftime("%Y-%m-%d")
     return stamp.strftime("%Y-%m-%dT") + clock
 

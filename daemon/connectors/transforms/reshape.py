@@ -32,7 +32,9 @@ from daemon.connectors.transforms.fields import (
     Errors,
     Row,
     dumps,
+    in_columns,
     plain,
+    plain_with_schema,
     set_column,
     text_apply,
 )
@@ -93,11 +95,7 @@ def apply(
 ) -> tuple[RecordBatch, Errors]:
     """``batch`` with ``spec`` applied to the rows of ``where``, and the rows it refused."""
     base = spec.cls.rsplit("$", 1)[0]
-    if (
-        tf.side(spec.cls) == "value"
-        and batch.value_columns is not None
-        and ("value" in batch.schemas)
-    ):
+    if in_columns(spec, batch) and "value" in batch.schemas:
         return typed.apply(spec, batch, where)
     if base == tf.VALUE_TO_KEY:
         return _value_to_key(tf.names(spec.config["fields"]), batch, where)
@@ -113,7 +111,7 @@ def apply(
         batch = whole(batch)
     if side == "value" and every and base == tf.HOIST_FIELD:
         return _hoist_column(batch, spec.config["field"]), {}
-    if base == tf.EXTRACT_FIELD and _plain_with_schema(batch, side):
+    if base == tf.EXTRACT_FIELD and plain_with_schema(batch, side):
         # A null with a schema: Connect looks the field up in a schema that has none.
         nulls = pc.and_(where, pc.is_null(batch.table.column(side)).combine_chunks())
         refused = dict.fromkeys(
@@ -125,12 +123,6 @@ def apply(
         )
         return done, {**errors, **refused}
     return text_apply(batch, where, side, record_function(spec))
-
-
-def _plain_with_schema(batch: RecordBatch, side: str) -> bool:
-    """A key or value held whole with a Connect schema (a string, bytes or number)."""
-    whole_side = side == "key" or batch.value_columns is None
-    return whole_side and side in batch.schemas and side not in batch.json_columns
 
 
 def value_maps(batch: RecordBatch) -> list[dict[str, Any] | None]:
@@ -306,7 +298,7 @@ def _value_to_key(
         try:
             value = java.require_map(value, "copying fields from value to key")
         except TransformError as e:
-            errors[i] = java.with_schema(str(e)) if _plain_with_schema(batch, "value") else str(e)
+            errors[i] = java.with_schema(str(e)) if plain_with_schema(batch, "value") else str(e)
             out.append(None)
             continue
         out.append(dumps({f: value.get(f) for f in fields}))

@@ -43,10 +43,9 @@ from daemon.connectors.transforms.fields import (
     text_apply,
     write_fields,
 )
-from daemon.connectors.transforms.java import TransformError
+from daemon.connectors.transforms.java import DAY_MS, TransformError
 from daemon.connectors.transforms.reshape import whole
 
-DAY_MS = 86_400_000
 #: 1582-10-15T00:00Z, where Java's default calendar turns from Julian to Gregorian.
 CUTOVER_MS = -12_219_292_800_000
 EPOCH_JDN = 2_440_588  # the Julian day number of 1970-01-01

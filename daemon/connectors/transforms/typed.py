@@ -28,7 +28,14 @@ import pyarrow.compute as pc
 
 from daemon.config import transforms as tf
 from daemon.connectors.records import RecordBatch, value_column_names
-from daemon.connectors.transforms.fields import Errors, read_fields, set_column, write_fields
+from daemon.connectors.transforms import java
+from daemon.connectors.transforms.fields import (
+    Errors,
+    live_rows,
+    read_fields,
+    set_column,
+    write_fields,
+)
 
 _SOME = (
     "{cls}: connectd holds values with a schema in typed columns, one shape per batch; this"
@@ -44,7 +51,7 @@ def apply(
     """``spec`` (a reshape) on a value with a schema in columns, on the rows of ``where``."""
     assert batch.value_columns is not None
     base = spec.cls.rsplit("$", 1)[0]
-    live = _live(batch, where)
+    live = live_rows(batch, where)
     if not pc.all(where).as_py():
         message = _SOME.format(cls=spec.cls)
         return batch, {i: message for i in pc.indices_nonzero(where).to_pylist()}
@@ -130,18 +137,12 @@ def set_schema_metadata(
         rows = pc.and_(where, pc.is_valid(batch.table.column(side)).combine_chunks())
         return batch, _refuse(rows, "Cannot list fields on non-struct type")
     if side == "value" and batch.value_columns is not None:
-        rows = _live(batch, where)
+        rows = live_rows(batch, where)
     elif side in batch.json_columns:
         rows = pc.and_(where, pc.is_valid(batch.table.column(side)).combine_chunks())
     else:
         return batch, {}
     return batch, _refuse(rows, "Schema required for [updating schema metadata]")
-
-
-def _live(batch: RecordBatch, where: pa.BooleanArray) -> pa.BooleanArray:
-    if batch.tombstones is None:
-        return where
-    return pc.and_(where, pc.invert(pc.fill_null(batch.tombstones, False)))
 
 
 def _refuse(live: pa.BooleanArray, message: str) -> Errors:
@@ -239,11 +240,7 @@ def _value_to_key(
     errors: Errors = {}
     if batch.tombstones is not None:  # no schema: Connect's schemaless refusal
         dead = pc.and_(where, pc.fill_null(batch.tombstones, False))
-        message = (
-            "Only Map objects supported in absence of schema for [copying fields from value to"
-            " key], found: null"
-        )
-        errors.update(_refuse(dead, message))
+        errors.update(_refuse(dead, java.map_refusal(None, "copying fields from value to key")))
     if missing is not None:
         errors.update(_refuse(live, f"Field does not exist: {missing}"))
         return batch, errors

@@ -35,6 +35,7 @@ import org.apache.kafka.connect.data.Schema;
 import org.apache.kafka.connect.data.SchemaAndValue;
 import org.apache.kafka.connect.header.ConnectHeaders;
 import org.apache.kafka.connect.json.JsonConverter;
+import org.apache.kafka.connect.storage.Converter;
 import org.apache.kafka.connect.storage.SimpleHeaderConverter;
 import org.apache.kafka.connect.storage.StringConverter;
 import org.apache.kafka.connect.header.Header;
@@ -117,6 +118,17 @@ public class Harness {
             values = new JsonConverter();
             values.configure(options, false);
         }
+        // What reads each key and value: StringConverter, the JsonConverters, or nothing (the
+        // text as it is, with no schema).
+        Converter keyReader = keys, valueReader = values;
+        if (strings) {
+            StringConverter keyStrings = new StringConverter();
+            keyStrings.configure(Map.of(), true);
+            StringConverter valueStrings = new StringConverter();
+            valueStrings.configure(Map.of(), false);
+            keyReader = keyStrings;
+            valueReader = valueStrings;
+        }
         ArrayNode out = json.createArrayNode();
         for (JsonNode r : request.get("records")) {
             ConnectHeaders headers = new ConnectHeaders();
@@ -125,18 +137,9 @@ public class Harness {
             Object key = r.get("key").isNull() ? null : r.get("key").asText();
             Object value = r.get("value").isNull() ? null : r.get("value").asText();
             Schema keySchema = null, valueSchema = null;
-            if (strings) {
-                StringConverter reader = new StringConverter();
-                reader.configure(Map.of(), false);
-                SchemaAndValue k = reader.toConnectData(topic, key == null ? null : ((String) key).getBytes(StandardCharsets.UTF_8));
-                SchemaAndValue v = reader.toConnectData(topic, value == null ? null : ((String) value).getBytes(StandardCharsets.UTF_8));
-                key = k.value();
-                value = v.value();
-                keySchema = k.schema();
-                valueSchema = v.schema();
-            } else if (keys != null) {
-                SchemaAndValue k = keys.toConnectData(topic, key == null ? null : ((String) key).getBytes(StandardCharsets.UTF_8));
-                SchemaAndValue v = values.toConnectData(topic, value == null ? null : ((String) value).getBytes(StandardCharsets.UTF_8));
+            if (keyReader != null) {
+                SchemaAndValue k = keyReader.toConnectData(topic, key == null ? null : ((String) key).getBytes(StandardCharsets.UTF_8));
+                SchemaAndValue v = valueReader.toConnectData(topic, value == null ? null : ((String) value).getBytes(StandardCharsets.UTF_8));
                 key = k.value();
                 value = v.value();
                 keySchema = k.schema();

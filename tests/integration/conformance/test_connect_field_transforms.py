@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 from support.connect_jars import chain_of, connect_libs, harness_records, raw_batch, run_harness
+from support.connect_jars import one_transform as one
 
 from daemon.connectors.converters import convert_poll, make_converter
 from daemon.connectors.transforms import apply
@@ -78,11 +79,6 @@ LOOSE = [
 
 
 def chains() -> Iterator[tuple[str, dict[str, str]]]:
-    def one(cls: str, **own: str) -> dict[str, str]:
-        return {"transforms": "t", "transforms.t.type": cls} | {
-            f"transforms.t.{k.replace('_', '.')}": v for k, v in own.items()
-        }
-
     for side in ("Value", "Key"):
         insert = f"InsertField${side}"
         yield (

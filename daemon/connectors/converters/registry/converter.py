@@ -17,14 +17,18 @@ not know, a payload that cannot be read, a schema that cannot become columns.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
 import pyarrow as pa
 
-from daemon.connectors.converters.base import Converted, Converter, flag_option
+from daemon.connectors.converters.base import (
+    Converted,
+    Converter,
+    flag_option,
+    unused_options,
+)
 from daemon.connectors.converters.layout import Group, TypedLayout
 from daemon.connectors.converters.registry.avro import AvroType, SchemaRefused
 from daemon.connectors.converters.registry.client import (
@@ -66,11 +70,9 @@ class RegistryConverter(Converter):
     def configure(self, options: Mapping[str, str], *, is_key: bool) -> None:
         super().configure(options, is_key=is_key)
         settings = RegistrySettings.parse(options, f"{self.side}.converter.")
-        known = sorted(known_options(self.own_options))
-        self.unused = {
-            key: difflib.get_close_matches(key, known, n=1, cutoff=0.8)
-            for key in unknown_options(options, self.own_options)
-        }
+        self.unused = unused_options(
+            unknown_options(options, self.own_options), known_options(self.own_options)
+        )
         self.client = RegistryClient(settings)
         self.layout = TypedLayout(self.side)
 
