@@ -203,6 +203,7 @@ class Converter(enum.StrEnum):
     DOUBLE = "double"
     AVRO = "avro"
     JSONSCHEMA = "jsonschema"
+    PROTOBUF = "protobuf"
 
 
 _CONVERTER_NAMES: dict[str, Converter] = {
@@ -216,6 +217,8 @@ _CONVERTER_NAMES: dict[str, Converter] = {
     "avroconverter": Converter.AVRO,
     "io.confluent.connect.json.jsonschemaconverter": Converter.JSONSCHEMA,
     "jsonschemaconverter": Converter.JSONSCHEMA,
+    "io.confluent.connect.protobuf.protobufconverter": Converter.PROTOBUF,
+    "protobufconverter": Converter.PROTOBUF,
     **{
         name: kind
         for kind in (
@@ -253,10 +256,11 @@ def parse_converter(value: object) -> Converter | str:
 
 
 _CONVERTER_EXPECTED = (
-    "string, json, bytearray, long, integer, short, float, double, avro or jsonschema (or "
-    "Connect's StringConverter, JsonConverter, ByteArrayConverter, LongConverter, "
-    "IntegerConverter, ShortConverter, FloatConverter, DoubleConverter class names, or "
-    "Confluent's io.confluent.connect.avro.AvroConverter and "
+    "string, json, bytearray, long, integer, short, float, double, avro, protobuf or "
+    "jsonschema (or Connect's StringConverter, JsonConverter, ByteArrayConverter, "
+    "LongConverter, IntegerConverter, ShortConverter, FloatConverter, DoubleConverter class "
+    "names, or Confluent's io.confluent.connect.avro.AvroConverter, "
+    "io.confluent.connect.protobuf.ProtobufConverter and "
     "io.confluent.connect.json.JsonSchemaConverter), or a converter of your own as "
     "package.module:Class"
 )

@@ -1,6 +1,7 @@
 """A real Schema Registry for tests (Apicurio Registry through dev/registry/registryctl.py,
 Confluent's API), tracked by PID, and records written by Confluent's own serializers
-(confluent-kafka's ``SchemaRegistryClient`` with ``AvroSerializer`` and ``JSONSerializer``):
+(confluent-kafka's ``SchemaRegistryClient`` with ``AvroSerializer``, ``ProtobufSerializer`` and
+``JSONSerializer``):
 the producer side is code no one here wrote.
 
 ``schema_registry`` is session-scoped (one registry per pytest worker process, started on first
@@ -28,6 +29,7 @@ from confluent_kafka import Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.schema_registry.json_schema import JSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from support import procs
@@ -100,6 +102,51 @@ def serialize(
         serializer = (
             AvroSerializer(client, text) if kind == "avro" else JSONSerializer(text, client)
         )
+        return [None if v is None else serializer(v, ctx) for v in values]
+
+
+def proto_classes(
+    text: str, name: str = "schema.proto", imports: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The message classes (by full name) of a ``.proto`` text, compiled by protoc with
+    ``imports`` (import name → text) and the well-known and Confluent files to import (each call
+    its own pool, so one file name can hold several versions of a schema)."""
+    from google.protobuf import descriptor_pool, message_factory
+
+    from daemon.connectors.converters.registry.protofiles import compile_texts
+
+    files = compile_texts({**(imports or {}), name: text}, targets=[name])
+    pool = descriptor_pool.DescriptorPool()
+    added: set[str] = set()
+
+    def add(file: str) -> None:
+        if file not in added:
+            for dep in files[file].dependency:
+                add(dep)
+            pool.Add(files[file])
+            added.add(file)
+
+    add(name)
+    out: dict[str, Any] = {}
+
+    def walk(prefix: str, types: Any) -> None:
+        for t in types:
+            full = f"{prefix}{t.name}"
+            out[full] = message_factory.GetMessageClass(pool.FindMessageTypeByName(full))
+            walk(f"{full}.", t.nested_type)
+
+    walk(f"{files[name].package}." if files[name].package else "", files[name].message_type)
+    return out
+
+
+def serialize_protobuf(
+    registry: Registry, message_class: Any, topic: str, values: Sequence[Any]
+) -> list[bytes | None]:
+    """Messages written by Confluent's ``ProtobufSerializer`` (which registers the schema as a
+    base64 descriptor under the topic's subject, its imports skipped when well known)."""
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    with registry.client() as client:
+        serializer = ProtobufSerializer(message_class, client)
         return [None if v is None else serializer(v, ctx) for v in values]
 
 

@@ -51,6 +51,7 @@ from daemon.connectors.converters.numbers import (
 from daemon.connectors.converters.registry import (
     AvroConverter,
     JsonSchemaConverter,
+    ProtobufConverter,
     RegistryConverter,
     RegistryUnavailable,
     SchemasNeeded,
@@ -79,6 +80,7 @@ __all__ = [
     "JsonSchemaConverter",
     "LongConverter",
     "NumberConverter",
+    "ProtobufConverter",
     "RegistryConverter",
     "RegistryUnavailable",
     "SchemasNeeded",
@@ -116,6 +118,7 @@ for _cls in (
     RegistryConverter,
     AvroConverter,
     JsonSchemaConverter,
+    ProtobufConverter,
 ):
     _cls.__module__ = __name__
 

@@ -10,7 +10,11 @@ from daemon.config.problems import error, warning
 from daemon.connectors.converters.base import Converter, Side
 from daemon.connectors.converters.jsonconverter import JsonConverter
 from daemon.connectors.converters.numbers import NUMBER_CONVERTERS
-from daemon.connectors.converters.registry import AvroConverter, JsonSchemaConverter
+from daemon.connectors.converters.registry import (
+    AvroConverter,
+    JsonSchemaConverter,
+    ProtobufConverter,
+)
 from daemon.connectors.converters.text import ByteArrayConverter, StringConverter
 from daemon.errors import ConfigError
 from daemon.structs import Problem
@@ -24,6 +28,7 @@ def _builtin_converters() -> dict[str, type[Converter]]:
         (ByteArrayConverter, ("bytearray", "bytes")),
         (AvroConverter, ("avro",)),
         (JsonSchemaConverter, ("jsonschema",)),
+        (ProtobufConverter, ("protobuf",)),
     ]
     builtins += [(cls, (cls.type_name,)) for cls in NUMBER_CONVERTERS]
     for cls, shorts in builtins:

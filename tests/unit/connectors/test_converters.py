@@ -389,13 +389,14 @@ def test_converter_names(name: str, cls: type) -> None:
 
 def test_unknown_converter_lists_the_known_ones() -> None:
     with pytest.raises(ConfigError) as e:
-        converter_class("io.confluent.connect.protobuf.ProtobufConverter")
+        converter_class("io.confluent.connect.thrift.ThriftConverter")
     assert "org.apache.kafka.connect.json.JsonConverter" in str(e.value)
     with pytest.raises(ConfigError, match="cannot be loaded"):
         converter_class("no.such.module:Conv")
     with pytest.raises(ConfigError, match="is not a"):
         converter_class("daemon.connectors.records:RawBatch")
-    assert len(list_converters()) == 10  # string, JSON, byte array, five numbers, Avro, JSON Schema
+    # string, JSON, byte array, five numbers, Avro, Protobuf, JSON Schema
+    assert len(list_converters()) == 11
 
 
 def test_batch_converter_from_connect_config() -> None:

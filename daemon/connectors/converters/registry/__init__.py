@@ -14,6 +14,7 @@ from daemon.connectors.converters.registry.client import (
 from daemon.connectors.converters.registry.converter import (
     AvroConverter,
     JsonSchemaConverter,
+    ProtobufConverter,
     RegistryConverter,
 )
 
@@ -21,6 +22,7 @@ __all__ = [
     "AvroConverter",
     "AvroType",
     "JsonSchemaConverter",
+    "ProtobufConverter",
     "RegistryClient",
     "RegistryConverter",
     "RegistrySettings",

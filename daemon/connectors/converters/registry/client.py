@@ -69,6 +69,7 @@ _READER_IGNORES = frozenset(
         "latest.cache.ttl.sec",
         "schemas.cache.ttl.sec",
         "scrub.invalid.names",
+        "enhanced.protobuf.schema.support",  # Connect schema names (full or simple)
         "ignore.default.for.nullables",
         "schema.registry.ssl.protocol",
         "schema.registry.ssl.enabled.protocols",

@@ -1,4 +1,5 @@
-"""Confluent's Schema Registry converters, for a whole poll at a time: ``AvroConverter``.
+"""Confluent's Schema Registry converters, for a whole poll at a time: ``AvroConverter``,
+``ProtobufConverter``, ``JsonSchemaConverter``.
 
 Each record is in Confluent's wire format: byte 0 (the magic byte), the schema id (4 bytes,
 big-endian), then the payload written with that schema. A poll's records are laid end to end
@@ -40,6 +41,7 @@ from daemon.connectors.converters.registry.client import (
 )
 from daemon.connectors.converters.registry.columnar import Spans
 from daemon.connectors.converters.registry.jsonschema import JsonSchemaType
+from daemon.connectors.converters.registry.protobuf import ProtobufOptions, ProtobufType
 from daemon.errors import ConversionError
 
 #: Confluent's wire format: the magic byte, then a 4-byte schema id.
@@ -120,7 +122,9 @@ class RegistryConverter(Converter):
                 continue
             array, bad = compiled.decode(spans.subset(local, HEADER))
             for j, e in bad.items():
-                errors[rows[j]] = e
+                # a message of the schema that cannot become columns (protobuf.py)
+                refused = isinstance(e, SchemaRefused)
+                errors[rows[j]] = SchemaRefused(f"schema id {sid}: {e}") if refused else e
             decoded.append(Group(f"schema id {sid}", rows, array))
         # The compiled schemas are kept as many as the client's cache, the oldest leaving
         # first, but none this poll used.
@@ -201,3 +205,39 @@ class JsonSchemaConverter(RegistryConverter):
 
     def compile(self, text: str, references: Sequence[tuple[str, str]]) -> JsonSchemaType:
         return JsonSchemaType.of(text, references, optional_non_required=self.optional_non_required)
+
+
+class ProtobufConverter(RegistryConverter):
+    """Confluent's ``io.confluent.connect.protobuf.ProtobufConverter``: Protobuf payloads (after
+    the message indexes) read into the registered message's columns (``protobuf.py``), with
+    Confluent's ``ProtobufDataConfig`` settings that shape them."""
+
+    connect_name = "io.confluent.connect.protobuf.ProtobufConverter"
+    schema_type = "PROTOBUF"
+    #: Confluent's settings and defaults (``ProtobufDataConfig``), as ``ProtobufOptions`` fields.
+    flags: ClassVar[dict[str, bool]] = {
+        "int.for.enums": False,
+        "optional.for.nullables": False,
+        "optional.for.proto2": True,
+        "wrapper.for.nullables": False,
+        "wrapper.for.raw.primitives": True,
+        "generate.struct.for.nulls": False,
+        "generate.index.for.unions": True,
+        "flatten.unions": False,
+    }
+    #: ``generalized.sum.type.support`` changes only Connect's schema names here.
+    own_options = (*flags, "generalized.sum.type.support")
+    options = ProtobufOptions()
+
+    def configure(self, options: Mapping[str, str], *, is_key: bool) -> None:
+        super().configure(options, is_key=is_key)
+        prefix = f"{self.side}.converter."
+        self.options = ProtobufOptions(
+            **{
+                key.replace(".", "_"): flag_option(options, key, default, prefix)
+                for key, default in self.flags.items()
+            }
+        )
+
+    def compile(self, text: str, references: Sequence[tuple[str, str]]) -> ProtobufType:
+        return ProtobufType.of(text, references, self.options)
