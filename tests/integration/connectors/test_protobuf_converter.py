@@ -3,7 +3,9 @@
 descriptor) and a second version registered as ``.proto`` text, into a ParquetSink table: the
 message types the columns (scalars of every width, a Timestamp, a Date, a Decimal with its
 scale, repeated fields, a map, a oneof, an optional field, an enum, nested messages, a wrapper),
-the second version adds a column, and records the converter cannot read are dead-lettered."""
+the second version adds a column, and records the converter cannot read are dead-lettered.
+The same messages into a Delta table (read by delta-rs), and the exactly-once audit on Protobuf
+records through a daemon SIGKILL and an executor JVM SIGKILL."""
 
 from __future__ import annotations
 
@@ -15,10 +17,13 @@ from typing import Any
 import pyarrow.dataset as ds
 import pytest
 from confluent_kafka.schema_registry import Schema
-from support.daemon import DaemonFactory, wait_until, worker_properties
+from support import delta
+from support.daemon import DaemonFactory, ProcessFactory, wait_until, worker_properties
+from support.exactly_once import PARTITIONS, SHORT_RECORDS, SHORT_WINDOWS, audit
 from support.kafka import dead_letter_settings, dead_letters
 from support.kafka_fixtures import TopicFactory
 from support.registry import Registry, produce_serialized, proto_classes, serialize_protobuf
+from support.spark import ThreadedPool
 from support.tables import committed
 
 pytestmark = pytest.mark.integration
@@ -82,7 +87,7 @@ DAY0 = datetime.date(2026, 1, 1)
 
 def _sale(classes: dict[str, Any], i: int, version: int) -> Any:
     m = classes["shop.Sale"](
-        id=i, name=f"n{i}", qty=-i, big=2**63 + i, ratio=i / 2, blob=bytes([i])
+        id=i, name=f"n{i}", qty=-i, big=2**63 + i, ratio=i / 2, blob=bytes([i % 256])
     )
     m.at.seconds, m.at.nanos = 1_700_000_000 + i, 7_000_000
     day = DAY0 + datetime.timedelta(days=i)
@@ -177,7 +182,12 @@ async def test_protobuf_records_land_as_typed_columns(
     assert [r["id"] for r in rows] == list(range(60))
     for r in rows:
         i = r["id"]
-        assert (r["name"], r["qty"], r["ratio"], r["blob"]) == (f"n{i}", -i, i / 2, bytes([i]))
+        assert (r["name"], r["qty"], r["ratio"], r["blob"]) == (
+            f"n{i}",
+            -i,
+            i / 2,
+            bytes([i % 256]),
+        )
         assert r["big"] == 2**63 + i - 2**64  # uint64 past 2^63 wraps, as Java's long does
         assert r["at"] == datetime.datetime.fromtimestamp(1_700_000_000.007 + i, datetime.UTC)
         assert r["day"] == DAY0 + datetime.timedelta(days=i)
@@ -201,3 +211,106 @@ async def test_protobuf_records_land_as_typed_columns(
         "the Protobuf payload cannot be read",
     ):
         assert sum(expected in m for m in messages) == 1, (expected, messages)
+
+
+def _registry_sink(registry: Registry) -> dict[str, str]:
+    return {
+        "value.converter": "io.confluent.connect.protobuf.ProtobufConverter",
+        "value.converter.schema.registry.url": registry.url,
+    }
+
+
+async def test_protobuf_types_into_a_delta_table(
+    run_daemon: DaemonFactory,
+    kafka_bootstrap: str,
+    kafka_topic: TopicFactory,
+    schema_registry: Registry,
+    delta_pool: ThreadedPool,
+    tmp_path: Path,
+) -> None:
+    topic = await kafka_topic(partitions=1)
+    classes = proto_classes(V2, "sale_v2.proto")
+    values = serialize_protobuf(
+        schema_registry, classes["shop.Sale"], topic, [_sale(classes, i, 2) for i in range(20)]
+    )
+    produce_serialized(kafka_bootstrap, topic, values)
+    table = tmp_path / "delta"
+    sink = {
+        "name": "proto-delta",
+        "connector.class": "DeltaSink",
+        "path": str(table),
+        "topics": topic,
+        "flush.interval.ms": "500",
+        **_registry_sink(schema_registry),
+    }
+    await run_daemon(
+        worker_properties(kafka_bootstrap, tmp_path / "state"),
+        connectors=[sink],
+        executors=delta_pool,
+    )
+    await wait_until(lambda: delta.committed(table) == 20, 180, "every record in the table")
+    columns = ["id", "qty", "at", "day", "price", "tags", "counts", "pay_0", "kind", "shop"]
+    data = delta.rows_with_deltalake(table, columns)
+    types = {f.name: str(f.type) for f in data.schema}
+    assert types["price"] == "decimal128(10, 2)" and types["day"] == "date32[day]"
+    assert types["at"].startswith("timestamp[us, tz=") and types["qty"] == "int16"
+    assert types["pay_0"] == "struct<card: string, cash: int32>"
+    rows = sorted(data.to_pylist(), key=lambda r: r["id"])
+    assert [r["id"] for r in rows] == list(range(20))
+    for r in rows:
+        i = r["id"]
+        assert r["at"] == datetime.datetime.fromtimestamp(1_700_000_000.007 + i, datetime.UTC)
+        assert (r["day"], r["price"]) == (
+            DAY0 + datetime.timedelta(days=i),
+            decimal.Decimal(i) + decimal.Decimal("0.25"),
+        )
+        assert r["tags"] == [f"t{i}", "x"] and dict(r["counts"]) == {"a": i}
+        assert r["pay_0"] == (
+            {"card": None, "cash": i} if i % 2 else {"card": f"c{i}", "cash": None}
+        )
+        assert r["shop"] == (
+            {"city": f"city{i % 3}", "items": [{"sku": f"s{i}", "n": i}]} if i % 4 else None
+        )
+
+
+async def test_protobuf_records_exactly_once_through_a_daemon_and_a_jvm_kill(
+    daemon_process: ProcessFactory,
+    kafka_bootstrap: str,
+    kafka_topic: TopicFactory,
+    schema_registry: Registry,
+    tmp_path: Path,
+) -> None:
+    """The exactly-once audit (``support.exactly_once``) on Protobuf records: the daemon
+    SIGKILLed and restarted (its converter fetches and compiles the schema again), an
+    executor's JVM SIGKILLed; every record once in the table, typed."""
+    topic = await kafka_topic(partitions=PARTITIONS)
+    classes = proto_classes(V2, "audit.proto")
+
+    async def protobuf_values(topic: str, n: int) -> None:
+        values = serialize_protobuf(
+            schema_registry, classes["shop.Sale"], topic, [_sale(classes, i, 2) for i in range(n)]
+        )
+        produce_serialized(kafka_bootstrap, topic, values, partitions=PARTITIONS)
+
+    async def check(table: Path) -> None:
+        data = ds.dataset(table, format="parquet").to_table(
+            columns=["kafka_partition", "kafka_offset", "id", "price", "score", "pay_0"]
+        )
+        assert data.num_rows == SHORT_RECORDS
+        pairs = data.group_by(["kafka_partition", "kafka_offset"]).aggregate([])
+        assert pairs.num_rows == SHORT_RECORDS
+        assert sorted(data.column("id").to_pylist()) == list(range(SHORT_RECORDS))
+        assert str(data.schema.field("price").type) == "decimal128(10, 2)"
+        assert None not in data.column("score").to_pylist()
+
+    await audit(
+        daemon_process,
+        kafka_bootstrap,
+        topic,
+        tmp_path,
+        records=SHORT_RECORDS,
+        windows=SHORT_WINDOWS,
+        sink_extra=_registry_sink(schema_registry),
+        check=check,
+        produce_values=protobuf_values,
+    )
