@@ -1,5 +1,5 @@
-"""Avro decoding against the JSON path, per record, in one process (issue 31's target: Avro
-decoding no slower per record than today's JSON path).
+"""Avro and Protobuf decoding against the JSON path, per record, in one process (issue 31's
+target: Avro decoding no slower per record than today's JSON path).
 
     .venv/bin/python bench/avro_decode_bench.py [--records N] [--runs R]
 
@@ -12,7 +12,9 @@ JSON) as Avro bodies and as JSON text, decoded in polls of 500 and 5,000 records
 - ``json``: the JsonConverter's fast path (``pyarrow.json`` with the columns' schema);
 - ``avro-converter`` / ``json-converter``: the whole converters as a task runs them, wire
   format included (Confluent's header, the schema from the converter's cache; JsonConverter
-  with ``schemas.enable=false`` and the bench's typed ``fields``, as bench/ss configures it).
+  with ``schemas.enable=false`` and the bench's typed ``fields``, as bench/ss configures it);
+- ``proto-converter``: ProtobufConverter on the same record as a proto3 message (upb parses
+  each message, then a Python step per field builds the row: registry/protoschema.py).
 
 CPU microseconds per record (``time.process_time``), median of ``--runs``, and each Avro path's
 ratio to JSON. One core; nothing else runs.
@@ -42,6 +44,30 @@ from daemon.connectors.converters import make_converter
 from daemon.connectors.converters.registry import AvroConverter
 from daemon.connectors.converters.registry.avro import AvroType
 from daemon.connectors.converters.registry.client import Schema
+from daemon.connectors.converters.registry.protofiles import compile_texts
+
+PROTO = """
+syntax = "proto3";
+package connectd.bench;
+message BenchRecord {
+  int64 id = 1;
+  string user = 2;
+  double amount = 3;
+  bool ok = 4;
+  int64 ts = 5;
+  string note = 6;
+}
+"""
+
+
+def _proto_bodies(values: list[dict[str, Any]]) -> list[bytes]:
+    from google.protobuf import descriptor_pool, message_factory
+
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(compile_texts({"bench.proto": PROTO})["bench.proto"])
+    cls = message_factory.GetMessageClass(pool.FindMessageTypeByName("connectd.bench.BenchRecord"))
+    return [b"\x00\x00\x00\x00\x02\x00" + cls(**v).SerializeToString() for v in values]
+
 
 JSON_SCHEMA = pa.schema(
     [
@@ -96,12 +122,24 @@ def main() -> int:
     json_converter = make_converter(
         "json", {"schemas.enable": "false", "fields": fields}, is_key=False
     )
+    proto_converter = make_converter(
+        "protobuf", {"schema.registry.url": "http://unused"}, is_key=False
+    )
+    assert proto_converter.client is not None  # type: ignore[attr-defined]
+    proto_converter.client.schemas[2] = Schema(2, "PROTOBUF", PROTO)  # type: ignore[attr-defined]
+    protos = _proto_bodies([json.loads(t) for t in texts])
+    assert (
+        proto_converter.convert(protos[:100])
+        .columns["user"]
+        .equals(avro_converter.convert(framed[:100]).columns["user"])
+    ), "Protobuf and Avro must read the same records"
     paths: dict[str, tuple[Callable[[Sequence[bytes]], Any], list[bytes]]] = {
         "avro-columnar": (lambda c: avro.decode(c), bodies),
         "avro-fastavro": (lambda c: fallback.decode(c), bodies),
         "json": (_json, texts),
         "avro-converter": (avro_converter.convert, framed),
         "json-converter": (json_converter.convert, texts),
+        "proto-converter": (proto_converter.convert, protos),
     }
     print(f"{args.records:,} records, CPU µs per record, median of {args.runs} runs")
     print(f"{'poll':>6}  {'path':<14} {'µs/record':>9}  ratio")

@@ -296,3 +296,16 @@ def test_settings_are_checked() -> None:
     )
     assert [p.key for p in problems] == ["value.converter.int.for.enum"], problems
     assert "int.for.enums" in str(problems[0])
+
+
+def test_a_large_poll_is_read_in_chunks_with_errant_rows_in_place() -> None:
+    text = 'syntax = "proto3";\nmessage A { int32 x = 1; }'
+    A = proto_classes(text)["A"]
+    bad = b"\x00\x00\x00\x00\x01\x00\x0a\x05ab"
+    # the first chunk all errant (no column type yet), later chunks mixed
+    data = [bad] * 600 + [wire(1, A(x=i)) if i % 100 else bad for i in range(600, 1300)]
+    out = converter({1: Schema(1, "PROTOBUF", text)}).convert(data)
+    assert sorted(out.errors) == [*range(600), *range(600, 1300, 100)]
+    got = out.columns["x"].to_pylist()
+    assert got[:600] == [None] * 600
+    assert got[600:] == [None if i % 100 == 0 else i for i in range(600, 1300)]

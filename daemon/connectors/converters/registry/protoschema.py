@@ -72,6 +72,19 @@ def _wrap(bits: int | None) -> Read | None:
     return lambda v: connectschema._wrap(v, bits)
 
 
+class StructRead:
+    """A message → the struct's Python value (a dict); ``getters`` reads one field each, so a
+    batch can also be read a column at a time (``protobuf.ProtobufType.decode``)."""
+
+    __slots__ = ("getters",)
+
+    def __init__(self, getters: tuple[tuple[str, Read], ...]) -> None:
+        self.getters = getters
+
+    def __call__(self, m: Any) -> dict[str, Any]:
+        return {name: get(m) for name, get in self.getters}
+
+
 class SchemaBuilder:
     """Builds one message's Connect schema and reader (``protobuf.ProtobufType``): ``top``.
     ``syntax`` caches each file's syntax (``proto2``, ``proto3``, ``editions``) by name."""
@@ -138,12 +151,7 @@ class SchemaBuilder:
             raise SchemaRefused(
                 f"message {desc.full_name} has no fields: an empty struct has no column type"
             )
-        frozen = tuple(getters)
-
-        def read(m: Any) -> dict[str, Any]:
-            return {name: get(m) for name, get in frozen}
-
-        return {"type": "struct", "name": desc.name, "fields": fields}, read
+        return {"type": "struct", "name": desc.name, "fields": fields}, StructRead(tuple(getters))
 
     def union(self, oneof: Any, options: dict[str, bytes]) -> tuple[dict[str, Any], Read]:
         members: list[dict[str, Any]] = []
