@@ -209,6 +209,11 @@ def _check_worker_converters(worker: WorkerConfig) -> list[Problem]:
         config.update(
             {f"{side}.converter.{k}": v for k, v in worker.converter_config(side).items()}
         )
+    if worker.header_converter is not None or worker.header_converter_config:
+        config["header.converter"] = str(worker.header_converter or "")
+        config.update(
+            {f"header.converter.{k}": v for k, v in worker.header_converter_config.items()}
+        )
     problems = converter_problems(config)
     if any(p.is_error for p in problems):
         raise InvalidConfig([p for p in problems if p.is_error])

@@ -158,6 +158,19 @@ class ConnectorConfig(BaseModel):
         default_doc="the worker's",
         description="Value converter for this connector.",
     )
+    header_converter: values.OptHeaderConverterName = setting(
+        None,
+        key="header.converter",
+        example="org.apache.kafka.connect.storage.SimpleHeaderConverter",
+        default_doc="the worker's",
+        description="What this connector's headers column holds: each header's text"
+        " (SimpleHeaderConverter, StringConverter) or its bytes (ByteArrayConverter).",
+    )
+    header_converter_config: f.StrDict = setting(
+        {},
+        key="header.converter.*",
+        description="Settings of this connector's header converter: converter.encoding.",
+    )
     key_converter_config: f.StrDict = setting(
         {}, key="key.converter.*", description="Settings of this connector's key converter."
     )
@@ -361,6 +374,19 @@ class ConnectorConfig(BaseModel):
             "consumer.override.", KafkaClient.CONSUMER, self.consumer_override
         )
         return problems
+
+
+def effective_header_converter(
+    worker: WorkerConfig, connector: ConnectorConfig
+) -> tuple[values.HeaderConverter | None, dict[str, str]]:
+    """The header converter a connector's tasks use and its settings: the connector's own
+    (with exactly its own settings, as in Connect), else the worker's."""
+    if connector.header_converter is not None:
+        return connector.header_converter, dict(connector.header_converter_config)
+    return worker.header_converter, {
+        **worker.header_converter_config,
+        **connector.header_converter_config,
+    }
 
 
 def effective_converter(

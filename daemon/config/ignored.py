@@ -32,7 +32,6 @@ WORKER_KEYS: dict[str, str] = {
     "rest.extension.classes": _JVM,
     "server.port": "not a Kafka Connect setting (Connect ignores it too); the REST port is"
     + " set with listeners",
-    "header.converter": "connectd passes record headers through as bytes; ignored",
     "exactly.once.source.support": _SOURCE,
     "topic.creation.enable": _SOURCE,
     "connect.protocol": _REBALANCE,
@@ -62,7 +61,6 @@ WORKER_KEYS: dict[str, str] = {
 WORKER_PREFIXES: dict[str, str] = {
     "internal.key.converter.": "deprecated in Connect and " + _JVM,
     "internal.value.converter.": "deprecated in Connect and " + _JVM,
-    "header.converter.": "connectd passes record headers through as bytes; ignored",
     "metrics.context.": _JVM,
     "listeners.https.": "TLS settings of Connect's REST listener; " + _REST,
     "ssl.": _JVM + " (Java key store settings; connectd reads PEM files)",
@@ -70,7 +68,6 @@ WORKER_PREFIXES: dict[str, str] = {
 }
 
 CONNECTOR_KEYS: dict[str, str] = {
-    "header.converter": "connectd passes record headers through as bytes; ignored",
     "config.action.reload": "connectd re-reads config providers whenever a task starts; ignored",
     "exactly.once.support": _SOURCE,
     "transaction.boundary": _SOURCE,
@@ -79,7 +76,6 @@ CONNECTOR_KEYS: dict[str, str] = {
 }
 
 CONNECTOR_PREFIXES: dict[str, str] = {
-    "header.converter.": "connectd passes record headers through as bytes; ignored",
     "topic.creation.": _SOURCE,
 }
 

@@ -272,3 +272,46 @@ OptConverterName = Annotated[
     BeforeValidator(lambda v: None if v is None else parse_converter(v)),
     Expect(_CONVERTER_EXPECTED),
 ]
+
+
+class HeaderConverter(enum.StrEnum):
+    """What the ``headers`` column's values are (``header.converter``): the bytes as they came,
+    or their text."""
+
+    BYTEARRAY = "bytearray"
+    STRING = "string"
+    SIMPLE = "simple"
+
+
+_HEADER_CONVERTER_NAMES: dict[str, HeaderConverter] = {
+    "org.apache.kafka.connect.converters.bytearrayconverter": HeaderConverter.BYTEARRAY,
+    "bytearrayconverter": HeaderConverter.BYTEARRAY,
+    "org.apache.kafka.connect.storage.stringconverter": HeaderConverter.STRING,
+    "stringconverter": HeaderConverter.STRING,
+    "org.apache.kafka.connect.storage.simpleheaderconverter": HeaderConverter.SIMPLE,
+    "simpleheaderconverter": HeaderConverter.SIMPLE,
+    **{c.value: c for c in HeaderConverter},
+}
+
+
+def parse_header_converter(value: object) -> HeaderConverter | None:
+    """A ``HeaderConverter`` from Connect's class name or a short name (any letter case)."""
+    if value is None or isinstance(value, HeaderConverter):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _HEADER_CONVERTER_NAMES:
+        return _HEADER_CONVERTER_NAMES[value.strip().lower()]
+    raise ValueError(
+        f"{value!r} is not a header converter connectd has (a table's headers column holds "
+        "each header's bytes or its text)"
+    )
+
+
+OptHeaderConverterName = Annotated[
+    HeaderConverter | None,
+    BeforeValidator(parse_header_converter),
+    Expect(
+        "org.apache.kafka.connect.storage.SimpleHeaderConverter or StringConverter (the "
+        "headers' text), or org.apache.kafka.connect.converters.ByteArrayConverter (their "
+        "bytes)"
+    ),
+]

@@ -140,6 +140,24 @@ class WorkerConfig(KafkaSettings, RestApiSettings, DistributedSettings, Executor
         group=_CONV,
         description='JSON converter: values are {"schema": ..., "payload": ...} envelopes.',
     )
+    header_converter: values.OptHeaderConverterName = setting(
+        None,
+        key="header.converter",
+        example="org.apache.kafka.connect.storage.SimpleHeaderConverter",
+        group=_CONV,
+        default_doc="none: the headers' bytes",
+        description="What the headers column holds, unless a connector sets its own: each"
+        " header's text (SimpleHeaderConverter, Connect's default, or StringConverter) or its"
+        " bytes (ByteArrayConverter).",
+    )
+    header_converter_config: f.StrDict = setting(
+        {},
+        key="header.converter.*",
+        example={"converter.type": "header"},
+        group=_CONV,
+        description="Settings of the header converter: StringConverter's converter.encoding"
+        " (default UTF-8).",
+    )
     key_converter_config: f.StrDict = setting(
         {},
         key="key.converter.*",

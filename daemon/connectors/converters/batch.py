@@ -7,7 +7,8 @@ pipeline (``daemon.runtime.incarnation.pipeline``) holds the pair and calls it, 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import codecs
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, chain
 
@@ -15,9 +16,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from daemon.connectors.converters.base import Converter, Side
+from daemon.connectors.converters.text import decode_text
 from daemon.connectors.records import BadRecord, OffsetRange, RawBatch, RecordBatch, record_spans
+from daemon.errors import ConfigError
 
 HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+#: The ``headers`` column under a header converter that reads text.
+TEXT_HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.string())]))
 TIMESTAMP_TYPE = pa.timestamp("ms", tz="UTC")
 
 
@@ -105,6 +110,43 @@ def coordinate_table(raw: RawBatch) -> pa.Table:
             "kafka_offset": pa.array(raw.offsets, pa.int64()),
             "kafka_timestamp": stamps.cast(TIMESTAMP_TYPE),
         }
+    )
+
+
+def header_encoding(kind: str | None, options: Mapping[str, str]) -> str | None:
+    """The encoding the ``headers`` column's text is decoded with under ``header.converter``
+    ``kind`` (``simple``, ``string``, ``bytearray``: ``daemon.config.values.HeaderConverter``;
+    None for the bytes as they came, connectd's default); ``ConfigError`` naming the key for
+    a setting it does not take."""
+    text = kind in ("simple", "string")
+    takes = {"converter.type", *(("converter.encoding",) if kind == "string" else ())}
+    for key in sorted(options):
+        if key not in takes:
+            raise ConfigError(
+                f"header.converter.{key}: not a setting of the header converter ({kind or 'none'}"
+                f"); it takes {', '.join(sorted(takes))}"
+            )
+    name = options.get("converter.encoding", "UTF-8")
+    try:
+        encoding = codecs.lookup(name).name
+    except LookupError:
+        raise ConfigError(
+            f"header.converter.converter.encoding: unknown encoding {name!r}"
+        ) from None
+    return encoding if text else None
+
+
+def text_headers(column: pa.Array, encoding: str) -> pa.Array:
+    """A ``headers`` column with each value's bytes decoded (``HEADERS_TYPE`` with ``value``
+    a string; bytes invalid in the encoding become U+FFFD, as Connect's StringConverter reads
+    them; a null value stays null)."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    items = column.values
+    texts, _ = decode_text(items.field("value").to_pylist(), encoding, errors="replace")
+    entries = pa.StructArray.from_arrays([items.field("key"), texts], names=["key", "value"])
+    return pa.ListArray.from_arrays(
+        column.offsets, entries, type=TEXT_HEADERS_TYPE, mask=column.is_null()
     )
 
 

@@ -7,7 +7,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from daemon.config.problems import error, warning
+from daemon.config.values import parse_header_converter
 from daemon.connectors.converters.base import Converter, Side
+from daemon.connectors.converters.batch import header_encoding
 from daemon.connectors.converters.jsonconverter import JsonConverter
 from daemon.connectors.converters.numbers import NUMBER_CONVERTERS
 from daemon.connectors.converters.registry import (
@@ -89,6 +91,14 @@ def converter_problems(config: Mapping[str, str]) -> list[Problem]:
     converter's settings is a warning (``Converter.unused``). A value with a ``${...}``
     reference is left to the check at start (it is resolved there)."""
     found: list[Problem] = []
+    kind = config.get("header.converter")
+    if kind is not None and "${" not in kind:
+        prefix = "header.converter."
+        options = {k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)}
+        try:
+            header_encoding(_header_kind(kind), options)
+        except ConfigError as e:
+            found.append(error("header.converter", str(e)))
     for side in ("key", "value"):
         name = config.get(f"{side}.converter")
         prefix = f"{side}.converter."
@@ -109,3 +119,11 @@ def converter_problems(config: Mapping[str, str]) -> list[Problem]:
                 )
             )
     return found
+
+
+def _header_kind(name: str) -> str | None:
+    try:
+        kind = parse_header_converter(name or None)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    return kind.value if kind is not None else None

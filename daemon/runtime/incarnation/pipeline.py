@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from daemon.config import ConnectorConfig, WorkerConfig, effective_converter
+from daemon.config.connector import effective_header_converter
 from daemon.config.transforms import Chain
 from daemon.connectors.api import TaskId
 from daemon.connectors.converters import (
@@ -38,6 +39,7 @@ from daemon.connectors.converters import (
     convert_poll,
     make_converter,
 )
+from daemon.connectors.converters.batch import header_encoding, text_headers
 from daemon.connectors.records import (
     BadRecord,
     OffsetRange,
@@ -124,6 +126,9 @@ class RecordPipeline:
         metrics: TaskMetrics | None = None,
     ) -> None:
         self.key, self.value = task_converters(worker, config, task_config)
+        kind, options = effective_header_converter(worker, config)
+        #: The headers column's text encoding (``header.converter``), or None for its bytes.
+        self.header_encoding = header_encoding(kind and kind.value, options)
 
         def count(**counts: int) -> None:
             if metrics is not None:
@@ -159,12 +164,23 @@ class RecordPipeline:
     ) -> tuple[int, ConversionResult]:
         """The poll's records converted (those that could not be are in ``bad``); how many."""
         key, value, chain, plugins = self.key, self.value, self.chain, self.plugins
+        encoding = self.header_encoding
 
         def convert() -> tuple[int, ConversionResult]:
             records = [r for tp in sorted(polled) for r in polled[tp]]
             result = convert_poll(RawBatch.from_records(records), key, value, ranges)
             if chain:
                 result = _transformed(chain, plugins, result, records)
+            if encoding is not None:
+                # after the transforms, which read and write headers as Connect's
+                # SimpleHeaderConverter writes them (bytes)
+                table = result.batch.table
+                at = table.schema.get_field_index("headers")
+                text = text_headers(table.column(at), encoding)
+                batch = dataclasses.replace(
+                    result.batch, table=table.set_column(at, "headers", text)
+                )
+                result = dataclasses.replace(result, batch=batch)
             return len(records), result
 
         if not any(polled.values()):

@@ -22,7 +22,6 @@ from daemon.config import (
     parse_connector,
     parse_worker,
 )
-from daemon.config.problems import Severity
 from daemon.errors import InvalidConfig
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "config"
@@ -191,9 +190,37 @@ def test_converter_overrides_and_sub_keys() -> None:
     )
 
 
-def test_header_converter_is_accepted_with_one_warning() -> None:
-    _, warnings = parse_connector({**BASE, "header.converter": "x.Y"})
-    assert [(w.key, w.severity) for w in warnings] == [("header.converter", Severity.WARNING)]
+def test_header_converter_names_what_the_headers_column_holds() -> None:
+    from daemon.config.connector import effective_header_converter
+    from daemon.config.values import HeaderConverter
+
+    config, warnings = parse_connector(
+        {
+            **BASE,
+            "header.converter": "org.apache.kafka.connect.storage.SimpleHeaderConverter",
+            "header.converter.converter.type": "header",
+        }
+    )
+    assert warnings == []
+    worker = parse_worker(
+        {
+            "header.converter": "StringConverter",
+            "header.converter.converter.encoding": "latin-1",
+        }
+    ).config
+    assert effective_header_converter(worker, config) == (
+        HeaderConverter.SIMPLE,
+        {"converter.type": "header"},
+    )
+    plain, _ = parse_connector(BASE)
+    assert effective_header_converter(worker, plain) == (
+        HeaderConverter.STRING,
+        {"converter.encoding": "latin-1"},
+    )
+    with pytest.raises(InvalidConfig) as caught:
+        parse_connector({**BASE, "header.converter": "org.apache.kafka.connect.json.JsonConverter"})
+    [problem] = caught.value.problems
+    assert problem.key == "header.converter" and "SimpleHeaderConverter" in str(problem)
 
 
 def test_prefix_settings() -> None:

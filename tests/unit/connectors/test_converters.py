@@ -429,3 +429,41 @@ def test_json_parser_python_disables_pyarrow() -> None:
     assert conv.convert([b'{"a": 1}']).columns["value"].to_pylist() == ['{"a": 1}']
     with pytest.raises(ConfigError, match="auto or python"):
         make_converter("json", {"parser": "simd"}, is_key=False)
+
+
+def test_text_headers_decode_each_value_and_keep_nulls() -> None:
+    from daemon.connectors.converters.batch import (
+        TEXT_HEADERS_TYPE,
+        header_encoding,
+        headers_array,
+        text_headers,
+    )
+
+    column = headers_array([[("a", b"x"), ("b", None)], [], [("c", b"\xffok")]], 3)
+    text = text_headers(column, "utf-8")
+    assert text.type == TEXT_HEADERS_TYPE
+    assert text.to_pylist() == [
+        [{"key": "a", "value": "x"}, {"key": "b", "value": None}],
+        [],
+        [{"key": "c", "value": "\ufffdok"}],
+    ]
+    latin = text_headers(headers_array([[("k", b"\xe9")]], 1), "latin-1")
+    assert latin.to_pylist() == [[{"key": "k", "value": "é"}]]
+    assert header_encoding(None, {}) is None and header_encoding("bytearray", {}) is None
+    assert header_encoding("simple", {"converter.type": "header"}) == "utf-8"
+    assert header_encoding("string", {"converter.encoding": "ISO-8859-1"}) == "iso8859-1"
+    with pytest.raises(ConfigError, match=r"header\.converter\.converter\.encoding"):
+        header_encoding("simple", {"converter.encoding": "latin-1"})
+    with pytest.raises(ConfigError, match="unknown encoding"):
+        header_encoding("string", {"converter.encoding": "nope"})
+
+
+def test_header_converter_problems_name_the_key() -> None:
+    from daemon.connectors.converters import converter_problems
+
+    problems = converter_problems(
+        {"header.converter": "SimpleHeaderConverter", "header.converter.schemas.enable": "true"}
+    )
+    assert [(p.key, p.is_error) for p in problems] == [("header.converter", True)]
+    assert "header.converter.schemas.enable" in str(problems[0])
+    assert converter_problems({"header.converter": "ByteArrayConverter"}) == []
