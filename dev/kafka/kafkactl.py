@@ -315,7 +315,9 @@ def _start(
 ) -> Broker:
     java = find_java()
     libs = resolve_jars(version)
-    if not port_is_free(port):
+    # As the broker binds it (the JVM sets SO_REUSEADDR): a broker that just stopped leaves
+    # its connections in TIME_WAIT for a minute, which must not count as a taken port.
+    if not port_is_free(port, reuse=True):
         raise PortTaken(
             f"port {port} on 127.0.0.1 is taken by another process: "
             "choose another with --port or KAFKA_PORT"

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -48,16 +47,6 @@ def short_summaries() -> Iterator[Callable[[BrokerOutageFilter], None]]:
         outages.remove()
 
 
-def _free_with_reuse(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
-
-
 def _lines(caplog: pytest.LogCaptureFixture, text: str) -> list[str]:
     return [r.getMessage() for r in caplog.records if text in r.getMessage()]
 
@@ -69,7 +58,6 @@ async def test_a_broker_outage_logs_a_line_a_summary_and_its_end(
     short_summaries: Callable[[BrokerOutageFilter], None],
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     caplog.set_level(logging.INFO)
     bootstrap = own_broker.bootstrap
@@ -95,9 +83,8 @@ async def test_a_broker_outage_logs_a_line_a_summary_and_its_end(
     await wait_until(lambda: _lines(caplog, "is unreachable"), 30, "the outage's first line")
     # The outage lasts OUTAGE_S by design (this is its length, not a synchronisation).
     await asyncio.sleep(max(0.0, OUTAGE_S - (time.monotonic() - began)))
-    # The old broker's side of its connections lingers in TIME_WAIT: kafkactl's free-port check
-    # (a bind without SO_REUSEADDR) would refuse the port for a minute; the JVM binds with it.
-    monkeypatch.setattr(kafkactl, "port_is_free", _free_with_reuse)
+    # The old broker's side of its connections lingers in TIME_WAIT: kafkactl checks the port
+    # as the JVM binds it (SO_REUSEADDR), so `up` on the same port works at once (issue 33).
     restarted = kafkactl.up(
         own_broker.port, own_broker.version, own_broker.run_dir, die_with_parent=True
     )
