@@ -17,6 +17,12 @@ Rules (after Connect's ``IncrementalCooperativeAssignor``, with issue 14's 6(a) 
   when it ends. A member that comes back (same URL) within the delay gets its work back. A
   member that crashed (gone without being in ``left_on_purpose``) has its work moved at once,
   unless ``Policy.delay_crashed`` restores Connect's behaviour (reserve it too).
+- **One set of topics.** Members that say which config, offset and status topics they keep
+  (``MemberMetadata.storage``) must all keep the same: the topics most members keep (the
+  leader's on a tie) are the group's, a member with others gets ``FOREIGN_STORAGE`` naming the
+  group's and no work, and the rest are assigned as if it were not there. When the leader is
+  the odd one, its snapshot is of another config log: every member gets ``FOREIGN_STORAGE``,
+  nothing moves, the leader leaves and the others rejoin.
 - **Leader config check.** If a member has read the config log further than the leader's
   snapshot, every member gets ``CONFIG_MISMATCH`` (Connect's ``ensureLeaderConfig``).
 - **A new leader** starts from ``LeaderState()``: what runs comes from the members' reports; only
@@ -26,6 +32,7 @@ Rules (after Connect's ``IncrementalCooperativeAssignor``, with issue 14's 6(a) 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -113,6 +120,28 @@ def assign(
     """One rebalance: an assignment for every member of ``members`` (member id → metadata) and
     the state to pass to the next call. ``leader`` is the leader's member id."""
     leader_url = members[leader].url if leader in members else ""
+    kinds = Counter(m.storage for m in members.values() if m.storage)
+    if len(kinds) > 1:
+        own = members[leader].storage if leader in members else ()
+        group = max(kinds, key=lambda k: (kinds[k], k == own))
+        foreign = sorted(mid for mid, m in members.items() if m.storage not in ((), group))
+        refusal = Assignment(
+            AssignmentError.FOREIGN_STORAGE, leader, leader_url, config.offset, storage=group
+        )
+        if own != group:
+            return Round(MappingProxyType(dict.fromkeys(members, refusal)), state)
+        rest = {mid: m for mid, m in members.items() if mid not in foreign}
+        done = assign(
+            rest,
+            config,
+            state,
+            leader=leader,
+            now_ms=now_ms,
+            policy=policy,
+            left_on_purpose=left_on_purpose,
+        )
+        out = {**done.assignments, **dict.fromkeys(foreign, refusal)}
+        return Round(MappingProxyType(out), done.state)
     ids = sorted(members)
     newest = max((m.config_offset for m in members.values()), default=0)
     if newest > config.offset:

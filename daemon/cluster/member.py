@@ -74,6 +74,8 @@ class MemberSettings:
     rebalance_timeout_ms: int = 60_000
     policy: Policy = field(default_factory=Policy)
     client: Mapping[str, Any] = field(default_factory=dict)  # security and client settings
+    #: The worker's config, offset and status topics, said on every join: a group keeps one set.
+    storage: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -121,7 +123,7 @@ class _GroupAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
 
     def metadata(self, topics: Any) -> ConsumerProtocolMemberMetadata:
         m = self._member
-        meta = MemberMetadata(m.settings.url, m.config().offset, m.running)
+        meta = MemberMetadata(m.settings.url, m.config().offset, m.running, m.settings.storage)
         return ConsumerProtocolMemberMetadata(self.version, sorted(topics), encode_metadata(meta))
 
     def assign(self, cluster: Any, member_metadata: Mapping[str, Any]) -> dict[str, Any]:

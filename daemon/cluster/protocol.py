@@ -45,6 +45,9 @@ class AssignmentError(enum.StrEnum):
     # Some member has read the config log further than the leader: everyone must read to the
     # end and rejoin (Connect's ensureLeaderConfig).
     CONFIG_MISMATCH = "CONFIG_MISMATCH"
+    # connectd's own: members keep their configs, offsets or statuses in other topics than
+    # the group's (``Assignment.storage``); such a member must not take work, and leaves.
+    FOREIGN_STORAGE = "FOREIGN_STORAGE"
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,9 @@ class MemberMetadata:
     url: str
     config_offset: int
     allocation: Allocation = EMPTY
+    #: The worker's config, offset and status topics (``config.storage.topic``, ...); empty
+    #: from a member that does not say.
+    storage: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -96,6 +102,8 @@ class Assignment:
     assigned: Allocation = EMPTY
     revoked: Allocation = EMPTY
     delay_ms: int = 0
+    #: With ``FOREIGN_STORAGE``: the group's topics (a member whose own differ leaves).
+    storage: tuple[str, ...] = ()
 
 
 def _alloc_json(a: Allocation) -> dict[str, Any]:
@@ -110,6 +118,8 @@ def _alloc_json(a: Allocation) -> dict[str, Any]:
 def encode_metadata(m: MemberMetadata) -> bytes:
     body = {"version": VERSION, "url": m.url, "config_offset": m.config_offset}
     body["allocation"] = _alloc_json(m.allocation)
+    if m.storage:
+        body["storage"] = list(m.storage)
     return json.dumps(body, separators=(",", ":")).encode()
 
 
@@ -124,6 +134,8 @@ def encode_assignment(a: Assignment) -> bytes:
         "revoked": _alloc_json(a.revoked),
         "delay_ms": a.delay_ms,
     }
+    if a.storage:
+        body["storage"] = list(a.storage)
     return json.dumps(body, separators=(",", ":")).encode()
 
 
@@ -186,6 +198,15 @@ def _alloc(body: dict[str, Any], key: str, what: str) -> Allocation:
     return Allocation.of(names, ids)
 
 
+def _names(body: dict[str, Any], key: str, what: str) -> tuple[str, ...]:
+    raw = body.get(key, [])
+    if not isinstance(raw, list) or len(raw) > 3:
+        raise ProtocolError(f"{what}: {key!r} must be a list of at most 3 topic names")
+    if any(not isinstance(t, str) or len(t) > _MAX_NAME for t in raw):
+        raise ProtocolError(f"{what}: {key!r} must hold topic names")
+    return tuple(raw)
+
+
 def decode_metadata(data: bytes) -> MemberMetadata:
     what = "member metadata"
     body = _load(data, what)
@@ -193,6 +214,7 @@ def decode_metadata(data: bytes) -> MemberMetadata:
         url=_str(body, "url", what),
         config_offset=_int(body, "config_offset", what),
         allocation=_alloc(body, "allocation", what),
+        storage=_names(body, "storage", what),
     )
 
 
@@ -211,4 +233,5 @@ def decode_assignment(data: bytes) -> Assignment:
         assigned=_alloc(body, "assigned", what),
         revoked=_alloc(body, "revoked", what),
         delay_ms=_int(body, "delay_ms", what),
+        storage=_names(body, "storage", what),
     )

@@ -42,10 +42,10 @@ from daemon.cluster import (
     Member,
 )
 from daemon.config import WorkerConfig
-from daemon.errors import ConnectdError
+from daemon.errors import ConfigError, ConnectdError
 from daemon.logs.levels import LoggerLevels, level_name, parse_level
 from daemon.runtime.distributed.rejoin import BatchedRejoin, LeaderWriter
-from daemon.runtime.distributed.settings import member_settings, topic_specs
+from daemon.runtime.distributed.settings import member_settings, storage_topics, topic_specs
 from daemon.runtime.distributed.statuses import StatusPublisher
 from daemon.runtime.env import RuntimeEnv
 from daemon.runtime.worker import Worker
@@ -66,6 +66,8 @@ log = logging.getLogger("connectd.herder")
 POLL_INTERVAL = 0.25
 #: How often the statuses of the work here are written again even without a change.
 STATUS_INTERVAL = 30.0
+#: How long a member waits to rejoin while a member keeping other topics (the leader) leaves.
+FOREIGN_REJOIN = 1.0
 #: Config changes that need a rebalance are batched: a worker rejoins once none came for
 #: this long, and at most ``REJOIN_MAX_WAIT`` s after the first.
 REJOIN_QUIET = 0.5
@@ -129,6 +131,7 @@ class HerderLoop:
         self.rejoins = BatchedRejoin(self.rejoin, REJOIN_QUIET, REJOIN_MAX_WAIT)
         self._tasks: list[asyncio.Task[None]] = []
         self._first = asyncio.Event()
+        self._start_error: ConfigError | None = None  # the group refused this worker
         self.loaded = False  # the config log and the statuses were read once
 
     # ---- lifecycle ----
@@ -174,6 +177,8 @@ class HerderLoop:
                 f"group {self.config.group_id!r}: no assignment within {timeout:g}s; is the "
                 "broker's group coordinator up?"
             ) from None
+        if self._start_error is not None:
+            raise self._start_error
 
     async def stop(self) -> None:
         """Say this member leaves on purpose, stop the work here (stop sequence), report it
@@ -304,6 +309,9 @@ class HerderLoop:
             return
         started = time.monotonic()
         a = event.assignment
+        if a.error is AssignmentError.FOREIGN_STORAGE:
+            await self._foreign_storage(a.storage)
+            return
         if a.error is AssignmentError.CONFIG_MISMATCH:
             log.info("Config log behind the group's (offset %d): reading it", a.config_offset)
             await self._sync_or_back_off(a.config_offset)
@@ -369,6 +377,39 @@ class HerderLoop:
             loop = asyncio.get_running_loop()
             loop.call_later(backoff, self.rejoin)
             return False
+
+    async def _foreign_storage(self, group: tuple[str, ...]) -> None:
+        """The group keeps its state in ``group``'s topics. Where this worker keeps the same,
+        another member is the odd one (the leader, now): it leaves, and this worker rejoins a
+        moment later without stopping anything. Otherwise this worker must not take work: at
+        start, ``start`` raises (exit 78); later, it stops its work and asks again after a
+        back-off."""
+        own = storage_topics(self.config)
+        if tuple(group) == own:
+            log.warning(
+                "Group %s: a member keeps its state in other topics than (%s); it leaves the"
+                " group, this worker rejoins",
+                self.config.group_id,
+                ", ".join(own),
+            )
+            asyncio.get_running_loop().call_later(FOREIGN_REJOIN, self.rejoin)
+            return
+        error = ConfigError(
+            f"group {self.config.group_id!r} keeps its configs, offsets and statuses in topics "
+            f"{', '.join(group)} (config.storage.topic, offset.storage.topic, "
+            f"status.storage.topic of its workers), but this worker's are {', '.join(own)}: "
+            "every worker of a group must name the same three; fix these settings, or set "
+            "another group.id to start a cluster of its own"
+        )
+        if not self._first.is_set():
+            self._start_error = error
+            self._first.set()
+            return
+        backoff = self.config.worker_unsync_backoff.total_seconds()
+        log.error("%s; stopping the work here and asking again in %g s", error, backoff)
+        self.running = Allocation()
+        await self.worker.stop_all("this worker's topics are not its group's")
+        asyncio.get_running_loop().call_later(backoff, self.rejoin)
 
     def rejoin(self) -> None:
         if self.member is not None:

@@ -45,4 +45,14 @@ def member_settings(
             delay_crashed=c.scheduled_rebalance_delay_crashed,
         ),
         client=client,
+        storage=storage_topics(c),
+    )
+
+
+def storage_topics(c: WorkerConfig) -> tuple[str, str, str]:
+    """The config, offset and status topics a worker keeps its cluster's state in."""
+    return (
+        c.config_storage_topic or "",
+        c.offset_storage_topic or "",
+        c.status_storage_topic or "",
     )

@@ -304,3 +304,36 @@ def test_random_joins_leaves_and_config_changes_keep_every_invariant() -> None:
         g.now += DELAY  # every reservation ends
         g.settle(5)
         g.check_balanced_and_complete()
+
+
+def test_a_member_keeping_other_topics_gets_no_work_and_moves_nothing() -> None:
+    """A worker of the group whose config/offset/status topics are not the group's (issue 33):
+    it gets FOREIGN_STORAGE naming the group's topics, the others keep what they run."""
+    ours, theirs = ("c", "o", "s"), ("c2", "o", "s")
+    cfg = config(a=4)
+    running = {
+        "m1": Allocation.of(["a"], [TaskId("a", 0), TaskId("a", 1)]),
+        "m2": Allocation.of([], [TaskId("a", 2), TaskId("a", 3)]),
+    }
+    members = {
+        "m1": MemberMetadata("http://m1", 5, running["m1"], ours),
+        "m2": MemberMetadata("http://m2", 5, running["m2"], ours),
+        "m3": MemberMetadata("http://m3", 5, EMPTY, theirs),
+    }
+    done = assign(members, cfg, LeaderState(), leader="m1", now_ms=0, policy=Policy())
+    out = done.assignments
+    assert out["m3"].error is AssignmentError.FOREIGN_STORAGE and out["m3"].storage == ours
+    assert not out["m3"].assigned
+    for mid in ("m1", "m2"):
+        assert out[mid].error is AssignmentError.NONE
+        assert not out[mid].revoked and not out[mid].assigned  # nothing moved
+    # The odd one is the leader: its snapshot is another config log's, so nothing is assigned;
+    # every member hears the group's topics (the leader leaves, the others rejoin).
+    odd = assign(members, cfg, LeaderState(), leader="m3", now_ms=0, policy=Policy())
+    assert {a.error for a in odd.assignments.values()} == {AssignmentError.FOREIGN_STORAGE}
+    assert {a.storage for a in odd.assignments.values()} == {ours}
+    # A tie: the leader's topics are the group's.
+    pair = {"m1": members["m1"], "m3": members["m3"]}
+    tie = assign(pair, cfg, LeaderState(), leader="m1", now_ms=0, policy=Policy())
+    assert tie.assignments["m3"].error is AssignmentError.FOREIGN_STORAGE
+    assert tie.assignments["m1"].error is AssignmentError.NONE

@@ -27,6 +27,8 @@ ALLOC = Allocation.of(["s3", "pg"], [TaskId("s3", 0), TaskId("s3", 11), TaskId("
 def test_metadata_round_trips() -> None:
     meta = MemberMetadata("http://w1:8083", 42, ALLOC)
     assert decode_metadata(encode_metadata(meta)) == meta
+    said = MemberMetadata("http://w1:8083", 42, ALLOC, ("configs", "offsets", "status"))
+    assert decode_metadata(encode_metadata(said)) == said
 
 
 def test_assignment_round_trips() -> None:
@@ -36,6 +38,10 @@ def test_assignment_round_trips() -> None:
     assert decode_assignment(encode_assignment(a)) == a
     mismatch = Assignment(AssignmentError.CONFIG_MISMATCH, "m-1", "http://w1:8083", 9)
     assert decode_assignment(encode_assignment(mismatch)) == mismatch
+    foreign = Assignment(
+        AssignmentError.FOREIGN_STORAGE, "m-1", "u", 9, storage=("configs", "offsets", "status")
+    )
+    assert decode_assignment(encode_assignment(foreign)) == foreign
 
 
 def _meta(**change: object) -> bytes:
@@ -72,6 +78,10 @@ HOSTILE = [
     _meta(allocation={"connectors": [], "tasks": [[1, 2]]}),
     _meta(allocation={"connectors": [7], "tasks": []}),
     _meta(allocation={"connectors": ["c"] * 100_001, "tasks": []}),
+    _meta(storage="configs"),
+    _meta(storage=["a", "b", "c", "d"]),
+    _meta(storage=[1, 2, 3]),
+    _meta(storage=["x" * 5000]),
 ]
 
 
