@@ -12,6 +12,10 @@ Rules (after Connect's ``IncrementalCooperativeAssignor``, with issue 14's 6(a) 
 - **Sticky.** Work stays where it runs; only a member's excess over its balanced share is revoked.
 - **Balanced.** Connectors and tasks are spread separately; once the revoked work is placed the
   counts of any two members differ by at most one (work reserved for a departed member aside).
+- **Each connector's tasks spread.** Which of a member's tasks are revoked for balance: those of
+  the connector it holds most over that connector's fair share (ceil(its tasks / members));
+  where new work goes among the least loaded: the member holding fewest of that connector's
+  tasks. Stickiness first: nothing is revoked for spreading alone.
 - **Departed members.** A member that left on purpose (``left_on_purpose``) keeps its work
   reserved for ``max_delay_ms``; every assignment then carries ``delay_ms`` so members rejoin
   when it ends. A member that comes back (same URL) within the delay gets its work back. A
@@ -174,18 +178,24 @@ def assign(
         len(total.connectors),
         sorted,
     )
+    shares = _task_shares(total.tasks, len(ids))
     excess_t = _excess(
         {m: loads[m].tasks for m in ids},
         {m: kept[m].tasks for m in ids},
         len(total.tasks),
         _task_order,
+        pick=lambda load, revocable, over: _spread_pick(load, revocable, over, shares),
     )
     for mid in ids:
         extra = Allocation(excess_c[mid], excess_t[mid])
         revoked[mid] = revoked[mid] | extra
         loads[mid] = loads[mid] - extra
     new_c = _place(sorted(unowned.connectors), {m: len(loads[m].connectors) for m in ids})
-    new_t = _place(_task_order(unowned.tasks), {m: len(loads[m].tasks) for m in ids})
+    new_t = _place(
+        _task_order(unowned.tasks),
+        {m: len(loads[m].tasks) for m in ids},
+        spread={m: Counter(t.connector for t in loads[m].tasks) for m in ids},
+    )
     for mid in ids:
         assigned[mid] = assigned[mid] | Allocation(frozenset(new_c[mid]), frozenset(new_t[mid]))
 
@@ -255,15 +265,43 @@ def _task_order(tasks: Iterable[TaskId]) -> list[TaskId]:
     return sorted(tasks)
 
 
+def _task_shares(tasks: Iterable[TaskId], members: int) -> dict[str, int]:
+    """Each connector's fair share of its tasks per member: ceil(its tasks / members)."""
+    counts = Counter(t.connector for t in tasks)
+    return {c: -(-n // max(members, 1)) for c, n in counts.items()}
+
+
+def _spread_pick(
+    load: frozenset[TaskId], revocable: frozenset[TaskId], over: int, shares: Mapping[str, int]
+) -> frozenset[TaskId]:
+    """``over`` of a member's ``revocable`` tasks to revoke, so that each connector's tasks end
+    up spread across members: each time, a task of the connector the member holds most over
+    its fair share of (``shares``; among equals, the connector with the smaller share: moving
+    one of a connector's few tasks spreads nothing), its highest-numbered one."""
+    held = Counter(t.connector for t in load)
+    left = {c: sorted(t for t in revocable if t.connector == c) for c in held}
+    out: list[TaskId] = []
+    for _ in range(over):
+        ready = [c for c, ts in left.items() if ts]
+        if not ready:
+            break
+        c = max(ready, key=lambda c: (held[c] - shares.get(c, 1), -shares.get(c, 1), c))
+        out.append(left[c].pop())
+        held[c] -= 1
+    return frozenset(out)
+
+
 def _excess(
     loads: Mapping[str, frozenset[T]],
     revocable: Mapping[str, frozenset[T]],
     total: int,
     order: Callable[[Iterable[T]], list[T]],
+    pick: Callable[[frozenset[T], frozenset[T], int], frozenset[T]] | None = None,
 ) -> dict[str, frozenset[T]]:
     """Per member, what to revoke so nobody holds more than its balanced share of ``total``: the
     ``total % n`` most loaded may keep ceil(total / n), the others floor. Only ``revocable`` work
-    (what the member already runs) is taken, last items first."""
+    (what the member already runs) is taken: ``pick(load, revocable, over)`` chooses, else the
+    last items first."""
     ids = sorted(loads, key=lambda m: (-len(loads[m]), m))
     n = len(ids)
     out: dict[str, frozenset[T]] = {m: frozenset() for m in ids}
@@ -274,18 +312,32 @@ def _excess(
         share = floor + (1 if rank < ceil_slots else 0)
         over = len(loads[mid]) - share
         if over > 0:
-            out[mid] = frozenset(order(revocable[mid])[-over:])
+            chosen = (
+                pick(loads[mid], revocable[mid], over)
+                if pick is not None
+                else frozenset(order(revocable[mid])[-over:])
+            )
+            out[mid] = chosen
     return out
 
 
-def _place(items: list[T], loads: Mapping[str, int]) -> dict[str, list[T]]:
-    """Each item to the least loaded member (ties: the smallest member id)."""
+def _place(
+    items: list[T], loads: Mapping[str, int], spread: Mapping[str, Counter[str]] | None = None
+) -> dict[str, list[T]]:
+    """Each item to the least loaded member; among those, with ``spread`` (member → its tasks
+    per connector), the one holding fewest of the task's connector; then the smallest id."""
     count = dict(loads)
+    held = {m: Counter(spread.get(m, ())) for m in count} if spread is not None else None
     out: dict[str, list[T]] = {m: [] for m in count}
     for item in items:
         if not count:
             break
-        mid = min(count, key=lambda m: (count[m], m))
+        if held is not None and isinstance(item, TaskId):
+            c = item.connector
+            mid = min(count, key=lambda m: (count[m], held[m][c], m))
+            held[mid][c] += 1
+        else:
+            mid = min(count, key=lambda m: (count[m], m))
         out[mid].append(item)
         count[mid] += 1
     return out

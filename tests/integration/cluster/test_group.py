@@ -346,3 +346,36 @@ async def test_a_member_with_undecodable_metadata_gets_an_empty_assignment(
     # nobody else lost or gained anything, and nobody failed to decode
     assert {n: m.running for n, m in cluster.members.items()} == before
     assert all(m.is_member for m in cluster.members.values())
+
+
+async def test_each_connectors_tasks_end_spread_across_members(cluster: Cluster) -> None:
+    """Issue 33's three workers: a connector with six tasks and fourteen one-task connectors.
+    A member gone without notice and back, then a rolling restart of all three: each time the
+    six tasks end two per member (they used to end all on one, or 3/3/0)."""
+    spread = ClusterConfig(1, {"p": 6, **{f"echo{i:02d}": 1 for i in range(14)}})
+    cluster.work = spread.work()
+    cluster.policy = Policy(max_delay_ms=2000)
+    names = ("w1", "w2", "w3")
+    for name in names:
+        cluster.configs[name] = spread
+        await cluster.add(name)
+
+    def p_spread() -> list[int]:
+        runs = cluster.running().values()
+        return sorted(sum(1 for t in r.tasks if t.connector == "p") for r in runs)
+
+    def spread_settled() -> bool:
+        return cluster.settled(set(cluster.members)) and p_spread() == [2, 2, 2]
+
+    await wait_for(spread_settled, 60, "the six tasks two per member")
+    gone = cluster.members.pop("w3")
+    await gone.leave()  # not in `left`: as a crash, its work moves at once
+    await wait_for(lambda: cluster.settled({"w1", "w2"}), 60, "w3's work moved")
+    await cluster.add("w3")  # back, a new member id at the same URL
+    await wait_for(spread_settled, 60, "spread again once w3 is back")
+    for name in names:  # a rolling restart: each leaves on purpose and comes back
+        leaver = cluster.members.pop(name)
+        cluster.left.add(leaver.member_id)
+        await leaver.leave()
+        await cluster.add(name)
+        await wait_for(spread_settled, 60, f"spread again after {name}'s restart")

@@ -337,3 +337,42 @@ def test_a_member_keeping_other_topics_gets_no_work_and_moves_nothing() -> None:
     tie = assign(pair, cfg, LeaderState(), leader="m1", now_ms=0, policy=Policy())
     assert tie.assignments["m3"].error is AssignmentError.FOREIGN_STORAGE
     assert tie.assignments["m1"].error is AssignmentError.NONE
+
+
+def _spread_of(g: Group, connector: str) -> list[int]:
+    return sorted(
+        sum(1 for t in run.tasks if t.connector == connector) for _, run in g.members.values()
+    )
+
+
+def test_each_connectors_tasks_spread_after_a_worker_returns_and_a_rolling_restart() -> None:
+    """Issue 33, tried on three workers: a ParquetSink with tasks.max=6 and 14 one-task
+    EchoSinks. A worker gone and back (SIGSTOP past its session) used to get the whole
+    ParquetSink back (its tasks sort last, and the last were revoked for balance); a rolling
+    restart ended 3/3/0. Now each connector's tasks end spread, the totals balanced."""
+    g = Group(config(p=6, **{f"echo{i:02d}": 1 for i in range(14)}))
+    for m in ("m1", "m2", "m3"):
+        g.join(m)
+    g.settle()
+    g.check_balanced_and_complete()
+    assert _spread_of(g, "p") == [2, 2, 2]
+    # m2 cut off past its session (its work moved at once), then back as a new member id
+    g.drop("m2", on_purpose=False)
+    g.settle()
+    assert _spread_of(g, "p") == [3, 3]
+    g.join("m2b", "http://m2")
+    g.settle()
+    g.check_balanced_and_complete()
+    assert _spread_of(g, "p") == [2, 2, 2]
+    # a rolling restart: each worker leaves on purpose and comes back (new id, same URL)
+    for old, new in (("m1", "m1b"), ("m2b", "m2c"), ("m3", "m3b")):
+        url = g.members[old][0]
+        g.drop(old, on_purpose=True)
+        g.settle()
+        g.join(new, url)
+        g.settle()
+    g.now += DELAY + 1
+    g.settle()
+    g.check_balanced_and_complete()
+    assert _spread_of(g, "p") == [2, 2, 2]
+    assert all(a.revoked == EMPTY and a.assigned == EMPTY for a in g.round().values())
