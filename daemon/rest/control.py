@@ -36,7 +36,10 @@ def _task(request: web.Request) -> int:
 )
 async def connector_status(request: web.Request) -> web.Response:
     name = request.match_info["connector"]
-    return json_reply(context(request).herder.connector_status(name).to_json())
+    herder = context(request).herder
+    doc = herder.connector_status(name).to_json()
+    live = getattr(herder, "live_status", None)  # distributed mode: the owners' live fields
+    return json_reply(await live(name, doc) if live is not None else doc)
 
 
 @routes.op(
@@ -60,7 +63,10 @@ async def task_configs(request: web.Request) -> web.Response:
 )
 async def task_status(request: web.Request) -> web.Response:
     herder = context(request).herder
-    return json_reply(herder.task_status(request.match_info["connector"], _task(request)).to_json())
+    name, task = request.match_info["connector"], _task(request)
+    doc = herder.task_status(name, task).to_json()
+    live = getattr(herder, "live_task_status", None)  # distributed mode: the owner's view
+    return json_reply(await live(name, task, doc) if live is not None else doc)
 
 
 @routes.op(

@@ -59,11 +59,17 @@ def snapshot_route(herder: Herder, token: str) -> web.RouteDef:
         if not hmac.compare_digest(given.encode(), token.encode()):
             return error_response(404, "HTTP 404 Not Found")
         statuses: dict[str, Any] = {}
+        # Distributed mode: a connector with work on other workers is answered by the worker
+        # itself, which asks those workers for their live fields (``live_status``).
+        here = getattr(herder, "worker_id", "") if hasattr(herder, "live_status") else None
         for name in herder.connector_names():
             try:
-                statuses[name] = herder.connector_status(name).to_json()
+                doc = herder.connector_status(name).to_json()
             except ConnectorNotFound:  # deleted between the two calls: not in this snapshot
                 continue
+            if here is not None and _elsewhere(doc, here):
+                continue
+            statuses[name] = doc
         access = logging.getLogger(ACCESS_LOGGER).isEnabledFor(logging.INFO)
         content = compact_json({"access_log": access, "connectors": statuses})
         if content != last.content:
@@ -74,6 +80,13 @@ def snapshot_route(herder: Herder, token: str) -> web.RouteDef:
         return web.Response(text=f'{{"seq":{seq},{content[1:]}', content_type="application/json")
 
     return web.get(SNAPSHOT_PATH, snapshot)
+
+
+def _elsewhere(doc: dict[str, Any], here: str) -> bool:
+    """Whether a status names a worker other than ``here`` for the connector or a task."""
+    owners = {t.get("worker_id") for t in doc.get("tasks", ())}
+    owners.add(doc.get("connector", {}).get("worker_id"))
+    return bool(owners - {None, "", here})
 
 
 @dataclass

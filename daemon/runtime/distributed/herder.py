@@ -47,6 +47,8 @@ log = logging.getLogger("connectd.herder")
 
 #: Bound on a forwarded request (a task restart includes a stop sequence and a start).
 FORWARD_TIMEOUT = 90.0
+#: Bound on asking an owner for its live status; past it the status topic's answer stands.
+LIVE_STATUS_TIMEOUT = 3.0
 
 
 class DistributedHerder:
@@ -58,6 +60,7 @@ class DistributedHerder:
         self.env = loop.worker.env
         self.executors = self.env.executors
         self.forwarder = Forwarder(FORWARD_TIMEOUT)
+        self._live = Forwarder(LIVE_STATUS_TIMEOUT)
         self.writes = ConfigWrites(loop, self.forwarder)
         self._offsets = SinkOffsets(self.env, registry)
         self._ready = False
@@ -77,6 +80,7 @@ class DistributedHerder:
         self._stopped = True
         await self.loop.stop()
         await self.forwarder.close()
+        await self._live.close()
 
     def is_ready(self) -> bool:
         return self._ready and not self._stopped
@@ -134,6 +138,60 @@ class DistributedHerder:
             state = State.STOPPED if stopped else State.UNASSIGNED
             return ConnectorStatus(name, state, "", tasks)
         return ConnectorStatus(name, reported.state, reported.worker_id, tasks, reported.trace)
+
+    async def live_status(self, name: str, doc: dict[str, Any]) -> dict[str, Any]:
+        """``doc`` (``connector_status(name).to_json()``) with the live fields of the work
+        other workers run (incarnation, epoch, executor pid, auto-restart, stall, retries) as
+        those workers report them now, so that every worker answers the same, as in Connect.
+        An owner that does not answer within ``LIVE_STATUS_TIMEOUT`` leaves the status topic's
+        view of its work (its state and trace, the live fields null)."""
+        if FORWARDED.get():
+            return doc
+        owners = {t.get("worker_id") for t in doc.get("tasks", ())}
+        owners.add(doc.get("connector", {}).get("worker_id"))
+        owners -= {None, "", self.worker_id}
+        answers = await asyncio.gather(
+            *(self._owner_status(str(owner), name) for owner in sorted(owners))
+        )
+        for owner, answer in zip(sorted(owners), answers, strict=True):
+            if not isinstance(answer, dict):
+                continue
+            theirs = answer.get("connector")
+            ours = doc.get("connector", {}).get("worker_id")
+            if isinstance(theirs, dict) and theirs.get("worker_id") == owner == ours:
+                doc["connector"] = theirs
+            live = {
+                t.get("id"): t
+                for t in answer.get("tasks", ())
+                if isinstance(t, dict) and t.get("worker_id") == owner
+            }
+            doc["tasks"] = [
+                live.get(t.get("id"), t) if t.get("worker_id") == owner else t
+                for t in doc.get("tasks", ())
+            ]
+        return doc
+
+    async def live_task_status(self, name: str, task: int, doc: dict[str, Any]) -> dict[str, Any]:
+        """``doc`` (``task_status(...).to_json()``) as the worker that runs the task reports it
+        now (see ``live_status``)."""
+        owner = doc.get("worker_id")
+        if FORWARDED.get() or not owner or owner == self.worker_id:
+            return doc
+        answer = await self._owner_status(str(owner), name, task)
+        if isinstance(answer, dict) and answer.get("worker_id") == owner:
+            return answer
+        return doc
+
+    async def _owner_status(self, owner: str, name: str, task: int | None = None) -> Any:
+        path = f"/connectors/{_quote(name)}/status"
+        if task is not None:
+            path = f"/connectors/{_quote(name)}/tasks/{task}/status"
+        try:
+            _, answer = await self._live.request("GET", f"http://{owner}", path)
+        except RemoteError as exc:
+            log.debug("Live status of %s from %s: %s", name, owner, exc)
+            return None
+        return answer
 
     def task_status(self, name: str, task: int) -> TaskStatus:
         self._config(name)
