@@ -14,6 +14,7 @@ import signal
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pyarrow.compute as pc
@@ -133,6 +134,20 @@ async def executor_fault(p: DaemonProcess) -> str:
 async def executors_gone(below: list[int]) -> None:
     # Its executors (and their JVMs) die with it: parent-death signal, end of pipe.
     await wait_until(lambda b=below: all(map(_gone, b)), 15, "its executors gone")
+
+
+def typed_rows(table: Path, records: int, columns: Sequence[str]) -> Any:
+    """The ParquetSink table's rows (``columns`` besides the coordinates and ``id``) once each
+    record is in it exactly once: rows == distinct (partition, offset) == ``records``, and the
+    values' ``id`` field is 0 .. records-1 (the audits of typed formats: Avro, Protobuf)."""
+    data = ds.dataset(table, format="parquet").to_table(
+        columns=["kafka_partition", "kafka_offset", "id", *columns]
+    )
+    assert data.num_rows == records
+    pairs = data.group_by(["kafka_partition", "kafka_offset"]).aggregate([])
+    assert pairs.num_rows == records
+    assert sorted(data.column("id").to_pylist()) == list(range(records))
+    return data
 
 
 async def audit(

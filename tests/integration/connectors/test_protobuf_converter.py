@@ -19,7 +19,7 @@ import pytest
 from confluent_kafka.schema_registry import Schema
 from support import delta
 from support.daemon import DaemonFactory, ProcessFactory, wait_until, worker_properties
-from support.exactly_once import PARTITIONS, SHORT_RECORDS, SHORT_WINDOWS, audit
+from support.exactly_once import PARTITIONS, SHORT_RECORDS, SHORT_WINDOWS, audit, typed_rows
 from support.kafka import dead_letter_settings, dead_letters
 from support.kafka_fixtures import TopicFactory
 from support.registry import Registry, produce_serialized, proto_classes, serialize_protobuf
@@ -293,13 +293,7 @@ async def test_protobuf_records_exactly_once_through_a_daemon_and_a_jvm_kill(
         produce_serialized(kafka_bootstrap, topic, values, partitions=PARTITIONS)
 
     async def check(table: Path) -> None:
-        data = ds.dataset(table, format="parquet").to_table(
-            columns=["kafka_partition", "kafka_offset", "id", "price", "score", "pay_0"]
-        )
-        assert data.num_rows == SHORT_RECORDS
-        pairs = data.group_by(["kafka_partition", "kafka_offset"]).aggregate([])
-        assert pairs.num_rows == SHORT_RECORDS
-        assert sorted(data.column("id").to_pylist()) == list(range(SHORT_RECORDS))
+        data = typed_rows(table, SHORT_RECORDS, ["price", "score", "pay_0"])
         assert str(data.schema.field("price").type) == "decimal128(10, 2)"
         assert None not in data.column("score").to_pylist()
 
