@@ -29,9 +29,11 @@ Rules (after Connect's ``IncrementalCooperativeAssignor``, with issue 14's 6(a) 
   nothing moves, the leader leaves and the others rejoin.
 - **Leader config check.** If a member has read the config log further than the leader's
   snapshot, every member gets ``CONFIG_MISMATCH`` (Connect's ``ensureLeaderConfig``).
-- **A new leader** starts from ``LeaderState()``: what runs comes from the members' reports; only
-  the reservations of members that departed before it took over are unknown (their work is
-  placed at once, as in Connect).
+- **A new leader** starts from ``LeaderState()``: what runs comes from the members' reports.
+  A member that left on purpose before it took over, the old leader among them, said what it
+  ran on its way out (``departed``: URL, work, how long ago): that work is reserved until
+  ``max_delay_ms`` after it left, as the old leader would have kept it (Connect places it at
+  once).
 """
 
 from __future__ import annotations
@@ -120,6 +122,7 @@ def assign(
     now_ms: int,
     policy: Policy,
     left_on_purpose: frozenset[str] = frozenset(),
+    departed: Mapping[str, tuple[str, Allocation, int]] = MappingProxyType({}),
 ) -> Round:
     """One rebalance: an assignment for every member of ``members`` (member id → metadata) and
     the state to pass to the next call. ``leader`` is the leader's member id."""
@@ -143,6 +146,7 @@ def assign(
             now_ms=now_ms,
             policy=policy,
             left_on_purpose=left_on_purpose,
+            departed=departed,
         )
         out = {**done.assignments, **dict.fromkeys(foreign, refusal)}
         return Round(MappingProxyType(out), done.state)
@@ -160,7 +164,9 @@ def assign(
         revoked[mid] = revoked[mid] | (running[mid] & twice)
     kept = {mid: running[mid] - revoked[mid] for mid in ids}
 
-    reserved, returning = _departures(members, state, kept, work, now_ms, policy, left_on_purpose)
+    reserved, returning = _departures(
+        members, state, kept, work, now_ms, policy, left_on_purpose, departed
+    )
     held = _union(kept.values()) | _union(r.allocation for r in reserved.values())
     unowned = work - held - twice
     assigned = {mid: EMPTY for mid in ids}
@@ -233,10 +239,21 @@ def _departures(
     now_ms: int,
     policy: Policy,
     left_on_purpose: frozenset[str],
+    departed: Mapping[str, tuple[str, Allocation, int]],
 ) -> tuple[dict[str, Reserved], dict[str, Allocation]]:
     """Reservations still running, and work to give back to members that came back (by URL)."""
     urls = {m.url for m in members.values()}
     reserved = dict(state.reserved)
+    for mid, (url, alloc, age_ms) in sorted(departed.items()):
+        # left before this leader took over: only its own record says what it ran
+        if mid in members or mid in state.members or not url or policy.max_delay_ms <= 0:
+            continue
+        deadline = now_ms - max(age_ms, 0) + policy.max_delay_ms
+        old = reserved.get(url)
+        if old is None and deadline > now_ms:
+            reserved[url] = Reserved(alloc, deadline)
+        elif old is not None:
+            reserved[url] = Reserved(old.allocation | alloc, old.deadline_ms)
     for mid, (url, alloc) in state.members.items():
         if mid in members:
             continue

@@ -146,6 +146,7 @@ class _GroupAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
             now_ms=m.clock_ms(),
             policy=m.settings.policy,
             left_on_purpose=m.left_on_purpose(),
+            departed=m.departed(),
         )
         self._state = result.state
         leader_url = m.settings.url
@@ -179,7 +180,8 @@ class Member:
     """``async with Member(settings, config) as m:`` joins the group; leaving the block sends
     LeaveGroup (``leave()``). ``config`` returns the config this worker has read (its offset goes
     into the metadata; on the leader it is what gets assigned); ``left_on_purpose`` returns the
-    member ids known to have left on purpose (their work is reserved for the delay)."""
+    member ids known to have left on purpose (their work is reserved for the delay), ``departed``
+    what those said they ran (member id → URL, work, ms since it left)."""
 
     def __init__(
         self,
@@ -187,11 +189,13 @@ class Member:
         config: Callable[[], ClusterConfig],
         *,
         left_on_purpose: Callable[[], frozenset[str]] = frozenset,
+        departed: Callable[[], Mapping[str, tuple[str, Allocation, int]]] = dict,
         clock_ms: Callable[[], int] = lambda: int(time.monotonic() * 1000),
     ) -> None:
         self.settings = settings
         self.config = config
         self.left_on_purpose = left_on_purpose
+        self.departed = departed
         self.clock_ms = clock_ms
         self.running: Allocation = EMPTY
         self._assignor = _GroupAssignor(self)

@@ -52,6 +52,7 @@ from daemon.runtime.worker import Worker
 from daemon.storage.kafka import (
     ConfigLogReader,
     ConfigSnapshot,
+    Departure,
     StatusReader,
     StatusSnapshot,
     StatusWriter,
@@ -148,7 +149,17 @@ class HerderLoop:
             settings,
             lambda: ClusterConfig.from_snapshot(self.snapshot),
             left_on_purpose=lambda: self.statuses.left,
+            departed=self._departed,
         )
+
+    def _departed(self) -> dict[str, tuple[str, Allocation, int]]:
+        """What the members that left on purpose said they ran, and how long ago (ms)."""
+        now = int(time.time() * 1000)
+        return {
+            member: (d.url, Allocation(d.connectors, d.tasks), now - d.at_ms)
+            for member, d in self.statuses.departures.items()
+            if d.url
+        }
 
     async def start(self, timeout: float) -> None:
         """Topics, stores, the group, the first assignment applied (see the module docstring)."""
@@ -193,7 +204,13 @@ class HerderLoop:
         said = loop.time()
         if self.role.member_id:  # first: the leader must have read it before the LeaveGroup
             with contextlib.suppress(Exception):
-                await self.status_writer.put_left(self.role.member_id, self.worker_id)
+                ran = Departure(
+                    self.url,
+                    self.running.connectors,
+                    self.running.tasks,
+                    int(time.time() * 1000),
+                )
+                await self.status_writer.put_left(self.role.member_id, self.worker_id, ran)
         await self.worker.stop_all("the worker is shutting down")
         with contextlib.suppress(Exception):
             await self.publisher.unassign_all()

@@ -20,6 +20,7 @@ from daemon.storage.kafka.errors import (
     WriteOutcomeUnknown,
 )
 from daemon.storage.kafka.statusstore import (
+    Departure,
     Status,
     StatusReader,
     StatusSnapshot,
@@ -40,6 +41,7 @@ __all__ = [
     "ConfigLogWriter",
     "ConfigSnapshot",
     "ConfigWriteFailed",
+    "Departure",
     "InternalTopicInvalid",
     "LeaderFenced",
     "RestartRequest",

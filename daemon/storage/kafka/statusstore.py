@@ -21,7 +21,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType, TracebackType
 from typing import Any, TypeVar
 
@@ -116,6 +116,41 @@ def decode_status(key: str, value: bytes, offset: int) -> Status | None:
 
 
 @dataclass(frozen=True)
+class Departure:
+    """What a member that left on purpose said it ran (its ``status-left-`` record): its REST
+    URL, its connectors and tasks, and the wall time it left (epoch ms); a new leader reserves
+    that work as the old one would have."""
+
+    url: str = ""
+    connectors: frozenset[str] = frozenset()
+    tasks: frozenset[TaskId] = frozenset()
+    at_ms: int = 0
+
+
+def decode_departure(value: bytes) -> Departure:
+    """A ``status-left-`` record's value; one from an older connectd (only ``worker_id``), or
+    one that does not parse, says no work."""
+    try:
+        doc = json.loads(value)
+        url, at = doc.get("url", ""), doc.get("at", 0)
+        connectors = frozenset(c for c in doc.get("connectors", []) if isinstance(c, str))
+        tasks = frozenset(
+            TaskId(t[0], t[1])
+            for t in doc.get("tasks", [])
+            if isinstance(t, list)
+            and len(t) == 2
+            and isinstance(t[0], str)
+            and type(t[1]) is int
+            and t[1] >= 0
+        )
+    except (ValueError, TypeError, AttributeError):
+        return Departure()
+    if not isinstance(url, str) or type(at) is not int:
+        return Departure()
+    return Departure(url, connectors, tasks, at)
+
+
+@dataclass(frozen=True)
 class StatusSnapshot:
     """Every connector's and task's current status, read up to ``positions`` (partition →
     next offset). Immutable."""
@@ -124,6 +159,8 @@ class StatusSnapshot:
     tasks: Mapping[TaskId, Status]
     positions: Mapping[int, int]
     left: frozenset[str] = frozenset()
+    #: What each member in ``left`` said it ran when it left.
+    departures: Mapping[str, Departure] = field(default_factory=dict)
 
     def tasks_of(self, connector: str) -> dict[int, Status]:
         return {t.task: s for t, s in self.tasks.items() if t.connector == connector}
@@ -135,7 +172,7 @@ class StatusView:
     def __init__(self) -> None:
         self.connectors: dict[str, Status] = {}
         self.tasks: dict[TaskId, Status] = {}
-        self.left: dict[str, None] = {}  # member ids, oldest first
+        self.left: dict[str, Departure] = {}  # member ids, oldest first
 
     def apply(self, key: bytes | None, value: bytes | None, offset: int) -> None:
         try:
@@ -157,7 +194,7 @@ class StatusView:
             member = text[len(LEFT_PREFIX) :]
             self.left.pop(member, None)
             if value is not None:
-                self.left[member] = None
+                self.left[member] = decode_departure(value)
                 while len(self.left) > MAX_LEFT:
                     del self.left[next(iter(self.left))]
         elif not text.startswith(TOPIC_PREFIX):
@@ -228,6 +265,7 @@ class StatusReader:
             MappingProxyType(dict(self._view.tasks)),
             MappingProxyType({tp.partition: end for tp, end in ends.items()}),
             frozenset(self._view.left),
+            MappingProxyType(dict(self._view.left)),
         )
 
     async def __aenter__(self) -> StatusReader:
@@ -280,10 +318,19 @@ class StatusWriter:
     async def put_task(self, task: TaskId, status: Status | None) -> None:
         await self._send(task_key(task), status)
 
-    async def put_left(self, member_id: str, worker_id: str) -> None:
-        """Say that ``member_id`` (this worker, ``worker_id``) leaves the group on purpose."""
-        value = json.dumps({"worker_id": worker_id}).encode()
-        await self._send_raw(LEFT_PREFIX + member_id, value)
+    async def put_left(
+        self, member_id: str, worker_id: str, departure: Departure = Departure()
+    ) -> None:
+        """Say that ``member_id`` (this worker, ``worker_id``) leaves the group on purpose, and
+        what it ran (``departure``)."""
+        value = {
+            "worker_id": worker_id,
+            "url": departure.url,
+            "connectors": sorted(departure.connectors),
+            "tasks": [[t.connector, t.task] for t in sorted(departure.tasks)],
+            "at": departure.at_ms,
+        }
+        await self._send_raw(LEFT_PREFIX + member_id, json.dumps(value).encode())
 
     async def _send(self, key: str, status: Status | None) -> None:
         await self._send_raw(key, None if status is None else status.encode())

@@ -376,3 +376,43 @@ def test_each_connectors_tasks_spread_after_a_worker_returns_and_a_rolling_resta
     g.check_balanced_and_complete()
     assert _spread_of(g, "p") == [2, 2, 2]
     assert all(a.revoked == EMPTY and a.assigned == EMPTY for a in g.round().values())
+
+
+def test_a_new_leader_reserves_the_work_the_old_leader_said_it_ran() -> None:
+    """The old leader left on purpose (a rolling restart) and wrote what it ran; the new
+    leader, which never saw it in a round, keeps that work reserved until the delay after it
+    left, gives it back if it returns, and places it once the delay has passed."""
+    cfg = config(a=6)
+    theirs = Allocation.of(["a"], [TaskId("a", 0), TaskId("a", 1)])
+    ours = {
+        "m2": Allocation.of([], [TaskId("a", 2), TaskId("a", 3)]),
+        "m3": Allocation.of([], [TaskId("a", 4), TaskId("a", 5)]),
+    }
+    members = {m: MemberMetadata(f"http://{m}", 5, run) for m, run in ours.items()}
+    policy = Policy(max_delay_ms=DELAY)
+    departed = {"m1": ("http://m1", theirs, 1_000)}  # left a second ago
+    held = assign(
+        members,
+        cfg,
+        LeaderState(),
+        leader="m2",
+        now_ms=50_000,
+        policy=policy,
+        left_on_purpose=frozenset({"m1"}),
+        departed=departed,
+    )
+    assert not any(a.assigned & theirs for a in held.assignments.values())
+    assert {a.delay_ms for a in held.assignments.values()} == {DELAY - 1_000}
+    back = dict(members, m1b=MemberMetadata("http://m1", 5, EMPTY))
+    again = assign(
+        back, cfg, held.state, leader="m2", now_ms=52_000, policy=policy, departed=departed
+    )
+    assert again.assignments["m1b"].assigned == theirs
+    stale = {"m1": ("http://m1", theirs, DELAY + 1)}  # left longer ago than the delay
+    moved = assign(
+        members, cfg, LeaderState(), leader="m2", now_ms=50_000, policy=policy, departed=stale
+    )
+    placed = EMPTY
+    for a in moved.assignments.values():
+        placed = placed | a.assigned
+    assert placed == theirs

@@ -109,3 +109,28 @@ def test_members_that_left_on_purpose_are_remembered_and_bounded() -> None:
     assert len(view.left) == MAX_LEFT
     assert "m2" not in view.left and f"x{MAX_LEFT + 4}" in view.left
     assert not view.tasks and not view.connectors
+
+
+def test_a_departure_says_what_the_member_ran() -> None:
+    """What ``StatusWriter.put_left`` writes is read back as the member's departure (a new
+    leader reserves that work); an older connectd's record, or a broken one, says no work."""
+    import json
+
+    from daemon.storage.kafka.statusstore import LEFT_PREFIX, Departure, decode_departure
+
+    ran = Departure(
+        "http://w1:8083", frozenset({"c"}), frozenset({TaskId("c", 0), TaskId("c", 2)}), 1234
+    )
+    value = {
+        "worker_id": "w1:8083",
+        "url": ran.url,
+        "connectors": sorted(ran.connectors),
+        "tasks": [[t.connector, t.task] for t in sorted(ran.tasks)],
+        "at": ran.at_ms,
+    }
+    view = StatusView()
+    view.apply((LEFT_PREFIX + "m1").encode(), json.dumps(value).encode(), 0)
+    assert view.left["m1"] == ran
+    assert decode_departure(b'{"worker_id": "w1:8083"}') == Departure()
+    for broken in (b"[1]", b"{", b'{"url": 5}', b'{"tasks": [["c", -1]], "url": "u", "at": 1}'):
+        assert not decode_departure(broken).tasks
