@@ -27,6 +27,14 @@ def iso(wall: float | None) -> str | None:
     return datetime.datetime.fromtimestamp(wall, datetime.UTC).isoformat(timespec="milliseconds")
 
 
+def status_workers(doc: Mapping[str, Any]) -> set[str]:
+    """The workers a connector status's JSON (``ConnectorStatus.to_json``) names for the
+    connector or any of its tasks (none for UNASSIGNED work)."""
+    named = {t.get("worker_id") for t in doc.get("tasks", ())}
+    named.add(doc.get("connector", {}).get("worker_id"))
+    return {w for w in named if isinstance(w, str) and w}
+
+
 @dataclass(frozen=True)
 class AutoRestart:
     """The auto-restart policy's counters for one connector or task."""

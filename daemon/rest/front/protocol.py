@@ -28,7 +28,7 @@ from aiohttp.typedefs import Handler
 from daemon.errors import ConnectorNotFound
 from daemon.rest.errors import compact_json, error_response
 from daemon.rest.settings import TlsSettings
-from daemon.runtime.model import Herder
+from daemon.runtime.model import Herder, status_workers
 
 SNAPSHOT_PATH = "/_connectd/snapshot"
 TOKEN_HEADER = "X-Connectd-Front-Token"
@@ -67,7 +67,7 @@ def snapshot_route(herder: Herder, token: str) -> web.RouteDef:
                 doc = herder.connector_status(name).to_json()
             except ConnectorNotFound:  # deleted between the two calls: not in this snapshot
                 continue
-            if here is not None and _elsewhere(doc, here):
+            if here is not None and status_workers(doc) - {here}:
                 continue
             statuses[name] = doc
         access = logging.getLogger(ACCESS_LOGGER).isEnabledFor(logging.INFO)
@@ -80,13 +80,6 @@ def snapshot_route(herder: Herder, token: str) -> web.RouteDef:
         return web.Response(text=f'{{"seq":{seq},{content[1:]}', content_type="application/json")
 
     return web.get(SNAPSHOT_PATH, snapshot)
-
-
-def _elsewhere(doc: dict[str, Any], here: str) -> bool:
-    """Whether a status names a worker other than ``here`` for the connector or a task."""
-    owners = {t.get("worker_id") for t in doc.get("tasks", ())}
-    owners.add(doc.get("connector", {}).get("worker_id"))
-    return bool(owners - {None, "", here})
 
 
 @dataclass

@@ -39,6 +39,7 @@ from daemon.runtime.model import (
     TargetState,
     TaskInfo,
     TaskStatus,
+    status_workers,
 )
 from daemon.storage.kafka import configrecords as rec
 from daemon.structs import TaskId
@@ -147,13 +148,9 @@ class DistributedHerder:
         view of its work (its state and trace, the live fields null)."""
         if FORWARDED.get():
             return doc
-        owners = {t.get("worker_id") for t in doc.get("tasks", ())}
-        owners.add(doc.get("connector", {}).get("worker_id"))
-        owners -= {None, "", self.worker_id}
-        answers = await asyncio.gather(
-            *(self._owner_status(str(owner), name) for owner in sorted(owners))
-        )
-        for owner, answer in zip(sorted(owners), answers, strict=True):
+        owners = sorted(status_workers(doc) - {self.worker_id})
+        answers = await asyncio.gather(*(self._owner_status(owner, name) for owner in owners))
+        for owner, answer in zip(owners, answers, strict=True):
             if not isinstance(answer, dict):
                 continue
             theirs = answer.get("connector")

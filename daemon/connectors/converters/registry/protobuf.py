@@ -262,13 +262,8 @@ def _indexes(body: bytes) -> tuple[tuple[int, ...], int]:
 
 
 def _zigzag(body: bytes, at: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if at >= len(body) or shift > 63:
-            raise ConversionError("the payload ends inside its message indexes")
-        b = body[at]
-        at += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (value >> 1) ^ -(value & 1), at
-        shift += 7
+    try:
+        value, at = protofiles.varint(body, at)
+    except IndexError:
+        raise ConversionError("the payload ends inside its message indexes") from None
+    return (value >> 1) ^ -(value & 1), at

@@ -192,13 +192,13 @@ def _fields(data: bytes) -> list[tuple[int, int | bytes]]:
     pos, end = 0, len(data)
     try:
         while pos < end:
-            key, pos = _varint(data, pos)
+            key, pos = varint(data, pos)
             number, wire = key >> 3, key & 7
             if wire == 0:
-                value, pos = _varint(data, pos)
+                value, pos = varint(data, pos)
                 out.append((number, value))
             elif wire == 2:
-                size, pos = _varint(data, pos)
+                size, pos = varint(data, pos)
                 if pos + size > end:
                     return out
                 out.append((number, data[pos : pos + size]))
@@ -214,7 +214,9 @@ def _fields(data: bytes) -> list[tuple[int, int | bytes]]:
     return out
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
+def varint(data: bytes, pos: int) -> tuple[int, int]:
+    """The unsigned varint at ``pos`` and where it ends; ``IndexError`` past the data's end
+    or past ten bytes."""
     value = shift = 0
     while True:
         b = data[pos]

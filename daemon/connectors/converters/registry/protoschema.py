@@ -95,13 +95,8 @@ class SchemaBuilder:
         self.stack: list[str] = []
 
     def top(self, desc: Descriptor) -> tuple[dict[str, Any], Read]:
-        wrapped = _WRAPPERS.get(desc.full_name)
-        if wrapped is not None and self.options.wrapper_for_raw_primitives:
-            kind, bits = wrapped
-            conv = _wrap(bits)
-            if conv is None:
-                return {"type": kind}, lambda m: m.value
-            return {"type": kind}, lambda m: conv(m.value)
+        if desc.full_name in _WRAPPERS and self.options.wrapper_for_raw_primitives:
+            return _unwrapped(desc.full_name, optional=False)
         return self.struct(desc)
 
     def struct(self, desc: Descriptor) -> tuple[dict[str, Any], Read]:
@@ -251,13 +246,8 @@ class SchemaBuilder:
             return {"type": "int64", "name": connectschema.TIMESTAMP, "optional": True}, _millis
         if name == "confluent.type.Variant":
             raise SchemaRefused(f"field {f.full_name} is a confluent.type.Variant: no column type")
-        wrapped = _WRAPPERS.get(name)
-        if wrapped is not None and self.options.wrapper_for_nullables:
-            kind, bits = wrapped
-            conv = _wrap(bits)
-            if conv is None:
-                return {"type": kind, "optional": True}, lambda m: m.value
-            return {"type": kind, "optional": True}, lambda m: conv(m.value)
+        if name in _WRAPPERS and self.options.wrapper_for_nullables:
+            return _unwrapped(name, optional=True)
         doc, read = self.struct(sub)
         return {**doc, "optional": True}, read
 
@@ -276,6 +266,16 @@ class SchemaBuilder:
             desc.file.CopyToProto(proto)
             known = self.syntax[name] = proto.syntax or "proto2"
         return known
+
+
+def _unwrapped(name: str, *, optional: bool) -> tuple[dict[str, Any], Read]:
+    """A wrapper message (``google.protobuf.Int32Value``, ...) read as its ``value``."""
+    kind, bits = _WRAPPERS[name]
+    doc: dict[str, Any] = {"type": kind, "optional": True} if optional else {"type": kind}
+    conv = _wrap(bits)
+    if conv is None:
+        return doc, lambda m: m.value
+    return doc, lambda m: conv(m.value)
 
 
 def _repeated(f: FieldDescriptor) -> bool:
