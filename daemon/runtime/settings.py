@@ -100,6 +100,10 @@ class TaskSettings:
     client_close_timeout: float = 10.0
     #: ``task.stall.warn.ms``: lag above 0 this long without a commit is a stall.
     stall_warn: float = 300.0
+    #: How long the consumer's assignment callback may run before it returns to aiokafka,
+    #: which sends no heartbeat meanwhile: a third of ``session.timeout.ms``; the assignment
+    #: goes on beside the task (``incarnation.rebalance``).
+    assign_budget: float = 10.0 / 3
 
     @classmethod
     def from_worker(cls, worker: WorkerConfig) -> TaskSettings:
@@ -111,6 +115,7 @@ class TaskSettings:
             consumer_start_timeout=worker.task_consumer_start_timeout.total_seconds(),
             resolve_timeout=worker.config_resolve_timeout.total_seconds(),
             stall_warn=worker.task_stall_warn.total_seconds(),
+            assign_budget=worker.session_timeout.total_seconds() / 3,
         )
 
     @property

@@ -11,6 +11,10 @@ than ``tasks.max`` allows; its tasks accept records and write nothing.
 ``NeverCommitSink`` (``support.failing_sinks:NeverCommitSink``): takes every record and makes
 none durable (``pre_commit`` returns nothing): with lag, its task stalls.
 
+``SlowOpenSink`` (``support.failing_sinks:SlowOpenSink``): each ``open`` takes
+``open.delay.ms``, as a Delta table's claim waiting for an executor's JVM to start; the records
+its puts keep are in ``DELIVERED`` and each open is counted in ``OPENS`` (in-process daemons).
+
 ``FlakySink`` (``support.failing_sinks:FlakySink``): its ``put`` raises ``RetriableError``
 (Connect's ``RetriableException``) for the first ``fail.puts`` non-empty batches of each
 connector, after asking ``context.timeout(retry.wait.ms)``; then it keeps each record's
@@ -19,7 +23,8 @@ connector, after asking ``context.timeout(retry.wait.ms)``; then it keeps each r
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+from collections.abc import Collection, Mapping
 
 from daemon.connectors.api import RetriableError, SinkConnector, SinkTask, SinkTaskContext
 from daemon.connectors.records import RecordBatch, TopicPartition
@@ -75,6 +80,13 @@ DELIVERED: dict[str, list[tuple[int, int]]] = {}
 """``FlakySink``: (partition, offset) of every record a put kept, by connector name."""
 
 
+def _keep(name: str, batch: RecordBatch) -> None:
+    """Each record's (partition, offset) into ``DELIVERED[name]``."""
+    partitions = batch.table.column("kafka_partition").to_pylist()
+    offsets = batch.table.column("kafka_offset").to_pylist()
+    DELIVERED.setdefault(name, []).extend(zip(partitions, offsets, strict=True))
+
+
 class FlakyTask(SinkTask):
     async def start(self, config: Mapping[str, str], context: SinkTaskContext) -> None:
         self.context = context
@@ -90,9 +102,7 @@ class FlakyTask(SinkTask):
             FAILED_PUTS[self.name] = failed + 1
             self.context.timeout(self.wait_ms)
             raise RetriableError(f"injected: the store is unreachable (put {failed + 1})")
-        partitions = batch.table.column("kafka_partition").to_pylist()
-        offsets = batch.table.column("kafka_offset").to_pylist()
-        DELIVERED.setdefault(self.name, []).extend(zip(partitions, offsets, strict=True))
+        _keep(self.name, batch)
 
     async def stop(self) -> None:
         pass
@@ -117,3 +127,30 @@ class NeverCommitSink(SinkConnector):
 
     def task_class(self) -> type[SinkTask]:
         return NeverCommitTask
+
+
+OPENS: dict[str, int] = {}
+"""``SlowOpenSink``: the opens begun, by connector name."""
+
+
+class SlowOpenTask(SinkTask):
+    async def start(self, config: Mapping[str, str], context: SinkTaskContext) -> None:
+        self.name = context.task_id.connector
+        self.delay = int(config.get("open.delay.ms", "0")) / 1000
+
+    async def open(self, partitions: Collection[TopicPartition]) -> None:
+        OPENS[self.name] = OPENS.get(self.name, 0) + 1
+        await asyncio.sleep(self.delay)  # the open's own duration, as a claim's job waiting
+
+    async def put(self, batch: RecordBatch) -> None:
+        _keep(self.name, batch)
+
+    async def stop(self) -> None:
+        pass
+
+
+class SlowOpenSink(SinkConnector):
+    needs_executors = False
+
+    def task_class(self) -> type[SinkTask]:
+        return SlowOpenTask

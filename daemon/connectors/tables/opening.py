@@ -1,16 +1,15 @@
 """The bounded open: a table sink task's claims of newly assigned partitions, waited for at
-most ``OPEN_WAIT`` seconds inside the rebalance callback, finished beside the task.
+most ``OPEN_WAIT`` seconds in the partitions' assignment, finished beside the task.
 
-``SinkTask.open`` runs inside the consumer's rebalance callback, where no heartbeat goes out.
-Claiming a table's partitions may take long (an executor job: the first one of a cold start
-waits for a JVM, 10-40 s here, past ``session.timeout.ms``; a local commit log behind a slow
-disk). So ``open`` starts the claims as a background coroutine of the incarnation
-(``context.start_background``) and waits for them at most ``OPEN_WAIT``; what is not done by
-then goes on beside the task. The next ``put`` waits for it, seeks its partitions to their
-committed offsets and leaves out their records fetched before the seek (they come again from
-there); ``pre_commit`` takes the seeks of those done meanwhile; ``close`` cancels an opening
-whose partitions all close (its executor job is killed and reaped) and lets one that also
-opens partitions that stay finish.
+``SinkTask.open`` runs in the consumer's assignment, holding the task's lock (no ``put`` meanwhile).
+Claiming a table's partitions may take long (an executor job: the first one of a cold start waits
+for a JVM, 10-40 s here; a local commit log behind a slow disk). So ``open`` starts the claims as a
+background coroutine of the incarnation (``context.start_background``) and waits for them at most
+``OPEN_WAIT``; what is not done by then goes on beside the task. The next ``put`` waits for it,
+seeks its partitions to their committed offsets and leaves out their records fetched before the seek
+(they come again from there); ``pre_commit`` takes the seeks of those done meanwhile; ``close``
+cancels an opening whose partitions all close (its executor job is killed and reaped) and lets one
+that also opens partitions that stay finish.
 """
 
 from __future__ import annotations
@@ -28,8 +27,9 @@ from daemon.connectors.protocols import SinkTaskContext
 from daemon.connectors.records import RecordBatch, TopicPartition
 
 log = logging.getLogger("connectd.connectors.tables")
-#: Seconds ``open`` waits for its claims inside the rebalance callback (below the consumer's
-#: ``session.timeout.ms``, 10 s by default); the rest goes on beside the task.
+#: Seconds ``open`` waits for its claims (holding the task's lock: no ``put`` meanwhile); the
+#: rest goes on beside the task. The consumer's callback itself returns to aiokafka sooner, after
+#: a third of ``session.timeout.ms`` (``runtime.incarnation.rebalance``).
 OPEN_WAIT = 5.0
 
 

@@ -6,7 +6,7 @@ into tables whose own storage keeps each offset exactly once. It holds the diffe
   incarnation's epoch and reads their committed offsets back; the task seeks there. A table
   that has seen this connector's epoch (or a newer one) makes the task raise its epoch above
   it first (``context.raise_epoch``): the table, not the daemon's state directory, is the
-  authority. The claims wait at most ``opening.OPEN_WAIT`` inside the rebalance callback; the
+  authority. The claims wait at most ``opening.OPEN_WAIT`` in the partitions' assignment; the
   rest goes on beside the task and ``put`` finishes it (``opening.py``).
 - ``put``: buffer (``buffer.py``; ``writer.py`` writes one batch at a time, beside the task's
   reading, when a flush is due). ``reject`` refuses before ``put`` the records a table cannot

@@ -104,7 +104,9 @@ class Incarnation:
         #: Held around every sink callback: the main loop's and the rebalance listener's.
         self.lock = asyncio.Lock()
         self.progress = PartitionProgress()
-        self.rebalancer = Rebalancer(self, self._stop_event, draw_epoch, settings.epoch_timeout)
+        self.rebalancer = Rebalancer(
+            self, self._stop_event, draw_epoch, settings.epoch_timeout, settings.assign_budget
+        )
         self.retrier = Retrier(self, self._stop_event)
         self.gaps = OffsetGaps(self, metrics, wake=self._stop_event)
         self.pipeline: RecordPipeline | None = None

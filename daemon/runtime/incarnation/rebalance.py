@@ -15,12 +15,24 @@ above one its own store has seen (``context.raise_epoch``: the state directory t
 epochs was lost or is another one); the new epoch is drawn from the same counter, with that
 floor, so the counter catches up with the sink. Each callback bumps the rebalance generation
 (``PartitionProgress``): records handed out before it are not delivered.
+
+aiokafka sends no heartbeat while the assignment callback runs (it stops its heartbeat task
+for the join and starts it again after the callback), so a callback that outlasts
+``session.timeout.ms`` gets the member thrown out of the sink group and the whole group
+rebalances again. An assignment waits for the lock (a ``put`` may hold it, itself waiting for
+an executor to start), draws an epoch from Kafka and opens (an executor job for a Delta or
+Iceberg table): each can take longer. So the callback returns to aiokafka after
+``assign_budget`` seconds (a third of the session) whatever the assignment's state, and the
+assignment goes on beside the task: its partitions stay held (nothing of them is fetched or
+delivered) until it releases them, and the next callback (a revocation) waits for it on the
+lock. Revocations are waited for in full: aiokafka keeps heartbeating during them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
@@ -84,23 +96,37 @@ class Rebalancer:
         wake: asyncio.Event,
         draw_epoch: Callable[..., Awaitable[int]] | None,
         epoch_timeout: float,
+        assign_budget: float = math.inf,
     ) -> None:
         """``wake``: set to wake the main loop after a failure. ``draw_epoch``: a fresh epoch
         from the connector's counter, drawn within ``epoch_timeout`` seconds; called with no
-        argument, or with ``floor=n`` for one at least ``n`` (``context.raise_epoch``)."""
+        argument, or with ``floor=n`` for one at least ``n`` (``context.raise_epoch``).
+        ``assign_budget``: how long the assignment callback holds aiokafka up (see the module
+        docstring)."""
         self.host = host
         self.draw_epoch = draw_epoch
         self.epoch_timeout = epoch_timeout
+        self.assign_budget = assign_budget
         #: The first failure of a callback; the main loop raises it.
         self.failure: BaseException | None = None
         self._wake = wake
         self._running: set[asyncio.Task[None]] = set()
 
     async def partitions_revoked(self, partitions: frozenset[TopicPartition]) -> None:
-        await self._side_call(self._revoke(partitions))
+        await asyncio.wait([self._side_call(self._revoke(partitions))])
 
     async def partitions_assigned(self, partitions: frozenset[TopicPartition]) -> None:
-        await self._side_call(self._assign(partitions))
+        task = self._side_call(self._assign(partitions))
+        await asyncio.wait([task], timeout=self.assign_budget)
+        if not task.done():
+            log.info(
+                "Task %s: the assignment of %s goes on beside the rebalance (after %.1f s;"
+                " no heartbeat goes out while the callback runs); its partitions are held"
+                " until it is done",
+                self.host.id,
+                names(partitions),
+                self.assign_budget,
+            )
 
     def cancel(self) -> None:
         """Cancel the callbacks in progress (the incarnation is being killed)."""
@@ -108,8 +134,9 @@ class Rebalancer:
             if not task.done():
                 task.cancel()
 
-    async def _side_call(self, work: Awaitable[None]) -> None:
-        """Run a listener callback as a task ``cancel`` can cancel; never raise into aiokafka."""
+    def _side_call(self, work: Awaitable[None]) -> asyncio.Task[None]:
+        """Run a listener callback as a task ``cancel`` can cancel; its failure never
+        reaches aiokafka: it is kept in ``failure`` and wakes the main loop."""
         host = self.host
 
         async def body() -> None:
@@ -118,14 +145,14 @@ class Rebalancer:
 
         task = asyncio.get_running_loop().create_task(body())
         self._running.add(task)
-        try:
-            await asyncio.wait([task])
-        finally:
-            self._running.discard(task)
+        task.add_done_callback(self._ended)
+        return task
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        self._running.discard(task)
         if not task.cancelled() and task.exception() is not None:
-            exc = task.exception()
-            assert exc is not None
-            self.failure = exc
+            if self.failure is None:
+                self.failure = task.exception()
             self._wake.set()  # wake the main loop, which raises it
 
     async def _take_new_epoch(self) -> None:
