@@ -105,8 +105,10 @@ class ExecutorSettings(BaseModel):
         " the first write (it waits for a JVM start). auto: as soon as a task of a connector"
         " whose class needs executors (the Spark sinks; any connector not marked otherwise)"
         " starts on this worker, so its first write waits no longer than with eager; a worker"
-        " whose connectors never write (EchoSink) starts none. Whatever the choice, a write"
-        " starts a pool not started yet.",
+        " whose connectors never write (EchoSink) starts none; a distributed worker whose"
+        " config log has such connectors starts them before it joins its group and joins once"
+        " one can write (eager does the same). Whatever the choice, a write starts a pool not"
+        " started yet.",
     )
     executor_spark_master: SparkMaster = setting(
         "local[*]",

@@ -104,6 +104,11 @@ class SinkConnector(ABC):
     #: tell may call an executor. A call from a class that says False still works: it starts
     #: the executors then and waits for the first one.
     needs_executors: ClassVar[bool] = True
+    #: The table formats (``executor.spark.formats`` names: ``delta``, ``iceberg``) its
+    #: tasks' sessions load. A worker starting executors for such a task starts them with
+    #: these, where a session without them is replaced at the first write (a second JVM
+    #: start). A write naming a format not listed here still loads it then.
+    executor_formats: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self) -> None:
         self.config: dict[str, str] = {}

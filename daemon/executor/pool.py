@@ -31,11 +31,13 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import math
 from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from daemon.errors import (
+    ConnectdError,
     ExecutorDied,
     ExecutorError,
     PoolClosed,
@@ -124,9 +126,37 @@ class ExecutorPool:
             table_formats.require_jars, self.settings.formats, self.settings.jars_dir
         )
 
-    def start_soon(self) -> None:
-        """``start`` in the background, from the event loop (``startup.Startup.begin``)."""
+    def start_soon(self, formats: Collection[str] = ()) -> None:
+        """``start`` in the background, from the event loop (``startup.Startup.begin``), with
+        sessions that load ``formats`` too (as a write naming them would; a format whose jars
+        are missing is left for that write to report). Never raises."""
+        try:
+            self._load_formats(formats)
+        except ConnectdError as exc:
+            log.warning("executor pool: not loading table formats %s now: %s", formats, exc)
         self._startup.begin()
+
+    async def ready(self, timeout: float) -> bool:
+        """Whether an executor can take a write within ``timeout`` seconds (the pool started
+        first if it was not); False past it or when the start failed (the first write meets
+        the error again)."""
+        try:
+            async with asyncio.timeout(timeout):
+                await self.start()
+                await self._sup.wait_ready(1, math.inf)
+        except (TimeoutError, ConnectdError, OSError) as exc:
+            log.warning("executor pool: no executor ready within %.0f s: %r", timeout, exc)
+            return False
+        return True
+
+    def _load_formats(self, formats: Collection[str]) -> None:
+        """Sessions load ``formats`` from now on (``submit``'s ``formats``)."""
+        wanted = table_formats.check_names(formats)
+        loaded = self._sup.formats.wanted
+        if not wanted <= loaded:
+            # A few stat calls, once per format and pool (none once the format is loaded).
+            table_formats.require_jars(wanted - loaded, self.settings.jars_dir)
+            self._sup.formats.load(wanted)
 
     @property
     def started(self) -> bool:
@@ -182,12 +212,7 @@ class ExecutorPool:
         if not self._sup.started and not self._sup.replacing:
             # The daemon is shutting down: a JVM started now would only be killed.
             raise PoolClosed("the executor pool is shutting down and was never started")
-        wanted = table_formats.check_names(formats)
-        loaded = self._sup.formats.wanted
-        if not wanted <= loaded:
-            # A few stat calls, once per format and pool (none once the format is loaded).
-            table_formats.require_jars(wanted - loaded, self.settings.jars_dir)
-            self._sup.formats.load(wanted)
+        self._load_formats(formats)
         ref = function_ref(fn)
         args = dict(kwargs or {})
         try:

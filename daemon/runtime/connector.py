@@ -135,7 +135,8 @@ class ConnectorRuntime:
         elif not self.runs_instance:  # distributed: the class named by the config log's config
             cls = env.registry.resolve(self.config["connector.class"])
         if cls is not None and cls.needs_executors:
-            env.executors_needed()  # executor.pool.start=auto: they start with the first such task
+            # executor.pool.start=auto: they start with the first such task
+            env.executors_needed(cls.executor_formats)
 
         # The task's freshness outlives its incarnations; each reports through the recorder.
         freshness = Freshness()

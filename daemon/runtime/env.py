@@ -8,6 +8,7 @@ connector class that needs executors starts them.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from daemon.config import Providers, WorkerConfig
@@ -41,14 +42,16 @@ class RuntimeEnv:
     #: The daemon's broker-outage filter: each task's consumer lets it watch its client.
     outages: BrokerOutageFilter | None = None
 
-    def executors_needed(self) -> None:
+    def executors_needed(self, formats: Collection[str] = ()) -> None:
         """A task of a connector class that needs executors (``SinkConnector.needs_executors``)
         is being set up on this worker: under ``executor.pool.start=auto`` the executors start
         now, in the background, so its first write waits no longer than after an eager start.
         (``eager``: they started with the daemon; ``on-demand``: the first write starts them.)
+        ``formats``: the table formats its sessions need (``SinkConnector.executor_formats``),
+        loaded from the start rather than by a second JVM start at the first write.
         Returns at once; called for every such task."""
         if self.worker.executor_pool_start is PoolStart.AUTO:
-            self.executors.start_soon()
+            self.executors.start_soon(formats)
 
     @classmethod
     def of_worker(

@@ -61,9 +61,15 @@ class Executors(Protocol):
         timeout."""
         ...
 
-    def start_soon(self) -> None:
+    def start_soon(self, formats: Collection[str] = ()) -> None:
         """Start the executors in the background unless they started (``RuntimeEnv``'s
-        ``executors_needed``); returns at once and never raises."""
+        ``executors_needed``), with sessions that load the table formats ``formats`` too;
+        returns at once and never raises."""
+        ...
+
+    async def ready(self, timeout: float) -> bool:
+        """Whether an executor can take a write within ``timeout`` seconds (the executors
+        started first if they were not); False past it, or if they could not start."""
         ...
 
     def current_pid(self, task_id: str) -> int | None: ...

@@ -113,8 +113,11 @@ class NoExecutors:
     def submit(self, task_id: str, fn: str, batch: Any = None, **options: Any) -> WriteLease:
         raise AssertionError(f"task {task_id}: no write expected (it submitted {fn})")
 
-    def start_soon(self) -> None:
+    def start_soon(self, formats: Collection[str] = ()) -> None:
         pass  # a hint that a task may write: submit says whether one does
+
+    async def ready(self, timeout: float) -> bool:
+        return True  # nothing to wait for: submit fails the test
 
     def current_pid(self, task_id: str) -> int | None:
         return None

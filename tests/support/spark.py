@@ -214,9 +214,15 @@ class ThreadedPool:
         )
         return await lease.result()
 
-    def start_soon(self) -> None:
+    def start_soon(self, formats: Collection[str] = ()) -> None:
         """``ExecutorPool.start_soon`` on the pool's loop (nothing once it started)."""
-        self._loop.call_soon_threadsafe(self.pool.start_soon)
+        self._loop.call_soon_threadsafe(self.pool.start_soon, formats)
+
+    async def ready(self, timeout: float) -> bool:
+        """``ExecutorPool.ready`` on the pool's loop."""
+        return await asyncio.wrap_future(
+            asyncio.run_coroutine_threadsafe(self.pool.ready(timeout), self._loop)
+        )
 
     def current_pid(self, task_id: str) -> int | None:
         return self._query(lambda p: p.current_pid(task_id))  # type: ignore[no-any-return]

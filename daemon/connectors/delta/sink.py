@@ -33,6 +33,7 @@ class DeltaSinkConnector(TableSinkConnector):
 
     task_type = DeltaSinkTask
     CONFIG_DEF = CONFIG_DEF
+    executor_formats = frozenset({"delta"})
 
 
 # Their public home is the package (see its ``__init__``).

@@ -33,6 +33,7 @@ class IcebergSinkConnector(TableSinkConnector):
 
     task_type = IcebergSinkTask
     CONFIG_DEF = CONFIG_DEF
+    executor_formats = frozenset({"iceberg"})
 
 
 # Their public home is the package (see its ``__init__``).

@@ -3,9 +3,12 @@
 One ``HerderLoop`` per daemon, held by its ``DistributedHerder`` (together, Connect's
 ``DistributedHerder``, seed 001). ``start`` creates the
 internal topics if missing (refusing unusable ones: ``InternalTopicInvalid``, exit 78), reads the
-config log and the status topic to their ends, joins the group and returns once the first
-assignment is applied: READY means joined and read. Then one coroutine (``_main``) acts on
-everything in order:
+config log and the status topic to their ends, starts the executors if the connectors there
+need them and waits (``executor.start.timeout.ms`` at most) until one can take a write, joins
+the group and returns once the first assignment is applied: READY means joined and read. A
+returning worker so takes work only once it can write it: the group's tasks go on running warm
+where they are while its JVM starts, rather than moving to it and waiting there. Then one
+coroutine (``_main``) acts on everything in order:
 
 - **an assignment** (``Assigned``): read the config log at least to the offset the leader
   assigned from; stop what is revoked (stop sequence: killed and reaped before this worker
@@ -47,6 +50,7 @@ from daemon.logs.levels import LoggerLevels, level_name, parse_level
 from daemon.runtime.distributed.rejoin import BatchedRejoin, LeaderWriter
 from daemon.runtime.distributed.settings import member_settings, storage_topics, topic_specs
 from daemon.runtime.distributed.statuses import StatusPublisher
+from daemon.runtime.distributed.warmup import warm_executors
 from daemon.runtime.env import RuntimeEnv
 from daemon.runtime.worker import Worker
 from daemon.storage.kafka import (
@@ -172,6 +176,7 @@ class HerderLoop:
         self.statuses = await self.status_reader.read_to_end(timeout)
         self.loaded = True
         self._requests_from = self.snapshot.offset
+        await warm_executors(self.config, self.snapshot, self.worker.env)
         self.member = self._member()
         await self.member.start()
         self._tasks = [

@@ -33,11 +33,13 @@ from support.cluster_audit import (
     committed_again,
     epochs_of,
     leader,
+    metrics,
     settled,
     sink_config,
 )
 from support.daemon import wait_until
 from support.kafka_fixtures import TopicFactory
+from support.prometheus import samples
 from support.tables import committed
 
 pytestmark = pytest.mark.integration
@@ -118,10 +120,46 @@ async def test_a_killed_workers_tasks_run_elsewhere_within_the_session_timeout(
         print(f"the moved tasks committed again {time.monotonic() - killed:.1f} s after the kill")
         # The moved tasks make progress on their new workers, records still streaming.
         await _more_committed(table, 600, 90)
+
+        # The worker comes back. It joins only once an executor of its own can write: the
+        # tasks it is given wait for no JVM start there (before, they left warm workers to
+        # wait 10-40 s for its first executor, holding their partitions).
+        began = time.monotonic()
+        victim.start()
+        ready = await _executors_when_it_first_runs_a_task(c, victim, "failover", 180)
+        print(
+            f"{victim.worker_id} runs a task again {time.monotonic() - began:.1f} s after its"
+            f" start, with {ready} executor(s) ready then"
+        )
+        assert ready >= 1
+        text = victim.log()
+        assert text.index("Executors ready in") < text.index("Joined group"), text
+        await settled(c, "failover", TASKS, 120, on=list(c))
+        await _more_committed(table, 600, 90)
     except BaseException:
         await stream.close()  # the first failure is the one to read: no audit after it
         raise
     await _finish(stream, table)
+
+
+async def _executors_when_it_first_runs_a_task(
+    c: Cluster, worker: ClusterWorker, connector: str, timeout: float
+) -> float:
+    """The executors ``worker`` has ready (idle or busy, its ``/metrics``) the first time a
+    status (any worker's) shows one of ``connector``'s tasks RUNNING there."""
+    deadline = time.monotonic() + timeout
+    while True:
+        for w in c:
+            body = w.status(connector) if w.alive else None
+            tasks = (body or {}).get("tasks", [])
+            if any(
+                t.get("worker_id") == worker.worker_id and t.get("state") == "RUNNING"
+                for t in tasks
+            ):
+                found = samples(metrics(worker)).get("connectd_executors", [])
+                return sum(v for labels, v in found if labels["state"] in ("idle", "busy"))
+        assert time.monotonic() < deadline, f"no task on {worker.worker_id} in {timeout} s"
+        await asyncio.sleep(0.1)
 
 
 # Three JVM starts (one per worker start) on a small, shared machine: 80 s each under load.

@@ -5,6 +5,7 @@ deadline. Real executor processes, no Spark (``with_spark=False``)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +109,52 @@ async def test_start_soon_starts_in_the_background_once(tmp_path: Path) -> None:
         await pool.close(graceful_timeout=0)
 
 
+async def test_start_soon_with_formats_starts_executors_that_load_them(tmp_path: Path) -> None:
+    """A task whose connector names its table formats starts the executors with them: no
+    executor without them is started and then replaced at the first write (a JVM start)."""
+    jars = tmp_path / "jars"
+    jars.mkdir()
+    for jar in formats.jar_paths(["delta"], jars):
+        stand_in_jar(jar)
+    pool = ExecutorPool(_settings(tmp_path, spares=0, jars_dir=jars))
+    try:
+        pool.start_soon(["delta"])
+        assert await pool.ready(30)
+        assert pool.formats == {"delta"}
+        assert [(e.id, e.formats) for e in pool.snapshot()] == [(1, frozenset({"delta"}))]
+        await pool.run("conn-0", f"{T}:whoami", timeout=5, formats=("delta",))
+        assert [e.id for e in pool.snapshot()] == [1]  # nothing recycled
+        kinds = {e.kind for e in pool.events.snapshot()}
+        assert PoolEventKind.RECYCLED not in kinds, pool.events.snapshot()
+    finally:
+        await pool.close(graceful_timeout=0)
+
+
+async def test_start_soon_with_jars_missing_starts_without_them(tmp_path: Path) -> None:
+    """Jars missing for a connector's format: the executors start anyway (a warning); the
+    connector's first write meets the error, as it would have without the hint."""
+    jars = tmp_path / "jars"
+    jars.mkdir()
+    pool = ExecutorPool(_settings(tmp_path, spares=0, jars_dir=jars))
+    try:
+        pool.start_soon(["delta"])
+        assert await pool.ready(30)
+        assert pool.formats == frozenset()
+        with pytest.raises(JarsMissing):
+            await pool.run("conn-0", f"{T}:whoami", timeout=5, formats=("delta",))
+    finally:
+        await pool.close(graceful_timeout=0)
+
+
+async def test_ready_says_false_past_its_deadline(tmp_path: Path) -> None:
+    pool = ExecutorPool(_settings(tmp_path, spares=0))
+    try:
+        assert not await pool.ready(0.001)  # no executor process starts that fast
+        assert await pool.ready(30)  # the start went on
+    finally:
+        await pool.close(graceful_timeout=0)
+
+
 async def test_closing_while_the_pool_starts_leaves_nothing(tmp_path: Path) -> None:
     pool = ExecutorPool(_settings(tmp_path))
     pool.start_soon()
@@ -157,12 +204,17 @@ class _Recording:
 
     def __init__(self) -> None:
         self.starts = 0
+        self.formats: frozenset[str] = frozenset()
 
     def submit(self, *args: Any, **kwargs: Any) -> WriteLease:
         raise AssertionError("no write expected")
 
-    def start_soon(self) -> None:
+    def start_soon(self, formats: Collection[str] = ()) -> None:
         self.starts += 1
+        self.formats = frozenset(formats)
+
+    async def ready(self, timeout: float) -> bool:
+        return True
 
     def current_pid(self, task_id: str) -> int | None:
         return None
@@ -186,8 +238,9 @@ def test_only_auto_starts_executors_for_a_task_that_needs_them(
     config = parse_worker(props).config
     assert config.executor_pool_start is PoolStart(setting or "auto")
     executors = _Recording()
-    RuntimeEnv.of_worker(config, executors).executors_needed()
+    RuntimeEnv.of_worker(config, executors).executors_needed(frozenset({"delta"}))
     assert executors.starts == starts
+    assert executors.formats == (frozenset({"delta"}) if starts else frozenset())
 
 
 def test_the_spark_sinks_need_executors_and_echo_sink_does_not() -> None:
@@ -196,6 +249,16 @@ def test_the_spark_sinks_need_executors_and_echo_sink_does_not() -> None:
     needs = {
         alias: default_registry.resolve(alias).needs_executors
         for alias in ("ParquetSink", "DeltaSink", "IcebergSink", "HangSink", "EchoSink")
+    }
+    formats = {
+        alias: default_registry.resolve(alias).executor_formats
+        for alias in ("ParquetSink", "DeltaSink", "IcebergSink", "EchoSink")
+    }
+    assert formats == {
+        "ParquetSink": frozenset(),
+        "DeltaSink": {"delta"},
+        "IcebergSink": {"iceberg"},
+        "EchoSink": frozenset(),
     }
     assert needs == {
         "ParquetSink": True,
