@@ -2,7 +2,8 @@
 
 A connector provides a ``SinkConnector`` (describes and validates its settings, splits its
 configuration into task configurations) and a ``SinkTask`` (receives batches of records). The
-runtime calls them; they call back through the ``SinkTaskContext``.
+runtime calls them; they call back through the ``SinkTaskContext`` (a task) and the
+``ConnectorContext`` (a connector instance).
 
 Guarantees the runtime gives every ``SinkTask`` incarnation (one instance):
 
@@ -31,10 +32,11 @@ hooks (``SinkConnector.read_offsets`` / ``alter_offsets`` / ``reset_offsets``), 
 offsets REST API calls.
 
 This module gathers the public names; each part lives in a module of its own concern:
-``protocols`` (``SinkTaskContext``, ``ExecutorRunner``), ``base`` (``SinkTask``,
-``SinkConnector``), ``registry`` (``ConnectorRegistry``, ``validate_connector``), and the
-settings schema in ``daemon.config.definitions``. The runtime implements the context
-(``daemon.runtime.incarnation.context.TaskContext``).
+``protocols`` (``SinkTaskContext``, ``ConnectorContext``, ``ExecutorRunner``), ``base``
+(``SinkTask``, ``SinkConnector``), ``registry`` (``ConnectorRegistry``,
+``validate_connector``), and the settings schema in ``daemon.config.definitions``. The runtime
+implements the contexts (``daemon.runtime.incarnation.context.TaskContext``,
+``daemon.runtime.connector``).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from daemon.config.definitions import in_range as in_range
 from daemon.config.definitions import one_of as one_of
 from daemon.connectors.base import SinkConnector as SinkConnector
 from daemon.connectors.base import SinkTask as SinkTask
+from daemon.connectors.protocols import ConnectorContext as ConnectorContext
 from daemon.connectors.protocols import ExecutorCall as ExecutorCall
 from daemon.connectors.protocols import ExecutorRunner as ExecutorRunner
 from daemon.connectors.protocols import SinkTaskContext as SinkTaskContext

@@ -5,15 +5,29 @@ The guarantees the runtime gives them are in ``daemon.connectors.api``'s docstri
 
 from __future__ import annotations
 
+import logging
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Mapping
 from typing import ClassVar
 
 from daemon.config.definitions import ConfigDef
-from daemon.connectors.protocols import ExecutorCall, SinkTaskContext
+from daemon.connectors.protocols import ConnectorContext, ExecutorCall, SinkTaskContext
 from daemon.connectors.records import RecordBatch
 from daemon.structs import Problem, TopicPartition
+
+log = logging.getLogger("connectd.connector")
+
+
+class _Detached:
+    """The context of an instance the runtime does not run (a throw-away instance that
+    validates, the REST API's plugin listing): its requests have nothing to act on."""
+
+    def request_task_reconfiguration(self) -> None:
+        log.warning("A connector instance not run by a worker asked for task reconfiguration")
+
+    def raise_error(self, error: BaseException) -> None:
+        log.warning("A connector instance not run by a worker raised an error: %r", error)
 
 
 def _module_version(obj: object) -> str:
@@ -112,6 +126,12 @@ class SinkConnector(ABC):
 
     def __init__(self) -> None:
         self.config: dict[str, str] = {}
+        self.context: ConnectorContext = _Detached()
+
+    def initialize(self, context: ConnectorContext) -> None:
+        """Called by the runtime before ``start`` with the instance's context (Connect's
+        ``Connector.initialize``). Default: keep it as ``self.context``."""
+        self.context = context
 
     def version(self) -> str:
         """The connector's version; by default its module's ``__version__``."""

@@ -1,7 +1,8 @@
-"""What a sink task may ask of the runtime: its context and the executor pool.
+"""What a connector and a sink task may ask of the runtime: their contexts and the executor pool.
 
 Protocols only; the runtime implements them (``daemon.runtime.incarnation.context``'s
-``TaskContext``), and a test may pass its own (``daemon.connectors.testing.LocalRunner`` is an
+``TaskContext``, ``daemon.runtime.connector``'s context of a connector instance), and a test
+may pass its own (``daemon.connectors.testing.LocalRunner`` is an
 ``ExecutorRunner``).
 """
 
@@ -142,4 +143,25 @@ class SinkTaskContext(Protocol):
         end before the incarnation counts as over, so an executor write it holds is killed and
         reaped first (a kill cancels it at once; after a graceful end, once ``stop`` returned).
         Its exceptions are the task's to collect; the runtime only logs what nobody did."""
+        ...
+
+
+class ConnectorContext(Protocol):
+    """What a running ``SinkConnector`` instance may ask of the runtime (Connect's
+    ``ConnectorContext``), handed over by ``SinkConnector.initialize`` before ``start``. Both
+    calls return at once and may come from any thread; they do nothing once the instance was
+    stopped."""
+
+    def request_task_reconfiguration(self) -> None:
+        """The task configurations may have changed (the connector watches something outside,
+        a topic list, a table's partitions): the runtime calls ``task_configs`` again, and if
+        they differ it restarts the tasks with them. In distributed mode the worker running the
+        instance sends them to the leader, which writes them to the config log; every worker
+        then runs its tasks with them (Connect's ``POST /connectors/{name}/tasks``). Repeated
+        requests while one is handled make one more round."""
+        ...
+
+    def raise_error(self, error: BaseException) -> None:
+        """The connector failed: its status becomes FAILED with this error's trace and the
+        restart policy applies to it (not to its tasks, which keep running, as in Connect)."""
         ...

@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, get_origin
 
 from aiohttp import web
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, RootModel, ValidationError
 
 from daemon.rest.errors import RestError, bad_request
 
@@ -213,12 +213,22 @@ def _too_large(max_body: int) -> RestError:
 
 
 def _validate(model: type[M], document: object) -> M:
-    if not isinstance(document, dict):
+    if _takes_array(model):
+        if not isinstance(document, list):
+            raise bad_request("The request body is not a JSON array")
+    elif not isinstance(document, dict):
         raise bad_request("The request body is not a JSON object")
     try:
         return model.model_validate(document)
     except ValidationError as exc:
         raise bad_request("Invalid request body: " + _describe(exc)) from None
+
+
+def _takes_array(model: type[BaseModel]) -> bool:
+    """A body model whose document is a JSON array (a ``RootModel`` of a list)."""
+    if not issubclass(model, RootModel):
+        return False
+    return get_origin(model.model_fields["root"].annotation) is list
 
 
 def _describe(exc: ValidationError) -> str:

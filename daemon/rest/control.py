@@ -10,7 +10,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from daemon.rest import models as m
-from daemon.rest.api import Query, Reply, Routes, query
+from daemon.rest.api import Query, Reply, Routes, body, query
 from daemon.rest.context import context
 from daemon.rest.errors import RestError, json_reply
 
@@ -52,6 +52,24 @@ async def connector_status(request: web.Request) -> web.Response:
 async def task_configs(request: web.Request) -> web.Response:
     infos = context(request).herder.task_infos(request.match_info["connector"])
     return json_reply([info.to_json() for info in infos])
+
+
+@routes.op(
+    "POST",
+    "/connectors/{connector}/tasks",
+    "Between workers (distributed mode): the task configurations the worker running the"
+    " connector generated, for the leader to write to the config log",
+    Reply(204, "Written, or the config log had them already"),
+    Reply(400, "Standalone mode takes no task configurations from outside", m.ErrorMessage),
+    _E404,
+    Reply(409, "This worker is not the leader and none is known, or the connector is STOPPED"),
+    body=m.TaskConfigsBody,
+)
+async def put_task_configs(request: web.Request) -> web.Response:
+    ctx = context(request)
+    configs = [dict(c) for c in body(request, m.TaskConfigsBody).root]
+    await ctx.call(ctx.herder.put_task_configs(request.match_info["connector"], configs))
+    return web.Response(status=204)
 
 
 @routes.op(

@@ -107,6 +107,11 @@ class ConnectorConfigBody(RootModel[dict[str, ConfigValue]]):
     model_config = ConfigDict(json_schema_extra={"examples": [_DEMO_CONFIG]})
 
 
+class TaskConfigsBody(RootModel[list[dict[str, str]]]):
+    """``POST /connectors/{connector}/tasks`` (between workers): task configurations, task 0
+    first."""
+
+
 class ConfigPatchBody(RootModel[dict[str, ConfigValue | None]]):
     """``PATCH /connectors/{connector}/config``: keys to set; a null value removes the key."""
 

@@ -19,9 +19,10 @@ from typing import Any
 
 from daemon.config import parse_connector, resolve
 from daemon.connectors.api import SinkConnector, TaskId
-from daemon.errors import InvalidConfig, StopFailed
+from daemon.errors import ConfigError, InvalidConfig, StopFailed
 from daemon.runtime.env import RuntimeEnv
 from daemon.runtime.incarnation import Incarnation
+from daemon.runtime.instance import InstanceContext, TaskReconfigurations
 from daemon.runtime.model import ConnectorStatus, State, TargetState, TaskStatus
 from daemon.runtime.slot import AutoRestarter, Freshness, RestartPolicy, SlotRecorder, TaskSlot
 
@@ -72,6 +73,8 @@ class ConnectorRuntime:
         self.runs_instance = True
         self.only_tasks: frozenset[int] | None = None
         self.given_task_configs: list[dict[str, str]] | None = None
+        self._context: InstanceContext | None = None  # the running instance's
+        self.reconfigurations = TaskReconfigurations(name, self._reconfigure_tasks)
 
     # ---- lifecycle (callers hold self.lock) ----
 
@@ -90,23 +93,27 @@ class ConnectorRuntime:
         if not self.runs_instance:  # distributed: another worker runs it; tasks from the log
             self.task_configs = [dict(c) for c in self.given_task_configs or ()]
             return True
+        context = InstanceContext(self, asyncio.get_running_loop())
         try:
             async with asyncio.timeout(CONNECTOR_CALL_TIMEOUT):
                 resolved = await asyncio.to_thread(resolve, self.config, self.env.providers)
                 cls = self.env.registry.resolve(self.config["connector.class"])
                 instance = cls()
+                instance.initialize(context)
                 await instance.start(resolved)
                 tasks_max = self.env.registry.checks.tasks_max(resolved)
                 configs = self.env.registry.checks.generated(
                     self.name, list(instance.task_configs(tasks_max)), resolved
                 )
         except Exception as exc:
+            context.closed = True
             self.trace = traceback.format_exc()
             log.error("Connector %s failed to start:\n%s", self.name, self.trace.rstrip())
             if not self._halted:
                 self.auto.failed(exc, self._auto_restart)
             return False
         self.instance = instance
+        self._context = context
         if self.given_task_configs is not None:
             self.task_configs = [dict(c) for c in self.given_task_configs]
         else:
@@ -238,6 +245,10 @@ class ConnectorRuntime:
 
     async def _stop_instance(self) -> None:
         instance, self.instance = self.instance, None
+        if self._context is not None:
+            self._context.closed = True  # its requests change nothing from now on
+            self._context = None
+        self.reconfigurations.cancel()
         if instance is None:
             return
         try:
@@ -401,6 +412,76 @@ class ConnectorRuntime:
             trace=self.auto.annotate(self.trace) if failed else None,
             auto_restart=self.auto.status(),
         )
+
+    # ---- what the running instance asks (``InstanceContext``) ----
+
+    def reconfiguration_requested(self, context: InstanceContext) -> None:
+        if context is self._context:
+            self.reconfigurations.request()
+
+    def instance_failed(self, context: InstanceContext, error: BaseException) -> None:
+        if context is self._context:
+            asyncio.get_running_loop().create_task(self._instance_failed(context, error))
+
+    async def _instance_failed(self, context: InstanceContext, error: BaseException) -> None:
+        """Connect's ``raiseError``: the connector FAILED with ``error``, its instance stopped,
+        its restart policy applied; its tasks keep running."""
+        async with self.lock:
+            if context is not self._context:
+                return
+            self.trace = "".join(traceback.format_exception(error))
+            log.error("Connector %s failed (it raised an error):\n%s", self.name, self.trace)
+            await self._stop_instance()
+            if not self._halted:
+                self.auto.failed(error, self._auto_restart)
+
+    async def _reconfigure_tasks(self) -> None:
+        """One round of ``request_task_reconfiguration``: ``task_configs`` again; if they
+        differ from those the tasks run with, standalone restarts the tasks with them, and a
+        distributed worker sends them to the leader (``env.publish_task_configs``), whose write
+        comes back through ``place``. More tasks than ``tasks.max`` allows fail the connector
+        (``tasks.max.enforce``); other failures are tried again (``TaskReconfigurations``)."""
+        async with self.lock:
+            instance, context = self.instance, self._context
+            if instance is None or context is None or self._halted:
+                return
+            if self.target is TargetState.STOPPED:
+                return
+            async with asyncio.timeout(CONNECTOR_CALL_TIMEOUT):
+                resolved = await asyncio.to_thread(resolve, self.config, self.env.providers)
+            checks = self.env.registry.checks
+            try:
+                configs = checks.generated(
+                    self.name, list(instance.task_configs(checks.tasks_max(resolved))), resolved
+                )
+            except ConfigError as exc:
+                self.trace = "".join(traceback.format_exception(exc))
+                log.error("Connector %s failed: %s", self.name, exc)
+                await self._stop_instance()
+                return
+            new = [unresolve(c, self.config, resolved) for c in configs]
+            if new == self.task_configs:
+                log.info(
+                    "Connector %s asked for task reconfiguration: its %d task configuration(s)"
+                    " are unchanged",
+                    self.name,
+                    len(new),
+                )
+                return
+            changed = f"{len(self.task_configs)} -> {len(new)} task(s)"
+            publish = self.env.publish_task_configs
+            if publish is None:
+                log.info("Connector %s: task configurations changed (%s)", self.name, changed)
+                await self.stop_tasks("its task configurations changed")
+                self.task_configs = new
+                await self._start_tasks()
+                return
+        log.info(
+            "Connector %s: task configurations changed (%s); sending them to the leader",
+            self.name,
+            changed,
+        )
+        await publish(self.name, new)
 
     def task_ids(self) -> tuple[int, ...]:
         return tuple(range(len(self.task_configs)))

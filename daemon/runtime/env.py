@@ -8,7 +8,7 @@ connector class that needs executors starts them.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 
 from daemon.config import Providers, WorkerConfig
@@ -41,6 +41,10 @@ class RuntimeEnv:
     clock: Clock = REAL_CLOCK
     #: The daemon's broker-outage filter: each task's consumer lets it watch its client.
     outages: BrokerOutageFilter | None = None
+    #: Distributed mode: where a connector's new task configurations go (to the leader, which
+    #: writes them to the config log); None (standalone): the connector restarts its tasks with
+    #: them itself (``ConnectorRuntime._reconfigure_tasks``).
+    publish_task_configs: Callable[[str, list[dict[str, str]]], Awaitable[None]] | None = None
 
     def executors_needed(self, formats: Collection[str] = ()) -> None:
         """A task of a connector class that needs executors (``SinkConnector.needs_executors``)

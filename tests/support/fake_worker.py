@@ -299,6 +299,16 @@ class FakeWorker:
         if c.state is State.RESTARTING:
             self._apply_target(c)
 
+    async def put_task_configs(self, name: str, configs: list[dict[str, str]]) -> None:
+        """As the standalone herder: no task configurations from outside."""
+        self.calls.append(f"put tasks {name} ({len(configs)})")
+        self._get(name)
+        raise Conflict(
+            "Kafka Connect in standalone mode does not support externally setting task"
+            " configurations.",
+            status=400,
+        )
+
     async def restart_task(self, name: str, task: int) -> None:
         self.calls.append(f"restart {name}-{task}")
         c = self._get(name)

@@ -28,7 +28,7 @@ from daemon.errors import (
     TaskNotFound,
 )
 from daemon.runtime.distributed.forward import FORWARDED, RETRIED, Forwarder
-from daemon.runtime.distributed.leader import SinkOffsets, config_records
+from daemon.runtime.distributed.leader import SinkOffsets, config_records, task_config_records
 from daemon.runtime.distributed.loop import HerderLoop
 from daemon.runtime.distributed.writes import ConfigWrites
 from daemon.runtime.model import (
@@ -63,6 +63,7 @@ class DistributedHerder:
         self.forwarder = Forwarder(FORWARD_TIMEOUT)
         self._live = Forwarder(LIVE_STATUS_TIMEOUT)
         self.writes = ConfigWrites(loop, self.forwarder)
+        loop.put_task_configs = self.put_task_configs
         self._offsets = SinkOffsets(self.env, registry)
         self._ready = False
         self._stopped = False
@@ -317,6 +318,25 @@ class DistributedHerder:
                 target = TargetState.STOPPED  # keeps no tasks
             await self.writes.write(await self._config_records(name, checked, target))
         return created, self.connector_info(name)
+
+    async def put_task_configs(self, name: str, configs: list[dict[str, str]]) -> None:
+        """Connect's ``POST /connectors/{name}/tasks``: the task configurations the worker
+        running the connector generated (``ConnectorContext.request_task_reconfiguration``),
+        written by the leader with their commit record unless the log has them already; any
+        other worker forwards them to the leader."""
+        if not self.writes.leading:
+            await self.writes.forward("POST", f"/connectors/{_quote(name)}/tasks", configs)
+            return
+        async with self.writes.lock:
+            snapshot = await self.loop.sync()
+            if name not in snapshot.connectors:
+                raise ConnectorNotFound(f"Connector {name} not found")
+            if snapshot.target_state(name) is TargetState.STOPPED:
+                raise Conflict(f"Connector {name} is STOPPED: it has no tasks")
+            if [dict(c) for c in snapshot.tasks(name)] == configs:
+                return
+            await self.writes.write(task_config_records(name, configs))
+        log.info("Connector %s: %d task configuration(s) written", name, len(configs))
 
     async def delete_connector(self, name: str) -> None:
         if not self.writes.leading:

@@ -62,8 +62,17 @@ async def config_records(
     )
     records = [] if target is None else [rec.target_state_record(name, target)]
     records.append(rec.connector_record(name, config))
-    records += [rec.task_record(TaskId(name, i), c) for i, c in enumerate(tasks)]
-    records.append(rec.commit_record(name, len(tasks)))
+    return records + task_config_records(name, tasks)
+
+
+def task_config_records(
+    name: str, configs: Sequence[Mapping[str, str]]
+) -> list[tuple[str, bytes | None]]:
+    """A connector's task configurations and the commit record that makes them count."""
+    records: list[tuple[str, bytes | None]] = [
+        rec.task_record(TaskId(name, i), dict(c)) for i, c in enumerate(configs)
+    ]
+    records.append(rec.commit_record(name, len(configs)))
     return records
 
 

@@ -33,6 +33,7 @@ import contextlib
 import dataclasses
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from daemon.cluster import (
@@ -112,7 +113,12 @@ class HerderLoop:
         self._client = client
         self._specs = topic_specs(config)
         self.epochs = KafkaEpochs(config.offset_storage_topic, boot, "", client_settings=client)
-        self.worker = Worker(dataclasses.replace(env, epochs=self.epochs))
+        self.worker = Worker(
+            dataclasses.replace(env, epochs=self.epochs, publish_task_configs=self._publish)
+        )
+        #: Where a connector's new task configurations go: ``DistributedHerder.put_task_configs``
+        #: (the leader writes them, any other worker forwards them there).
+        self.put_task_configs: Callable[[str, list[dict[str, str]]], Awaitable[None]] | None = None
         self.reader = ConfigLogReader(config.config_storage_topic, boot, client_settings=client)
         self.status_reader = StatusReader(config.status_storage_topic, boot, client_settings=client)
         self.status_writer = StatusWriter(config.status_storage_topic, boot, client_settings=client)
@@ -140,6 +146,11 @@ class HerderLoop:
         self.loaded = False  # the config log and the statuses were read once
 
     # ---- lifecycle ----
+
+    async def _publish(self, name: str, configs: list[dict[str, str]]) -> None:
+        if self.put_task_configs is None:
+            raise ConnectdError("this worker's herder takes no task configurations yet")
+        await self.put_task_configs(name, configs)
 
     def set_address(self, url: str, worker_id: str) -> None:
         self.url = url

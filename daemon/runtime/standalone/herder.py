@@ -327,6 +327,14 @@ class StandaloneHerder:
                 raise TaskNotFound(f"Task {name}-{task} not found")
             await c.restart_task(task)
 
+    async def put_task_configs(self, name: str, configs: list[dict[str, str]]) -> None:
+        self._get(name)  # 404 first, as for any connector call
+        raise Conflict(
+            "Kafka Connect in standalone mode does not support externally setting task"
+            " configurations.",
+            status=400,
+        )
+
     async def reset_topics(self, name: str) -> None:
         c = self._get(name)
         c.topics.clear()

@@ -44,6 +44,9 @@ CONNECT_4_ENDPOINTS = {
 }
 """Kafka Connect 4.x's public REST endpoints (internal worker-to-worker ones excluded)."""
 
+CONNECT_4_INTERNAL = {("/connectors/{connector}/tasks", "post")}
+"""Connect 4.x's worker-to-worker endpoints connectd serves (``/fence`` is for sources only)."""
+
 
 async def test_root_shows_version_commit_cluster(client: Client) -> None:
     answer = await client.get("/")
@@ -112,7 +115,8 @@ async def test_openapi_document_lists_every_operation(client: Client) -> None:
     declared = {(op.path, op.method.lower()) for op in operations()}
     documented = {(p, m) for p, ops in document["paths"].items() for m in ops}
     assert declared == documented
-    assert declared == CONNECT_4_ENDPOINTS | {("/metrics", "get"), ("/openapi.json", "get")}
+    own = {("/metrics", "get"), ("/openapi.json", "get")}
+    assert declared == CONNECT_4_ENDPOINTS | CONNECT_4_INTERNAL | own
     assert "security" not in document  # no auth configured
     create = document["paths"]["/connectors"]["post"]
     ref = create["requestBody"]["content"]["application/json"]["schema"]["$ref"]
