@@ -518,10 +518,12 @@ async def cluster(
     try:
         yield make
     finally:
-        await _end(made, kafka_bootstrap)
+        await end_clusters(made, kafka_bootstrap)
 
 
-async def _end(made: Sequence[Cluster], bootstrap: str) -> None:
+async def end_clusters(made: Sequence[Cluster], bootstrap: str) -> None:
+    """Every worker of ``made`` ended (SIGTERM, then SIGKILL of what is left), their internal
+    topics deleted; fails if any process ever seen below a worker is still there."""
     workers = [w for c in made for w in c.workers]
     # Concurrently: each SIGTERM waits out the worker's graceful stop.
     await asyncio.gather(*(asyncio.to_thread(w.end) for w in workers))

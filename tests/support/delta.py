@@ -13,35 +13,53 @@ import pytest
 from support.spark import ThreadedPool
 
 
-def committed_offsets(table: Path) -> dict[str, int | None]:
+class DeltaCommits:
     """Next offset per connectd app id (``connectd/<connector>/<topic>/<partition>``) as the
-    table's JSON commits record them in ``commitInfo.userMetadata`` (newest wins). Reads the
-    files as they are; a commit being written is read at the next call."""
-    log = table / "_delta_log"
-    found: dict[str, int | None] = {}
-    if not log.is_dir():
-        return found
-    for path in sorted(log.glob("[0-9]" * 20 + ".json")):
-        try:
-            lines = path.read_text().splitlines()
-        except OSError:
-            continue
-        for line in lines:
-            info = json.loads(line).get("commitInfo") if line.strip() else None
-            if not info or not info.get("userMetadata"):
+    table's JSON commits record them in ``commitInfo.userMetadata`` (newest wins). Each call
+    reads only the commits written since the last one (a long run's log is read once); a
+    commit file is complete once it exists (Delta publishes it whole)."""
+
+    def __init__(self, table: Path) -> None:
+        self.log = table / "_delta_log"
+        self.read: set[str] = set()
+        self.offsets: dict[str, int | None] = {}
+
+    def __call__(self) -> dict[str, int | None]:
+        if not self.log.is_dir():
+            return self.offsets
+        for path in sorted(self.log.glob("[0-9]" * 20 + ".json")):
+            if path.name in self.read:
                 continue
             try:
-                meta = json.loads(info["userMetadata"])
-            except ValueError:
+                lines = path.read_text().splitlines()
+            except OSError:
                 continue
-            for app, (_, offset) in meta.get("partitions", {}).items():
-                found[app] = offset
-    return found
+            self.read.add(path.name)
+            for line in lines:
+                info = json.loads(line).get("commitInfo") if line.strip() else None
+                if not info or not info.get("userMetadata"):
+                    continue
+                try:
+                    meta = json.loads(info["userMetadata"])
+                except ValueError:
+                    continue
+                for app, (_, offset) in meta.get("partitions", {}).items():
+                    self.offsets[app] = offset
+        return self.offsets
+
+    def committed(self) -> int:
+        """Offsets committed so far, summed over partitions (each starting at 0)."""
+        return sum(o or 0 for o in self().values())
+
+
+def committed_offsets(table: Path) -> dict[str, int | None]:
+    """``DeltaCommits`` read once, from the first commit."""
+    return DeltaCommits(table)()
 
 
 def committed(table: Path) -> int:
     """Offsets committed so far, summed over partitions (each starting at 0)."""
-    return sum(o or 0 for o in committed_offsets(table).values())
+    return DeltaCommits(table).committed()
 
 
 def rows_with_deltalake(table: Path, columns: list[str]) -> Any:

@@ -36,23 +36,20 @@ import psutil
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pytest
-from aiokafka.errors import KafkaError
-from support.daemon import ROOT, DaemonProcess, ProcessFactory, wait_until, worker_properties
-from support.kafka import KafkaBroker, create_topic, produce
+from support.daemon import DaemonProcess, ProcessFactory, wait_until, worker_properties
+from support.kafka import KafkaBroker, create_topic
+from support.soak import SCALE, Feed, alive, report, rss_mb, strike_all, tree
+from support.soak import seed as soak_seed
 from support.tables import committed
 
-from daemon.executor.process import read_stat
 from daemon.storage.commitlog import META, CommitLog
 
 pytestmark = [pytest.mark.integration, pytest.mark.soak, pytest.mark.timeout(5400)]
 
-SCALE = float(os.environ.get("CONNECTD_SOAK_SCALE", "1"))
 RECORDS = int(1_000_000 * SCALE)
 PARTITIONS = 6
 COUNTS = {"daemon": 30, "jvm": 40, "broker": 5, "hup": 25}
 BACKLOG = 150_000  # the producer stays at most this far ahead of the table
-CHUNK = 5_000
-PAD = b"x" * 188  # 8 digits + 4 separators + 188: 200-byte values
 
 
 @dataclass
@@ -82,23 +79,6 @@ def plan(rng: random.Random) -> list[Fault]:
     return faults
 
 
-def _running(pid: int, started: float) -> bool:
-    stat = read_stat(pid)
-    if stat is None or not stat.running:
-        return False
-    with contextlib.suppress(psutil.Error):
-        return psutil.Process(pid).create_time() == started
-    return False
-
-
-def _tree(p: DaemonProcess) -> dict[int, float]:
-    found = {}
-    for pid in [p.pid, *p.descendants()]:
-        with contextlib.suppress(psutil.Error):
-            found[pid] = psutil.Process(pid).create_time()
-    return found
-
-
 def _jvms(p: DaemonProcess) -> list[int]:
     """The executors' Spark JVMs (not, say, the ``java -version`` of the daemon's start-up)."""
     out = []
@@ -110,15 +90,10 @@ def _jvms(p: DaemonProcess) -> list[int]:
     return out
 
 
-def _rss_mb(pid: int) -> float:
-    return float(psutil.Process(pid).memory_info().rss) / 2**20
-
-
 class Soak:
     def __init__(self, broker: KafkaBroker, p: DaemonProcess, table: Path, topic: str) -> None:
         self.broker, self.p, self.table, self.topic = broker, p, table, topic
-        self.kafka = asyncio.Lock()  # held while the broker is down: the producer waits
-        self.produced = 0
+        self.feed = Feed(broker, topic, RECORDS, self.progress, BACKLOG)
         self.started_at = time.monotonic()
         self.killed: dict[int, float] = {}  # every process of every killed incarnation
         self.done: list[str] = []
@@ -136,29 +111,7 @@ class Soak:
             raise AssertionError(f"the daemon exited ({proc.returncode}):\n{self.p.log()}")
         return committed(self.table)
 
-    async def produce_all(self) -> None:
-        i = 0
-        while i < RECORDS:
-            await wait_until(
-                lambda: self.progress() >= self.produced - BACKLOG,
-                1800,
-                "the table catching up",
-                interval=0.5,
-            )
-            n = min(CHUNK, RECORDS - i)
-            chunk = [(b"%d" % k, b"%08d" % k + b" of " + PAD) for k in range(i, i + n)]
-            async with self.kafka:
-                for attempt in range(5):
-                    try:
-                        await produce(self.broker.bootstrap, self.topic, chunk)
-                        break
-                    except KafkaError:
-                        if attempt == 4:
-                            raise
-            i += n
-            self.produced = i
-
-    async def strike(self, fault: Fault) -> None:
+    async def strike(self, fault: Fault) -> str:
         if fault.early:
             await asyncio.sleep(max(0.0, self.last_start + fault.delay - time.monotonic()))
         else:
@@ -170,17 +123,18 @@ class Soak:
         what = await getattr(self, f"fault_{fault.kind}")()
         self.done.append(f"{fault}: {what} at {at}")
         self.watch_rss()
+        return self.done[-1]
 
     async def fault_daemon(self) -> str:
         self.progress()  # alive until now
-        victims = _tree(self.p)
+        victims = tree(self.p.pid, self.p.descendants())
         self.killing = True
         self.p.signal(signal.SIGKILL)
         await asyncio.to_thread(self.p.wait, 10)
         self.killed.update(victims)
         # Its executors and their JVMs die with it (parent-death signal, end of pipe).
         await wait_until(
-            lambda: not any(_running(pid, t) for pid, t in victims.items()),
+            lambda: not alive(victims),
             20,
             "the killed daemon's processes gone",
         )
@@ -206,13 +160,7 @@ class Soak:
         return f"JVM {victim}"
 
     async def fault_broker(self) -> str:
-        async with self.kafka:
-            self.broker.halt()
-            down = time.monotonic()
-            # The outage's length is what is under test, not a synchronisation.
-            await asyncio.sleep(random.Random(len(self.done)).uniform(3.0, 15.0))
-            self.broker.resume()
-            return f"broker down {time.monotonic() - down:.1f} s"
+        return await self.feed.outage(random.Random(len(self.done)))
 
     async def fault_hup(self) -> str:
         # Every other reload changes the connector (a restart of its tasks, a new epoch).
@@ -235,12 +183,12 @@ class Soak:
         now = self.progress()
         with contextlib.suppress(psutil.Error, AssertionError):
             if "run 100k" not in self.rss and now >= 100_000 * SCALE:
-                self.rss["run 100k"] = _rss_mb(self.p.pid)
+                self.rss["run 100k"] = rss_mb(self.p.pid)
             if (
                 "incarnation 100k" not in self.rss
                 and now >= self.last_start_committed + 100_000 * SCALE
             ):
-                self.rss["incarnation 100k"] = _rss_mb(self.p.pid)
+                self.rss["incarnation 100k"] = rss_mb(self.p.pid)
 
     async def watch(self) -> None:
         while True:
@@ -251,7 +199,7 @@ class Soak:
 async def test_a_million_records_exactly_once_through_a_hundred_faults(
     daemon_process: ProcessFactory, own_broker: KafkaBroker, tmp_path: Path
 ) -> None:
-    seed = int(os.environ.get("CONNECTD_SOAK_SEED", time.time_ns() % 100_000))
+    seed = soak_seed()
     rng = random.Random(seed)
     faults = plan(rng)
     head = f"soak seed {seed} (CONNECTD_SOAK_SEED={seed} to replay), {RECORDS} records"
@@ -281,29 +229,24 @@ async def test_a_million_records_exactly_once_through_a_hundred_faults(
     }
     p = daemon_process(worker, [sink], wait=False)
     soak = Soak(own_broker, p, table, topic)
-    producer = asyncio.create_task(soak.produce_all())
+    producer = asyncio.create_task(soak.feed.run())
     watcher = asyncio.create_task(soak.watch())
     try:
-        for fault in faults:
-            if producer.done():
-                producer.result()  # its error, if any
-            await soak.strike(fault)
-            print(soak.done[-1], flush=True)
-        await producer
+        await strike_all(producer, faults, soak.strike)
         await wait_until(lambda: soak.progress() >= RECORDS, 1800, "caught up", interval=0.5)
         soak.watch_rss()
         with contextlib.suppress(psutil.Error):
-            soak.rss["end"] = _rss_mb(p.pid)
+            soak.rss["end"] = rss_mb(p.pid)
     finally:
         watcher.cancel()
         producer.cancel()
     took = time.monotonic() - soak.started_at
-    final_tree = _tree(p)
+    final_tree = tree(p.pid, p.descendants())
     p.signal(signal.SIGTERM)
     assert await asyncio.to_thread(p.wait, 120) == 0, p.log()
 
     # Every process of every killed incarnation is gone; the last one left nothing either.
-    left = {pid for pid, t in (soak.killed | final_tree).items() if _running(pid, t)}
+    left = alive(soak.killed | final_tree)
     assert not left, left
 
     t0 = time.monotonic()
@@ -320,20 +263,16 @@ async def test_a_million_records_exactly_once_through_a_hundred_faults(
         head,
         f"took {took:.0f} s; {len(soak.done)} faults struck",
         f"rows {data.num_rows}, distinct (partition, offset) {pairs}, distinct values {values},"
-        f" produced {soak.produced}, committed {sum(ends.values())}",
+        f" produced {soak.feed.produced}, committed {sum(ends.values())}",
         f"commit log: open {opened_s:.3f} s, {log.last_seq()} records in all, {on_disk} on disk,"
         f" {log.records_in_memory()} in memory",
         f"daemon RSS MB: {soak.rss}",
         f"processes of killed incarnations: {len(soak.killed)}, alive: {len(left)}",
         *soak.done,
     ]
-    report = "\n".join(lines)
-    print(report)
-    out = ROOT / ".cache" / "soak"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{seed}.txt").write_text(report + "\n")
+    report(str(seed), lines)
 
-    assert data.num_rows == pairs == soak.produced == RECORDS
+    assert data.num_rows == pairs == soak.feed.produced == RECORDS
     assert values == RECORDS  # every record, none twice
     assert sum(ends.values()) == RECORDS
     assert opened_s < 2.0, opened_s
