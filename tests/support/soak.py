@@ -43,8 +43,11 @@ def report(name: str, lines: Iterable[str]) -> str:
 
 class Feed:
     """Records ``0 .. records-1`` (key the number, value its 8 digits, `` of `` and a pad) into
-    ``topic`` in chunks, never more than ``backlog`` ahead of ``progress()``; ``kafka`` is held
-    while the broker is down (the feed waits), a failed chunk is sent again (four times)."""
+    ``topic`` in chunks, never more than ``backlog`` ahead of ``progress()``, nor past
+    ``ceiling()`` when given (a soak whose faults take longer than its records would otherwise
+    strike after the last record: it holds the feed near the next fault's point until the
+    fault struck); ``kafka`` is held while the broker is down (the feed waits), a failed chunk
+    is sent again (four times)."""
 
     def __init__(
         self,
@@ -53,21 +56,23 @@ class Feed:
         records: int,
         progress: Callable[[], int],
         backlog: int,
+        ceiling: Callable[[], int] | None = None,
     ) -> None:
         self.broker, self.topic, self.records = broker, topic, records
         self.progress, self.backlog = progress, backlog
+        self.ceiling = ceiling
         self.kafka = asyncio.Lock()
         self.produced = 0
+
+    def _may_produce(self) -> bool:
+        if self.ceiling is not None and self.produced >= self.ceiling():
+            return False
+        return self.progress() >= self.produced - self.backlog
 
     async def run(self) -> None:
         i = 0
         while i < self.records:
-            await wait_until(
-                lambda: self.progress() >= self.produced - self.backlog,
-                1800,
-                "the tables catching up",
-                interval=0.5,
-            )
+            await wait_until(self._may_produce, 3600, "the tables catching up", interval=0.5)
             n = min(CHUNK, self.records - i)
             chunk = [(b"%d" % k, b"%08d" % k + b" of " + PAD) for k in range(i, i + n)]
             async with self.kafka:

@@ -58,6 +58,9 @@ WORKER_FAULTS = ("kill", "stop", "rolling")
 # The producer stays at most this far ahead of the slower table (a tenth of the run at least,
 # so that a short run has faults strike while records flow).
 BACKLOG = max(CHUNK, int(150_000 * min(1.0, SCALE)))
+# Faults take longer than the records between them would (a JVM start each, under load): the
+# feed stays at most this far past the next fault's point until it struck.
+LEAD = max(CHUNK, int(30_000 * min(1.0, SCALE)))
 FLUSH = ("5000", "7000")  # a config change alternates flush.max.records
 SESSION_S = 6.0  # support.cluster's session.timeout.ms
 RECOVERY_S = 240.0  # a restarted worker running tasks again, under load, JVM start included
@@ -134,7 +137,11 @@ class Soak:
         self.c, self.broker, self.topic = c, broker, topic
         self.parquet, self.delta = parquet, delta
         self.delta_commits = DeltaCommits(delta)
-        self.feed = Feed(broker, topic, RECORDS, self.progress, BACKLOG)
+        self.feed = Feed(broker, topic, RECORDS, self.progress, BACKLOG, self.ceiling)
+        #: The point the next fault strikes at (RECORDS once all struck): the feed stays within
+        #: LEAD of it, so every fault strikes while records flow.
+        self.next_at = 0
+        self.remaining = 0  # faults not struck yet (the plan's length at the start)
         self.started_at = time.monotonic()
         self.killed: dict[int, float] = {}  # every process of every killed worker
         self.fenced: dict[int, float] = {}  # a stopped worker's executors and their JVMs
@@ -158,6 +165,11 @@ class Soak:
                 raise AssertionError(f"worker {w.worker_id} exited ({code}):\n{w.log()}")
         return min(self.tables())
 
+    def ceiling(self) -> int:
+        if self.remaining == 0:
+            return RECORDS
+        return min(RECORDS, self.next_at + LEAD)
+
     def started(self, w: ClusterWorker) -> None:
         self.born[(w.worker_id, w.starts)] = self.progress()
 
@@ -169,6 +181,7 @@ class Soak:
         return self.rng.choice(live)
 
     async def strike(self, fault: Fault) -> str:
+        self.next_at = fault.at
         await wait_until(
             lambda: self.progress() >= fault.at, 1800, f"{fault.at} committed", interval=0.5
         )
@@ -178,6 +191,7 @@ class Soak:
         what = await getattr(self, f"fault_{fault.kind}")(fault)
         took = time.monotonic() - began
         self.done.append(f"{fault}: {what} at {at}, {took:.1f} s")
+        self.remaining -= 1
         self.watch_rss()
         return self.done[-1]
 
@@ -384,6 +398,7 @@ async def test_a_million_records_through_a_cluster_under_sixty_faults(
                 c[0], "POST", "/connectors", {"name": name, "config": config}
             )
             assert code == 201, body
+        soak.remaining = len(faults)
         producer = asyncio.create_task(soak.feed.run())
         watcher = asyncio.create_task(soak.watch())
         await strike_all(producer, faults, soak.strike)
