@@ -18,6 +18,10 @@ _CLIENT = (
 )
 _REBALANCE = "Connect's rebalance protocol setting; connectd assigns work its own way; ignored"
 _REST = "not supported by connectd's REST API; ignored"
+_UNSIGNED = (
+    "connectd neither signs nor verifies requests between workers (its internal"
+    " POST /connectors/{name}/tasks is unsigned: keep the REST listener private); ignored"
+)
 
 WORKER_KEYS: dict[str, str] = {
     "plugin.path": _JVM + " (connectors are Python classes found by name)",
@@ -35,11 +39,11 @@ WORKER_KEYS: dict[str, str] = {
     "exactly.once.source.support": _SOURCE,
     "topic.creation.enable": _SOURCE,
     "connect.protocol": _REBALANCE,
-    "inter.worker.key.generation.algorithm": _JVM,
-    "inter.worker.key.size": _JVM,
-    "inter.worker.key.ttl.ms": _JVM,
-    "inter.worker.signature.algorithm": _JVM,
-    "inter.worker.verification.algorithms": _JVM,
+    "inter.worker.key.generation.algorithm": _UNSIGNED,
+    "inter.worker.key.size": _UNSIGNED,
+    "inter.worker.key.ttl.ms": _UNSIGNED,
+    "inter.worker.signature.algorithm": _UNSIGNED,
+    "inter.worker.verification.algorithms": _UNSIGNED,
     "access.control.allow.origin": _REST,
     "access.control.allow.methods": _REST,
     "response.http.headers.config": _REST,

@@ -407,3 +407,12 @@ def test_task_deadlines_must_be_positive() -> None:
     for key in ("task.consumer.start.timeout.ms", "config.resolve.timeout.ms"):
         found = _errors({"bootstrap.servers": "b:9092", key: "0"})
         assert len(found) == 1 and key in found[0] and "> 0" in found[0], found
+
+
+def test_request_signing_keys_say_that_connectd_does_not_sign() -> None:
+    """Connect's inter.worker.key.* settings: accepted (a stock file loads) with a warning that
+    says what it means for security, not that the key is a JVM detail."""
+    _, warnings = parse_worker({"inter.worker.key.generation.algorithm": "HmacSHA256"})
+    (warning,) = warnings
+    assert warning.key == "inter.worker.key.generation.algorithm"
+    assert "neither signs nor verifies" in str(warning) and "POST /connectors/" in str(warning)
