@@ -1,4 +1,5 @@
-"""Connect keys that connectd accepts but does not use, each with the reason given to the user.
+"""Connect keys that connectd accepts but does not use, each with the reason given to the user,
+and the few it refuses because it cannot do what they ask (``WORKER_REFUSED``).
 
 A stock Kafka Connect file must load: these keys draw one warning each, naming the key, instead
 of the "unknown key" error. Exact keys are matched first, then the longest matching prefix.
@@ -18,10 +19,6 @@ _CLIENT = (
 )
 _REBALANCE = "Connect's rebalance protocol setting; connectd assigns work its own way; ignored"
 _REST = "not supported by connectd's REST API; ignored"
-_UNSIGNED = (
-    "connectd neither signs nor verifies requests between workers (its internal"
-    " POST /connectors/{name}/tasks is unsigned: keep the REST listener private); ignored"
-)
 
 WORKER_KEYS: dict[str, str] = {
     "plugin.path": _JVM + " (connectors are Python classes found by name)",
@@ -39,11 +36,6 @@ WORKER_KEYS: dict[str, str] = {
     "exactly.once.source.support": _SOURCE,
     "topic.creation.enable": _SOURCE,
     "connect.protocol": _REBALANCE,
-    "inter.worker.key.generation.algorithm": _UNSIGNED,
-    "inter.worker.key.size": _UNSIGNED,
-    "inter.worker.key.ttl.ms": _UNSIGNED,
-    "inter.worker.signature.algorithm": _UNSIGNED,
-    "inter.worker.verification.algorithms": _UNSIGNED,
     "access.control.allow.origin": _REST,
     "access.control.allow.methods": _REST,
     "response.http.headers.config": _REST,
@@ -60,6 +52,22 @@ WORKER_KEYS: dict[str, str] = {
     "connections.max.idle.ms": _CLIENT,
     "socket.connection.setup.timeout.ms": _CLIENT,
     "socket.connection.setup.timeout.max.ms": _CLIENT,
+}
+
+#: Keys that ask for something connectd does not do, where going on without it would be unsafe:
+#: an error naming the key (a stock Connect file sets none of them).
+WORKER_REFUSED: dict[str, str] = {
+    key: "Connect signs requests between workers with a session key; connectd neither signs"
+    " nor verifies them (its internal POST /connectors/{name}/tasks is unsigned), so it cannot"
+    " honour this key: remove it, and keep the REST listener where only the workers and"
+    " operators reach it (or behind its TLS and authentication settings)"
+    for key in (
+        "inter.worker.key.generation.algorithm",
+        "inter.worker.key.size",
+        "inter.worker.key.ttl.ms",
+        "inter.worker.signature.algorithm",
+        "inter.worker.verification.algorithms",
+    )
 }
 
 WORKER_PREFIXES: dict[str, str] = {

@@ -58,9 +58,12 @@ def _split(
     ignored_keys: Mapping[str, str],
     ignored_prefixes: Mapping[str, str],
     client_prefixes: Mapping[str, KafkaClient],
+    refused: Mapping[str, str] | None = None,
 ) -> _Split:
-    """Sort keys into the model's input (by alias), ignored keys (a warning each), keys of a
-    Kafka client connectd does not pass on (checked against its settings) and unknown keys."""
+    """Sort keys into the model's input (by alias), ignored keys (a warning each), refused keys
+    (an error each), keys of a Kafka client connectd does not pass on (checked against its
+    settings) and unknown keys."""
+    refused = refused or {}
     infos = settings_of(model)
     exact = {i.key: i for i in infos if i.prefix is None}
     prefixes: list[tuple[str, SettingInfo | str | KafkaClient]] = [
@@ -75,6 +78,8 @@ def _split(
             out.data[key] = value  # a deprecated key's warning comes from the model's validator
         elif key in ignored_keys:
             out.problems.append(warning(key, ignored_keys[key]))
+        elif key in refused:
+            out.problems.append(error(key, refused[key]))
         else:
             claim = next(
                 ((p, c) for p, c in prefixes if key.startswith(p) and len(key) > len(p)), None
@@ -170,6 +175,7 @@ def parse_worker(
         ignored.WORKER_KEYS,
         ignored.WORKER_PREFIXES,
         ignored.WORKER_CLIENT_PREFIXES,
+        ignored.WORKER_REFUSED,
     )
     problems += split.problems
     candidates = [i.key for i in settings_of(WorkerConfig)] + list(ignored.WORKER_KEYS)

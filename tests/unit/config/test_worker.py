@@ -409,10 +409,11 @@ def test_task_deadlines_must_be_positive() -> None:
         assert len(found) == 1 and key in found[0] and "> 0" in found[0], found
 
 
-def test_request_signing_keys_say_that_connectd_does_not_sign() -> None:
-    """Connect's inter.worker.key.* settings: accepted (a stock file loads) with a warning that
-    says what it means for security, not that the key is a JVM detail."""
-    _, warnings = parse_worker({"inter.worker.key.generation.algorithm": "HmacSHA256"})
-    (warning,) = warnings
-    assert warning.key == "inter.worker.key.generation.algorithm"
-    assert "neither signs nor verifies" in str(warning) and "POST /connectors/" in str(warning)
+def test_request_signing_keys_are_refused_naming_why() -> None:
+    """Connect's inter.worker.key.* settings ask for signed requests between workers, which
+    connectd does not do: an error naming the key and why, not a warning."""
+    with pytest.raises(InvalidConfig) as info:
+        parse_worker({"inter.worker.key.generation.algorithm": "HmacSHA256"})
+    message = str(info.value)
+    assert "inter.worker.key.generation.algorithm" in message
+    assert "neither signs nor verifies" in message and "remove it" in message
