@@ -18,7 +18,7 @@ from support.cluster import (
     cluster,  # noqa: F401 (the fixture; conftest does not list it)
 )
 from support.daemon import ROOT, wait_until
-from support.kafka import produce
+from support.kafka import dead_letter_settings, produce
 from support.kafka_fixtures import TopicFactory
 from support.prometheus import Prometheus, prometheus  # noqa: F401 (the fixture)
 
@@ -90,9 +90,7 @@ async def test_every_panel_query_returns_series_from_a_scraped_worker(
             "topics": bad_topic,
             "value.converter": "org.apache.kafka.connect.json.JsonConverter",
             "value.converter.schemas.enable": "false",
-            "errors.tolerance": "all",
-            "errors.deadletterqueue.topic.name": dlq,
-            "errors.deadletterqueue.topic.replication.factor": "1",
+            **dead_letter_settings(dlq),
         },
     }
     for name, config in sinks.items():
