@@ -26,7 +26,8 @@ Names (counters get ``_total`` on export):
   per task ``{connector,task}`` ``kafka_connect_sink_task_sink_record_read_total``,
   ``kafka_connect_sink_task_sink_record_send_total``,
   ``kafka_connect_sink_task_offset_commit_completion_total``,
-  ``kafka_connect_sink_task_offset_commit_seq_no``, the ``task-error-metrics`` group
+  ``kafka_connect_sink_task_offset_commit_seq_no``, ``kafka_connect_sink_task_partition_count``,
+  the ``task-error-metrics`` group
   (``TASK_COUNTS``: ``kafka_connect_task_error_total_record_errors``, ...,
   ``kafka_connect_task_error_last_error_timestamp`` in ms); on scrape
   ``kafka_connect_connector_status{connector,status}`` and

@@ -116,6 +116,12 @@ class _ConnectFamilies:
             "Connect's connector-task-metrics status: 1 for the task's state (lower case).",
             labels=["connector", "task", "status"],
         )
+        self.partition_count = GaugeMetricFamily(
+            "kafka_connect_sink_task_partition_count",
+            "Connect's sink-task-metrics partition-count: partitions assigned to the task (as"
+            " of its latest poll).",
+            labels=["connector", "task"],
+        )
         self.connectors = 0
         self.tasks = 0
         self.per_connector = {
@@ -138,6 +144,8 @@ class _ConnectFamilies:
         mine = [t for t in status.tasks if self._here(t.worker_id)]
         for t in mine:
             self.task_status.add_metric([name, str(t.id), t.state.value.lower()], 1.0)
+            if t.state is State.RUNNING or t.state is State.PAUSED:
+                self.partition_count.add_metric([name, str(t.id)], len(t.freshness))
         self.tasks += len(mine)
         if not mine and not self._here(status.worker_id):
             return
@@ -150,6 +158,7 @@ class _ConnectFamilies:
     def families(self) -> Iterator[Metric]:
         yield self.connector_status
         yield self.task_status
+        yield self.partition_count
         yield GaugeMetricFamily(
             "kafka_connect_worker_connector_count",
             "Connect's connector-count: connectors run in this worker.",

@@ -103,6 +103,8 @@ async def test_connect_named_metrics_count_what_the_tasks_did(
     completed = _value(s, "kafka_connect_sink_task_offset_commit_completion_total", **task)
     assert seq is not None and seq >= 1 and completed == seq
 
+    assert _value(s, "kafka_connect_sink_task_partition_count", **task) == 1
+
     flaky_task = {"connector": "flaky-metrics", "task": "0"}
     assert _value(s, "kafka_connect_task_error_total_retries", **flaky_task) == 2
     assert _value(s, "kafka_connect_sink_task_sink_record_send_total", **flaky_task) == GOOD + BAD
