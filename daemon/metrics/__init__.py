@@ -27,6 +27,7 @@ Names (counters get ``_total`` on export):
   ``kafka_connect_sink_task_sink_record_send_total``,
   ``kafka_connect_sink_task_offset_commit_completion_total``,
   ``kafka_connect_sink_task_offset_commit_seq_no``, ``kafka_connect_sink_task_partition_count``,
+  ``kafka_connect_sink_task_sink_record_active_count``,
   the ``task-error-metrics`` group
   (``TASK_COUNTS``: ``kafka_connect_task_error_total_record_errors``, ...,
   ``kafka_connect_task_error_last_error_timestamp`` in ms); on scrape

@@ -122,6 +122,12 @@ class _ConnectFamilies:
             " of its latest poll).",
             labels=["connector", "task"],
         )
+        self.active_count = GaugeMetricFamily(
+            "kafka_connect_sink_task_sink_record_active_count",
+            "Connect's sink-task-metrics sink-record-active-count: records read from Kafka and"
+            " delivered to the sink, not yet committed by it.",
+            labels=["connector", "task"],
+        )
         self.connectors = 0
         self.tasks = 0
         self.per_connector = {
@@ -146,6 +152,8 @@ class _ConnectFamilies:
             self.task_status.add_metric([name, str(t.id), t.state.value.lower()], 1.0)
             if t.state is State.RUNNING or t.state is State.PAUSED:
                 self.partition_count.add_metric([name, str(t.id)], len(t.freshness))
+                active = [p.active for p in t.freshness if p.active is not None]
+                self.active_count.add_metric([name, str(t.id)], sum(active))
         self.tasks += len(mine)
         if not mine and not self._here(status.worker_id):
             return
@@ -159,6 +167,7 @@ class _ConnectFamilies:
         yield self.connector_status
         yield self.task_status
         yield self.partition_count
+        yield self.active_count
         yield GaugeMetricFamily(
             "kafka_connect_worker_connector_count",
             "Connect's connector-count: connectors run in this worker.",

@@ -62,6 +62,10 @@ class PartitionFreshness:
     lag: int | None  # log_end - committed (records written to Kafka, not yet in the sink)
     last_commit: float | None  # wall time (epoch s) the committed offset last advanced
     event_time: float | None  # kafka_timestamp (epoch s) of the newest committed record
+    #: Records delivered to the sink and not yet committed by it (offsets from the committed one
+    #: to the end of the last delivery, less those known to hold no record); None before both
+    #: are known. Connect's sink-record-active-count, per partition.
+    active: int | None = None
 
 
 @dataclass(frozen=True)

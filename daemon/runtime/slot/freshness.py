@@ -126,6 +126,16 @@ class _Partition:
         passed = sum(max(0, min(hi, end) - max(lo, base)) for lo, hi in self.gaps)
         return max(0, end - base - passed)
 
+    @property
+    def active(self) -> int | None:
+        """Records delivered and not yet committed (see ``PartitionFreshness.active``)."""
+        base = self.base
+        if base is None or self.delivered is None:
+            return None
+        end = self.delivered
+        passed = sum(max(0, min(hi, end) - max(lo, base)) for lo, hi in self.gaps)
+        return max(0, end - base - passed)
+
     def seen_at(self, position: int | None) -> None:
         """The consumer's position at a poll. The same twice in a row: the poll returned no
         record, all the consumer returned before was delivered, so the offsets from the end
@@ -308,6 +318,7 @@ class Freshness:
                 lag=p.lag,
                 last_commit=p.last_commit,
                 event_time=None if p.event_ms is None else p.event_ms / 1000,
+                active=p.active,
             )
             for tp, p in sorted(self._parts.items())
         )

@@ -104,6 +104,8 @@ async def test_connect_named_metrics_count_what_the_tasks_did(
     assert seq is not None and seq >= 1 and completed == seq
 
     assert _value(s, "kafka_connect_sink_task_partition_count", **task) == 1
+    # Everything the echo task read was delivered and committed: none active.
+    assert _value(s, "kafka_connect_sink_task_sink_record_active_count", **task) == 0
 
     flaky_task = {"connector": "flaky-metrics", "task": "0"}
     assert _value(s, "kafka_connect_task_error_total_retries", **flaky_task) == 2

@@ -56,6 +56,23 @@ def test_commits_lag_and_the_event_time_of_the_newest_committed_record() -> None
     assert f.snapshot()[0].event_time == (5000 + 29) / 1000
 
 
+def test_active_records_are_delivered_and_not_yet_committed() -> None:
+    """Connect's sink-record-active-count, per partition: unknown until delivery and a base
+    (committed offset or where delivery began) are known; the offsets from the committed one to
+    the end of the last delivery; 0 once everything delivered is committed."""
+    clock = Clock()
+    f = Freshness(wall=clock.wall, monotonic=clock.mono)
+    f.log_ends({TP: 100})
+    assert f.snapshot()[0].active is None
+    deliver(f, 10, 20)
+    assert f.snapshot()[0].active == 10  # nothing committed yet: from where delivery began
+    deliver(f, 20, 30)
+    f.committed({TP: 25})
+    assert f.snapshot()[0].active == 5
+    f.committed({TP: 30})
+    assert f.snapshot()[0].active == 0
+
+
 def test_a_stall_needs_lag_and_no_commit_for_the_whole_threshold() -> None:
     clock = Clock()
     f = Freshness(wall=clock.wall, monotonic=clock.mono)
