@@ -90,10 +90,13 @@ class TaskReconfigurations:
         )
 
     def cancel(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-        self._task = None
+        """End the rounds (from a round itself, which stops its instance on a failure: no
+        more rounds after it, and it is not cancelled half-way through that stop)."""
+        task, self._task = self._task, None
         self._again = False
+        with contextlib.suppress(RuntimeError):  # no running loop: nothing runs a round
+            if task is not None and task is not asyncio.current_task():
+                task.cancel()
 
     @property
     def running(self) -> bool:
@@ -107,6 +110,8 @@ class TaskReconfigurations:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                if self._task is not asyncio.current_task():
+                    return  # the instance stopped meanwhile (cancel from the round itself)
                 log.warning(
                     "Connector %s: its task reconfiguration failed (%s); trying again in %.2f s",
                     self._name,
@@ -117,7 +122,7 @@ class TaskReconfigurations:
                 wait = min(BACKOFF_MAX, wait * 2)
                 continue
             self.rounds += 1
-            if not self._again:
+            if not self._again or self._task is not asyncio.current_task():
                 return
             self._again = False
             wait = BACKOFF_FIRST

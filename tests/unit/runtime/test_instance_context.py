@@ -105,3 +105,22 @@ async def test_cancel_ends_the_rounds() -> None:
     r.cancel()
     await asyncio.sleep(0.01)
     assert not r.running and r.rounds == 0
+
+
+async def test_a_round_that_stops_its_instance_is_not_cancelled_half_way() -> None:
+    """A round failing the connector stops its instance, which cancels the rounds: the round
+    itself finishes that stop (it is not cancelled at its next await) and none follows."""
+    finished: list[str] = []
+    r: TaskReconfigurations
+
+    async def reconfigure() -> None:
+        r.cancel()  # as ConnectorRuntime._stop_instance does
+        await asyncio.sleep(0.01)  # the instance's stop() awaits
+        finished.append("stop")
+
+    r = TaskReconfigurations("c", reconfigure)
+    r.request()
+    r.request()  # one more round asked for: none may follow the stop
+    await _until(lambda: finished)
+    await asyncio.sleep(0.05)  # a window for a wrong further round
+    assert finished == ["stop"] and not r.running
