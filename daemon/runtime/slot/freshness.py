@@ -117,24 +117,22 @@ class _Partition:
     def base(self) -> int | None:
         return self.committed if self.committed is not None else self.start
 
-    @property
-    def lag(self) -> int | None:
+    def _records_to(self, end: int | None) -> int | None:
+        """Records from ``base`` to ``end``: the offsets less those known to hold no record."""
         base = self.base
-        if base is None or self.log_end is None:
+        if base is None or end is None:
             return None
-        end = self.log_end
         passed = sum(max(0, min(hi, end) - max(lo, base)) for lo, hi in self.gaps)
         return max(0, end - base - passed)
 
     @property
+    def lag(self) -> int | None:
+        return self._records_to(self.log_end)
+
+    @property
     def active(self) -> int | None:
         """Records delivered and not yet committed (see ``PartitionFreshness.active``)."""
-        base = self.base
-        if base is None or self.delivered is None:
-            return None
-        end = self.delivered
-        passed = sum(max(0, min(hi, end) - max(lo, base)) for lo, hi in self.gaps)
-        return max(0, end - base - passed)
+        return self._records_to(self.delivered)
 
     def seen_at(self, position: int | None) -> None:
         """The consumer's position at a poll. The same twice in a row: the poll returned no
