@@ -15,9 +15,34 @@ import pytest
 from support.daemon import DaemonFactory, wait_until, worker_properties
 from support.kafka_fixtures import TopicFactory
 
+from daemon.daemon import Daemon
 from daemon.runtime.model import State
 
 pytestmark = pytest.mark.integration
+
+
+async def _file_tasks_sink(
+    run_daemon: DaemonFactory,
+    bootstrap: str,
+    tmp_path: Path,
+    name: str,
+    topic: str,
+    **extra: str,
+) -> tuple[Daemon, Path]:
+    """An in-process daemon running a ``FileTasksSink`` ``name`` whose file says 1 task; the
+    daemon and the file."""
+    d = await run_daemon(worker_properties(bootstrap, tmp_path / "state"))
+    assert d.herder is not None
+    watched = tmp_path / "tasks"
+    watched.write_text("1")
+    config = {
+        "connector.class": "support.reconfiguring:FileTasksSink",
+        "topics": topic,
+        "tasks.file": str(watched),
+        **extra,
+    }
+    await d.herder.create_connector(name, config)
+    return d, watched
 
 
 async def test_changed_task_configurations_restart_the_tasks_with_them(
@@ -27,18 +52,11 @@ async def test_changed_task_configurations_restart_the_tasks_with_them(
     tmp_path: Path,
 ) -> None:
     topic = await kafka_topic(partitions=3)
-    d = await run_daemon(worker_properties(kafka_bootstrap, tmp_path / "state"))
+    d, watched = await _file_tasks_sink(
+        run_daemon, kafka_bootstrap, tmp_path, "grows", topic, **{"tasks.max": "3"}
+    )
     herder = d.herder
     assert herder is not None and d.rest_url is not None
-    watched = tmp_path / "tasks"
-    watched.write_text("1")
-    config = {
-        "connector.class": "support.reconfiguring:FileTasksSink",
-        "topics": topic,
-        "tasks.max": "3",
-        "tasks.file": str(watched),
-    }
-    await herder.create_connector("grows", config)
 
     def running(n: int, generation: str) -> bool:
         status = herder.connector_status("grows")
@@ -82,18 +100,11 @@ async def test_a_connector_that_raises_an_error_fails_and_its_tasks_run_on(
     tmp_path: Path,
 ) -> None:
     topic = await kafka_topic(partitions=1)
-    d = await run_daemon(worker_properties(kafka_bootstrap, tmp_path / "state"))
+    d, watched = await _file_tasks_sink(
+        run_daemon, kafka_bootstrap, tmp_path, "fails", topic, **{"errors.restart.enabled": "false"}
+    )
     herder = d.herder
     assert herder is not None
-    watched = tmp_path / "tasks"
-    watched.write_text("1")
-    config = {
-        "connector.class": "support.reconfiguring:FileTasksSink",
-        "topics": topic,
-        "tasks.file": str(watched),
-        "errors.restart.enabled": "false",
-    }
-    await herder.create_connector("fails", config)
     await wait_until(
         lambda: [t.state for t in herder.connector_status("fails").tasks] == [State.RUNNING],
         60,
