@@ -27,12 +27,14 @@ TEST_WORKERS ?= 2
 
 export KAFKA_VERSION
 
-.PHONY: help venv check-java check-test-tools jars prometheus registry registry-up registry-down kafka-up kafka-down spark-up spark-down lint fmt test test-unit test-integration soak bench bench-avro-decode bench-commitlog bench-executor bench-e2e bench-rest bench-many bench-cluster bench-ss bench-spark-cluster demo demo-down clean
+.PHONY: spark-venv help venv check-java check-test-tools jars prometheus registry registry-up registry-down kafka-up kafka-down spark-up spark-down lint fmt test test-spark test-unit test-integration soak bench bench-avro-decode bench-commitlog bench-executor bench-e2e bench-rest bench-many bench-cluster bench-ss bench-spark-cluster bench-spark-lines demo demo-down clean
 
 help:
 	@echo "make demo        run connectd on the example configs against a local broker"
 	@echo "                 (REST on 127.0.0.1:REST_PORT, default 8083; broker on KAFKA_PORT)"
 	@echo "make test        lint, then unit and integration tests (starts its own broker)"
+	@echo "make test-spark SPARK=3.5  the compatibility suite on another Spark line (3.5, 4.0,"
+	@echo "                 4.1) in a venv of its own, .venv-spark35 etc. (README \"Spark lines\")"
 	@echo "make lint        ruff format --check, ruff check, mypy --strict, the layer rule (dev/check_layers.py)"
 	@echo "make jars        fetch the Delta Lake and Iceberg jars from Maven Central into"
 	@echo "                 ~/.cache/connectd/jars (connectd fetch-jars; make test does it too)"
@@ -44,8 +46,9 @@ help:
 	@echo "make registry-down  stop it"
 	@echo "make kafka-down  stop it"
 	@echo "make spark-up    a Spark standalone master and SPARK_WORKERS workers on loopback, from"
-	@echo "                 pyspark's own jars (spark://127.0.0.1:SPARK_MASTER_PORT, default 7077;"
-	@echo "                 status JSON on http://127.0.0.1:SPARK_MASTER_WEBUI_PORT/json/, default 8080)"
+	@echo "                 the jars of the pyspark of line SPARK, default 4.1 (SPARK=3.5: its"
+	@echo "                 venv's); spark://127.0.0.1:SPARK_MASTER_PORT, default 7077; status"
+	@echo "                 JSON on http://127.0.0.1:SPARK_MASTER_WEBUI_PORT/json/, default 8080"
 	@echo "make spark-down  stop it and every executor it runs"
 	@echo "make bench       benchmarks (bench/; QUICK=1 for a short run); make soak: long runs"
 	@echo "make bench-cluster  distributed mode against real Kafka Connect 4.1 (bench/README.md)"
@@ -109,9 +112,10 @@ kafka-down:
 	@$(PYTHON) dev/kafka/kafkactl.py down --port $(KAFKA_PORT)
 
 # A real Spark standalone cluster for running executors against (README "Running on a Spark
-# cluster"): Spark's own Master and Worker classes from the pinned pyspark; logs in .cache/spark.
-spark-up: check-java
-	@$(PY) dev/spark/sparkctl.py up --port $(SPARK_MASTER_PORT) --ui-port $(SPARK_MASTER_WEBUI_PORT) --workers $(SPARK_WORKERS)
+# cluster"): Spark's own Master and Worker classes from the pyspark of line SPARK (default 4.1,
+# the project's venv; SPARK=3.5 or 4.0: make test-spark's venv of that line); logs in .cache/spark.
+spark-up: check-java spark-venv
+	@$(SPARK_VENV)/bin/python dev/spark/sparkctl.py up --port $(SPARK_MASTER_PORT) --ui-port $(SPARK_MASTER_WEBUI_PORT) --workers $(SPARK_WORKERS)
 
 spark-down:
 	@$(PYTHON) dev/spark/sparkctl.py down --port $(SPARK_MASTER_PORT)
@@ -127,7 +131,37 @@ fmt: $(STAMP)
 	$(VENV)/bin/ruff check --fix daemon tests bench dev
 
 test: lint check-java check-test-tools jars prometheus registry
-	$(VENV)/bin/pytest -m "not soak" --durations=40 -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -m "not soak and not cross_line" --durations=40 -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+
+# The compatibility suite (tests marked spark_line) on one Spark line: SPARK=3.5, 4.0 or 4.1.
+# Each line gets a venv of its own with connectd and that line's pyspark (the pip extra
+# spark35/spark40/spark41), and the table formats' builds for it; the default line (4.1) runs it
+# in the project's venv. Rebuilt when pyproject.toml changes.
+SPARK ?= 4.1
+SPARK_LINES := 3.5 4.0 4.1
+SPARK_EXTRA = spark$(subst .,,$(SPARK))
+SPARK_VENV = $(if $(filter 4.1,$(SPARK)),$(VENV),.venv-$(SPARK_EXTRA))
+SPARK_STAMP = $(SPARK_VENV)/.installed-$(SPARK_EXTRA)
+
+ifeq ($(SPARK),4.1)
+$(SPARK_STAMP): $(STAMP)
+	@touch $@
+else
+$(SPARK_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(SPARK_VENV)
+	$(SPARK_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(SPARK_VENV)/bin/python -m pip install --quiet -e '.[dev,$(SPARK_EXTRA)]'
+	@touch $@
+endif
+
+spark-venv:
+	@$(if $(filter $(SPARK),$(SPARK_LINES)),true,{ echo "SPARK=$(SPARK): expected one of $(SPARK_LINES)" >&2; exit 2; })
+	@$(MAKE) --no-print-directory $(SPARK_STAMP)
+
+test-spark: check-java check-test-tools spark-venv
+	@$(SPARK_VENV)/bin/python -c 'import pyspark; print("pyspark", pyspark.__version__, "in $(SPARK_VENV)")'
+	$(SPARK_VENV)/bin/python -m daemon fetch-jars
+	$(SPARK_VENV)/bin/pytest -m "(spark_line or cross_line) and not soak" --durations=20 $(PYTEST_ARGS)
 
 test-unit: $(STAMP) check-test-tools
 	$(VENV)/bin/pytest tests/unit $(PYTEST_ARGS)
@@ -173,6 +207,12 @@ bench-ss: kafka-up
 # local[2]: executor start, a 50k-record write, kill -> application gone (bench/README.md).
 bench-spark-cluster: check-java
 	$(PY) bench/spark_cluster_bench.py --port $(BENCH_SPARK_PORT) --ui-port $(BENCH_SPARK_WEBUI_PORT) $(if $(QUICK),--quick,)
+
+# Each Spark line side by side: executor start, a 50k-record write, the 1M-record JSON run
+# (connectd only), each line in make test-spark's venv (bench/README.md). QUICK=1: one run each.
+bench-spark-lines: kafka-up
+	@for line in $(SPARK_LINES); do $(MAKE) --no-print-directory spark-venv SPARK=$$line || exit 1; done
+	$(PY) bench/spark_lines_bench.py --bootstrap 127.0.0.1:$(KAFKA_PORT) $(if $(QUICK),--quick,)
 
 # Three Kafka Connect 4.1 workers (jars from Maven Central, cached in .cache/connect-*/libs)
 # against three connectd workers on the same broker; about 25 minutes, 6 with QUICK=1.

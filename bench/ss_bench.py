@@ -283,7 +283,7 @@ def _main(
         spark_conf=cluster_conf(args),
         cluster_workers=workers,
         delta_jars=delta_jars,
-        delta_conf=formats.FORMATS["delta"].conf,
+        delta_conf=formats.table_format("delta").conf,
         registry_url=registry_url,
         others=others,
     )

@@ -52,6 +52,7 @@ def new_pool(c: WorkerConfig, relay: Any) -> ExecutorPool:
             max_size=c.executor_pool_max_size,
             overdue_after=c.executor_write_overdue.total_seconds(),
             spark_master=c.executor_spark_master,
+            spark_master_ui=tuple(c.executor_spark_master_ui_url),
             spark_conf=dict(c.executor_spark_conf),
             formats=frozenset(c.executor_spark_formats),
             jars_dir=c.executor_jars_dir,

@@ -3,12 +3,12 @@ fetch-jars.
 
 Exit codes follow sysexits and tell systemd what happened: 0 clean, 2 a usage error (no
 command), 78 a configuration error (not worth restarting; two connector files naming the same
-connector is one), 69 a required service unavailable at start (no usable Java; no Kafka broker
-answering within ``startup.kafka.timeout.ms``; a ``spark://`` master not accepting connections
-within ``executor.start.timeout.ms``; a REST listener's port in use; no ``mvn`` for
-``fetch-jars``), 75 the
-``state.dir`` held by another running daemon (temporary: it is free once that one stops), 1
-anything else.
+connector is one, a pyspark of no supported Spark line another), 69 a required service
+unavailable at start (no usable Java; no Kafka broker answering within
+``startup.kafka.timeout.ms``; a ``spark://`` master not accepting connections within
+``executor.start.timeout.ms``, or running another Spark line than the installed pyspark; a REST
+listener's port in use; no ``mvn`` for ``fetch-jars``), 75 the ``state.dir`` held by another
+running daemon (temporary: it is free once that one stops), 1 anything else.
 
 A run goes from parsed arguments to a configured daemon: every configuration file is loaded and
 validated first (all problems at once, exit 78, ``daemon.config.plan``), then a Java runtime
@@ -111,6 +111,12 @@ def _parser() -> argparse.ArgumentParser:
     jars.add_argument(
         "--timeout", type=float, default=300.0, metavar="SECONDS", help="per jar (default 300)"
     )
+    jars.add_argument(
+        "--spark-line",
+        metavar="LINE",
+        help="the Spark line whose builds to fetch: 3.5, 4.0 or 4.1 (default: the installed"
+        " pyspark's)",
+    )
     return parser
 
 
@@ -170,11 +176,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 def fetch_jars(args: argparse.Namespace) -> int:
     """``connectd fetch-jars [FORMAT ...] [--dir DIR]``: 0 once every jar is there; 78 for an
     unknown format (raised as ``ConfigError``); 69 without ``mvn``; 1 when Maven fails."""
+    from daemon import sparklines as lines
     from daemon.executor import formats
 
-    names = formats.check_names(args.formats) if args.formats else formats.FORMATS.keys()
+    names = formats.check_names(args.formats) if args.formats else formats.NAMES
+    if args.spark_line is None:
+        line = lines.current()
+    elif args.spark_line in lines.LINES:
+        line = lines.LINES[args.spark_line]
+    else:
+        raise ConfigError(
+            f"--spark-line {args.spark_line}: expected one of {', '.join(lines.LINES)}"
+        )
     try:
-        formats.fetch(names, args.dir, timeout=args.timeout, report=print)
+        formats.fetch(names, args.dir, timeout=args.timeout, report=print, line=line)
     except formats.MavenUnavailable as exc:
         _say(f"connectd: {exc}")
         return EX_UNAVAILABLE
@@ -257,8 +272,19 @@ def launch(args: argparse.Namespace) -> int:
     for problem in [*launch_plan.warnings, *converter_warnings]:
         log.warning("configuration warning: %s", problem)
     from daemon.javacheck import find_java
+    from daemon.sparklines import current
 
-    find_java()
+    spark = current()  # exit 78 for a pyspark of no supported line, before anything starts
+    java = find_java()
+    if java.major not in spark.java and java.major > max(spark.java):
+        log.warning(
+            "Java %s is newer than Spark %s supports (Java %s); its executors may fail to start:"
+            " point JAVA_HOME at a Java %d runtime",
+            java.version,
+            spark.name,
+            ", ".join(map(str, spark.java)),
+            max(spark.java),
+        )
     from daemon.config.modes import Mode
     from daemon.daemon import Daemon
 

@@ -19,8 +19,9 @@ Before anything is started or any state read, the daemon takes the lock on ``sta
 directory exits at once (``StateDirLocked``, exit 75) naming the directory and the PID holding
 it. Then the brokers must answer within ``startup.kafka.timeout.ms`` (``daemon.kafkacheck``;
 else ``ServiceUnavailable``, exit 69), and so must a cluster's Spark master within
-``executor.start.timeout.ms`` (``daemon.sparkcheck``). A REST listener that cannot be bound
-(its port in use) is ``ListenerUnavailable``, exit 69, after what was started is shut down.
+``executor.start.timeout.ms``, running the installed pyspark's Spark line
+(``daemon.sparkcheck``). A REST listener that cannot be bound (its port in use) is
+``ListenerUnavailable``, exit 69, after what was started is shut down.
 
 Signals are recorded, not handled, in the handler: SIGTERM/SIGINT set the stop event, SIGHUP
 the reload event. A reload reads the worker and connector files again
@@ -274,11 +275,11 @@ class Daemon:
     async def _wait_for_spark(self) -> None:
         if self.executors is not None:  # a pool of the embedder's: its master is its concern
             return
-        from daemon.sparkcheck import wait_for_master
+        from daemon.sparkcheck import check_master_line, wait_for_master
 
-        await wait_for_master(
-            self.config.executor_spark_master, self.config.executor_start_timeout.total_seconds()
-        )
+        master = self.config.executor_spark_master
+        await wait_for_master(master, self.config.executor_start_timeout.total_seconds())
+        await check_master_line(master, self.config.executor_spark_master_ui_url)
 
     async def _start_pool(self) -> None:
         """Make the daemon's own pool (unless it was given one) and start it if

@@ -8,7 +8,10 @@ connects to the master (any of them, for ``spark://h1:p1,h2:p2``), retrying unti
 start timeout (``executor.start.timeout.ms``); past it, ``ServiceUnavailable`` naming
 ``executor.spark.master`` (the CLI exits 69, and systemd's ``Restart=on-failure`` tries again
 later). ``local`` masters need nothing; ``yarn`` is reached through Hadoop's own configuration,
-which this check does not read, so it is not probed.
+which this check does not read, so it is not probed. A standalone master that answers must also
+run the installed pyspark's Spark line (``check_master_line``, from its web UI): a driver of
+another line fails the same slow way (measured here: pyspark 4.1 against 3.5 and 4.0 masters,
+64 s and 63 s, then "All masters are unresponsive! Giving up."), so that is exit 69 too.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Sequence
 from urllib.parse import urlsplit
 
 from daemon.errors import ServiceUnavailable
@@ -94,3 +98,28 @@ async def wait_for_master(master: str, deadline: float) -> None:
             )
         await asyncio.sleep(min(backoff, remaining))
         backoff = min(backoff * 2, BACKOFF_MAX)
+
+
+async def check_master_line(master: str, ui_urls: Sequence[str] = ()) -> None:
+    """Once the master answers: ``SparkLineMismatch`` (exit 69) when its web UI shows another
+    Spark line than the installed pyspark's; a warning when no UI could be read (the
+    executors then meet a mismatch as Spark's registration failure, a minute later)."""
+    from daemon import sparklines as lines
+
+    urls = lines.master_ui_urls(master, ui_urls)
+    if not urls:
+        return
+    version, url, failures = await asyncio.to_thread(lines.read_master_version, urls)
+    if not version:
+        log.warning(
+            "could not read the Spark version of executor.spark.master=%s from its web UI (%s):"
+            " its Spark line is not checked; set executor.spark.master.ui.url to the master's"
+            " web UI",
+            master,
+            "; ".join(failures),
+        )
+        return
+    error = lines.mismatch(master, version, url)
+    if error is not None:
+        raise error
+    log.info("Spark master %s runs Spark %s, the line of this pyspark", master, version)

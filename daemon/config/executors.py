@@ -18,7 +18,7 @@ SPARK_MASTER_KEY = "executor.spark.master"
 LOCAL_PATHS_SHARED_KEY = "executor.spark.local.paths.shared"
 """Named by the refusal of a local table path with a cluster master (``config.placement``)."""
 
-#: The table formats ``daemon.executor.formats.FORMATS`` defines (the config layer cannot import
+#: The table formats ``daemon.executor.formats.NAMES`` defines (the config layer cannot import
 #: it; tests/unit/executor/test_formats.py keeps the two equal).
 TABLE_FORMATS = ("delta", "iceberg")
 
@@ -115,6 +115,18 @@ class ExecutorSettings(BaseModel):
         key=SPARK_MASTER_KEY,
         group=_EXEC,
         description="The Spark master each executor's session uses.",
+    )
+    executor_spark_master_ui_url: f.StrList = setting(
+        (),
+        key="executor.spark.master.ui.url",
+        example=("http://spark-master.example:8080/",),
+        group=_EXEC,
+        description="connectd: the web UI of a spark:// master (comma-separated, one per master"
+        " of an HA setup), where connectd reads the master's Spark version at start and before"
+        " each executor's session opens: a master of another Spark line than the installed"
+        " pyspark's cannot take its executors, so the daemon exits 69 at start (and an executor"
+        " start fails, failing the task) naming both versions. Empty: port 8080 of each master"
+        " host. A UI that cannot be read is warned about and not checked.",
     )
     executor_spark_local_paths_shared: f.Bool = setting(
         False,

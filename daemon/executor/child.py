@@ -33,6 +33,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from daemon import sparklines as lines
 from daemon.executor import cds, process, protocol
 from daemon.executor.causes import leaves_state, root_cause
 from daemon.executor.handoff import Batch
@@ -65,22 +66,41 @@ def _patch_gateway_launch() -> None:
 
 
 def _open_session(start: protocol.Start) -> Any:
+    _check_master_line(start)
     _patch_gateway_launch()
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.master(start.master).appName(f"connectd-executor-{os.getpid()}")
+    role = "cds-builder" if start.archive_out is not None else "executor"
+    builder = SparkSession.builder.master(start.master).appName(f"connectd-{role}-{os.getpid()}")
     for key, value in start.conf.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
 
 
+def _check_master_line(start: protocol.Start) -> None:
+    """A ``spark://`` master of another Spark line would let the session try to register for a
+    minute and then fail with a stack trace: read the master's version from its web UI first,
+    and fail the start at once naming both versions (``lines.SparkLineMismatch``). A UI that
+    cannot be read leaves the check to Spark."""
+    urls = lines.master_ui_urls(start.master, start.master_ui)
+    if not urls:
+        return
+    version, url, _ = lines.read_master_version(urls)
+    if version and (error := lines.mismatch(start.master, version, url)) is not None:
+        raise error
+
+
 def _warm_up(spark: Any, directory: str) -> None:
     import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+    import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 
     # A Python job, so PySpark's worker daemon and a worker are running.
     spark.sparkContext.parallelize(range(4), 2).map(lambda x: x + 1).sum()
     table = pa.table({"kafka_offset": pa.array(range(64), pa.int64()), "value": ["x" * 32] * 64})
-    df = spark.createDataFrame(table)
+    # As a write's rows reach Spark (``Batch.df``): a Parquet file pyarrow wrote, read by Spark.
+    staged = os.path.join(directory, "warmup-rows.parquet")
+    pq.write_table(table, staged, compression="none")
+    df = spark.read.parquet(staged)
     df.write.mode("overwrite").parquet(os.path.join(directory, "warmup"))
     if "DeltaSparkSessionExtension" in spark.conf.get("spark.sql.extensions", ""):
         # Delta's first two commits in a session load its classes and build its first
@@ -187,6 +207,9 @@ def serve(sock: socket.socket, start: protocol.Start) -> None:
                 _warm_up(spark, start.warmup_dir)
         else:
             import pyarrow  # noqa: F401  (warm: the first hand-off should not pay the import)
+    except lines.SparkLineMismatch as exc:  # one clear line, no stack trace
+        protocol.send_blocking(sock, protocol.StartFailed(str(exc)))
+        os._exit(1)
     except BaseException:
         protocol.send_blocking(sock, protocol.StartFailed(traceback.format_exc()))
         os._exit(1)

@@ -8,7 +8,8 @@ from the start (``executor.spark.formats``); executors started before that are r
 jars come from Maven Central into a local directory (``connectd fetch-jars``, ``make jars``);
 nothing is downloaded while the daemon runs.
 
-Versions are pinned to builds for the pinned pyspark (4.1): docs/research/table-formats.md.
+The jars follow the installed pyspark's Spark line (``daemon.sparklines``): a build of each
+format for that line; docs/research/table-formats.md has how the 4.1 builds were chosen.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Protocol
 from daemon.errors import ConfigError, ConnectdError
 from daemon.executor.cds import default_cache_dir
 from daemon.executor.info import ExecutorState
+from daemon.sparklines import Artifact, SparkLine, current
 
 if TYPE_CHECKING:
     import asyncio
@@ -40,24 +42,6 @@ LIST_KEYS = ("spark.jars", "spark.sql.extensions")
 
 
 @dataclass(frozen=True)
-class Artifact:
-    """One jar on Maven Central (``group:artifact:version``)."""
-
-    group: str
-    artifact: str
-    version: str
-
-    @property
-    def coordinates(self) -> str:
-        return f"{self.group}:{self.artifact}:{self.version}"
-
-    @property
-    def file_name(self) -> str:
-        """The name Maven gives the jar (``dependency:copy`` keeps it)."""
-        return f"{self.artifact}-{self.version}.jar"
-
-
-@dataclass(frozen=True)
 class TableFormat:
     name: str
     #: Exactly the jars the session needs; transitive dependencies are left out on purpose
@@ -68,32 +52,30 @@ class TableFormat:
 
 _ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 
-FORMATS: Mapping[str, TableFormat] = {
-    "delta": TableFormat(
-        "delta",
-        (
-            # The Spark-suffixed build: the unsuffixed delta-spark_2.13:4.4.0 targets Spark 4.2
-            # and fails on 4.1 (NoSuchMethodError at the first save).
-            Artifact("io.delta", "delta-spark_4.1_2.13", "4.4.0"),
-            Artifact("io.delta", "delta-storage", "4.4.0"),
-        ),
-        {
-            "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
-            # Both this and the extension are needed: DeltaLog.forTable (read through py4j)
-            # refuses to run without them.
-            "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-            # The default (50) makes each small commit run 100 tasks of state reconstruction:
-            # measured 10-30 s -> 2.5-4 s per small commit with local[1].
-            "spark.databricks.delta.snapshotPartitions": "1",
-        },
-    ),
-    "iceberg": TableFormat(
-        "iceberg",
-        # One shaded jar, no dependencies.
-        (Artifact("org.apache.iceberg", "iceberg-spark-runtime-4.1_2.13", "1.12.0"),),
-        {"spark.sql.extensions": _ICEBERG_EXTENSIONS},
-    ),
+#: The formats, by name; ``table_format`` gives one with the jars of a Spark line.
+NAMES = ("delta", "iceberg")
+
+#: Each format's session settings (the same on every supported line).
+_CONF: Mapping[str, Mapping[str, str]] = {
+    "delta": {
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        # Both this and the extension are needed: DeltaLog.forTable (read through py4j)
+        # refuses to run without them.
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        # The default (50) makes each small commit run 100 tasks of state reconstruction:
+        # measured 10-30 s -> 2.5-4 s per small commit with local[1].
+        "spark.databricks.delta.snapshotPartitions": "1",
+    },
+    "iceberg": {"spark.sql.extensions": _ICEBERG_EXTENSIONS},
 }
+
+
+def table_format(name: str, line: SparkLine | None = None) -> TableFormat:
+    """Format ``name`` (checked) with the jars of ``line``, by default the installed one's."""
+    check_names([name])
+    line = line if line is not None else current()
+    jars = line.delta if name == "delta" else line.iceberg
+    return TableFormat(name, jars, _CONF[name])
 
 
 class JarsMissing(ConfigError):
@@ -109,13 +91,13 @@ def default_jars_dir() -> Path:
 
 
 def known() -> str:
-    return ", ".join(FORMATS)
+    return ", ".join(NAMES)
 
 
 def check_names(names: Iterable[str]) -> frozenset[str]:
     """``names`` as a set; ``ConfigError`` naming the known formats for an unknown one."""
     chosen = frozenset(names)
-    unknown = sorted(chosen - FORMATS.keys())
+    unknown = sorted(chosen - set(NAMES))
     if unknown:
         raise ConfigError(
             f"unknown table format {', '.join(map(repr, unknown))}; known formats: {known()}"
@@ -123,15 +105,19 @@ def check_names(names: Iterable[str]) -> frozenset[str]:
     return chosen
 
 
-def artifacts(names: Iterable[str]) -> list[Artifact]:
-    """The artifacts of ``names`` (checked), in a stable order."""
-    return [a for name in sorted(check_names(names)) for a in FORMATS[name].artifacts]
+def artifacts(names: Iterable[str], line: SparkLine | None = None) -> list[Artifact]:
+    """The artifacts of ``names`` (checked) for ``line`` (the installed one's by default), in a
+    stable order."""
+    line = line if line is not None else current()
+    return [a for name in sorted(check_names(names)) for a in table_format(name, line).artifacts]
 
 
-def jar_paths(names: Iterable[str], jars_dir: Path | None = None) -> list[Path]:
+def jar_paths(
+    names: Iterable[str], jars_dir: Path | None = None, line: SparkLine | None = None
+) -> list[Path]:
     """Where the jars of ``names`` are expected (``jars_dir``, default ``default_jars_dir()``)."""
     directory = jars_dir if jars_dir is not None else default_jars_dir()
-    return [directory / a.file_name for a in artifacts(names)]
+    return [directory / a.file_name for a in artifacts(names, line)]
 
 
 def jar_problem(path: Path) -> str | None:
@@ -164,7 +150,7 @@ def require_jars(names: Collection[str], jars_dir: Path | None = None) -> None:
         return
     directory = jars_dir if jars_dir is not None else default_jars_dir()
     gone = {p.name for p in missing}
-    wanted = sorted(n for n in names if any(a.file_name in gone for a in FORMATS[n].artifacts))
+    wanted = sorted(n for n in names if any(a.file_name in gone for a in table_format(n).artifacts))
     fix = f"connectd fetch-jars {' '.join(wanted)}"
     if jars_dir is not None:
         fix += f" --dir {directory}"
@@ -194,7 +180,7 @@ def session_conf(
     }
     lists["spark.jars"] += [str(p) for p in jar_paths(chosen, jars_dir)]
     for name in chosen:
-        for key, value in FORMATS[name].conf.items():
+        for key, value in _CONF[name].items():
             if key in lists:
                 lists[key].append(value)
             else:
@@ -285,12 +271,14 @@ def fetch(
     *,
     timeout: float = 300.0,
     report: Callable[[str], None] = lambda line: None,
+    line: SparkLine | None = None,
 ) -> list[Path]:
     """Copy the jars of ``names`` that ``jars_dir`` lacks or holds incomplete from Maven Central
     (Maven's default repository; through the local ``~/.m2`` cache) with ``mvn
     dependency:copy``, one artifact at a time, each within ``timeout`` seconds. Blocking. The
-    jars fetched; ``report`` hears one line per jar (fetched, already there, incomplete)."""
-    chosen = artifacts(names)
+    jars fetched; ``report`` hears one line per jar (fetched, already there, incomplete).
+    ``line``: the Spark line whose builds to fetch, by default the installed pyspark's."""
+    chosen = artifacts(names, line)
     directory = jars_dir if jars_dir is not None else default_jars_dir()
     mvn = shutil.which("mvn")
     if mvn is None:

@@ -130,7 +130,7 @@ class Batch:
       records/s at 100k per batch and 620k at 500k, against 160k and 240k through
       ``createDataFrame(pyarrow.Table)``, which ships the data inside the tasks.
     * ``arrow_df()``: the same DataFrame through ``spark.createDataFrame(pyarrow.Table)``, for
-      types Parquet cannot carry.
+      types Parquet cannot carry (Spark 4.0 and newer: Spark 3.5 takes pandas frames only).
     * ``path``: the Arrow IPC file itself.
     """
 
@@ -168,7 +168,13 @@ class Batch:
         return reader.parquet(str(staged))
 
     def arrow_df(self) -> Any:
-        return self._require_spark().createDataFrame(self.table)
+        spark = self._require_spark()
+        if int(spark.version.split(".")[0]) < 4:
+            raise RuntimeError(
+                f"Spark {spark.version} cannot make a DataFrame of a pyarrow.Table"
+                " (createDataFrame takes one from Spark 4.0 on): use batch.df"
+            )
+        return spark.createDataFrame(self.table)
 
     def _require_spark(self) -> Any:
         if self._spark is None:

@@ -131,6 +131,10 @@ def import_path() -> list[str]:
     return out
 
 
+#: The archive builder's master (``start_message``).
+BUILDER_MASTER = "local[1]"
+
+
 def start_message(
     settings: PoolSettings,
     work_dir: Path,
@@ -156,7 +160,10 @@ def start_message(
     return protocol.Start(
         parent_pid=os.getpid(),
         with_spark=settings.with_spark,
-        master=settings.spark_master,
+        # The builder dumps the classes of the executor's JVM, whose class path is the same
+        # whatever the master: it runs in local mode, so it never registers on a user's cluster
+        # (as a second application named like a writer) nor takes a core there.
+        master=BUILDER_MASTER if builder else settings.spark_master,
         conf=conf,
         heartbeat_interval=settings.heartbeat_interval,
         nice=19 if builder else settings.nice,
@@ -164,4 +171,5 @@ def start_message(
         warmup_dir=str(work_dir),
         archive_out=str(archive_out) if archive_out is not None else None,
         archive_in=str(archive_in) if archive_in is not None else None,
+        master_ui=() if builder else settings.spark_master_ui,
     )

@@ -41,6 +41,8 @@ class Start:
     #: The class-data-sharing archive the JVM options name (``Ready.archive_mapped`` says
     #: whether the JVM took it).
     archive_in: str | None = None
+    #: A ``spark://`` master's web UI, read for its Spark line before the session opens.
+    master_ui: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,17 @@ def metadata(table_dir: Path) -> dict[str, Any] | None:
         return None  # not there yet, or being replaced
 
 
+def rows_with_pyiceberg(table_dir: Path, columns: list[str]) -> Any:
+    """The columns ``columns`` of the table's current snapshot as a pyarrow table, read by
+    pyiceberg from its metadata files: a reader that is neither Spark nor connectd."""
+    from pyiceberg.table import StaticTable
+
+    version = (table_dir / "metadata" / "version-hint.text").read_text().strip()
+    location = table_dir / "metadata" / f"v{version}.metadata.json"
+    table = StaticTable.from_metadata(f"file://{location}")
+    return table.scan(selected_fields=tuple(columns)).to_arrow()
+
+
 def committed_offsets(table_dir: Path, connector: str) -> dict[tuple[str, int], int | None]:
     """Next offset per partition in the newest snapshot of main carrying ``connector``'s
     state (compaction snapshots carry none: walk back to one that does)."""

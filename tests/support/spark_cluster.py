@@ -49,9 +49,13 @@ class SparkCluster:
     """A master and ``workers`` workers (1 core each) on free loopback ports, owned by this
     process; the daemons die with it (parent-death signal) if ``stop()`` is never called."""
 
-    def __init__(self, workers: int = 2, worker_memory: str = "2g") -> None:
+    def __init__(
+        self, workers: int = 2, worker_memory: str = "2g", spark_home: Path | None = None
+    ) -> None:
         self.workers = workers
         self.worker_memory = worker_memory
+        #: The Spark the cluster runs: the importable pyspark's unless given (another line's).
+        self.spark_home = spark_home
         self.run_dir = Path(tempfile.mkdtemp(prefix="connectd-spark-"))
         self.cluster: Any = None
 
@@ -59,6 +63,12 @@ class SparkCluster:
     def url(self) -> str:
         assert self.cluster is not None, "the cluster is not started"
         return str(self.cluster.url)
+
+    @property
+    def ui_url(self) -> str:
+        """The master's web UI (its status JSON is under ``/json/``)."""
+        assert self.cluster is not None, "the cluster is not started"
+        return f"http://127.0.0.1:{self.cluster.ui_port}/"
 
     def pids(self) -> list[int]:
         return list(self.cluster.pids()) if self.cluster is not None else []
@@ -72,6 +82,7 @@ class SparkCluster:
                     self.run_dir,
                     workers=self.workers,
                     worker_memory=self.worker_memory,
+                    spark_home_dir=self.spark_home,
                     die_with_parent=True,
                 )
                 return self.url
@@ -102,6 +113,7 @@ class SparkCluster:
             self.run_dir,
             workers=self.workers,
             worker_memory=self.worker_memory,
+            spark_home_dir=self.spark_home,
             die_with_parent=True,
         )
 

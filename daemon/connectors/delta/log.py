@@ -130,8 +130,18 @@ def java_list(jvm: Any, items: Iterable[Any]) -> Any:
     return out
 
 
+def scala_212(jvm: Any) -> bool:
+    """The JVM's Scala is 2.12 (Spark 3.5, with Delta 3.x) rather than 2.13 (Spark 4.x)."""
+    return str(jvm.scala.util.Properties.versionNumberString()).startswith("2.12.")
+
+
 def scala_seq(jvm: Any, items: list[Any]) -> Any:
-    return jvm.scala.jdk.javaapi.CollectionConverters.asScala(java_list(jvm, items)).toList()
+    """``items`` as a Scala immutable ``List``: through ``scala.jdk.javaapi`` on Scala 2.13,
+    ``scala.collection.JavaConverters`` on 2.12 (which has no ``scala.jdk``)."""
+    java = java_list(jvm, items)
+    if scala_212(jvm):
+        return jvm.scala.collection.JavaConverters.asScalaBufferConverter(java).asScala().toList()
+    return jvm.scala.jdk.javaapi.CollectionConverters.asScala(java).toList()
 
 
 def commit_actions(
@@ -152,21 +162,14 @@ def commit_actions(
         )
         for app, (version, updated) in sets.items()
     ]
-    seq = jvm.scala.jdk.javaapi.CollectionConverters.asScala(
-        java_list(jvm, [*files, *actions])
-    ).toList()
+    seq = scala_seq(jvm, [*files, *actions])
     nothing = none(spark)
     parts = nothing if partition_by is None else jvm.scala.Some(scala_seq(jvm, list(partition_by)))
+    # Write(mode, partitionBy, predicate, userMetadata, ...): Delta 3.x (Spark 3.5) has those
+    # four, Delta 4.x five more options, all left empty here.
+    more = () if scala_212(jvm) else (nothing,) * 5
     operation = jvm.org.apache.spark.sql.delta.DeltaOperations.Write(
-        jvm.org.apache.spark.sql.SaveMode.Append,
-        parts,
-        nothing,
-        jvm.scala.Some(meta),
-        nothing,
-        nothing,
-        nothing,
-        nothing,
-        nothing,
+        jvm.org.apache.spark.sql.SaveMode.Append, parts, nothing, jvm.scala.Some(meta), *more
     )
     return int(txn.commit(seq, operation))
 

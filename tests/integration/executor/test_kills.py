@@ -23,7 +23,7 @@ from daemon.errors import ExecutorDied, WriteFailed, WriteTimeout
 from daemon.executor import ExecutorState, handoff
 from daemon.executor.process import ProcStat
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.spark_line]
 
 T = "daemon.executor.testing"
 DEADLINE = 6.0  # long enough for the UDF's Spark job to start on a busy 2-core machine

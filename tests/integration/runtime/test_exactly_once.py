@@ -19,7 +19,7 @@ from support.daemon import ProcessFactory
 from support.exactly_once import PARTITIONS, RECORDS, TRANSFORMED, audit
 from support.kafka_fixtures import TopicFactory
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.spark_line]
 
 
 async def test_twenty_thousand_records_exactly_once_through_kills(

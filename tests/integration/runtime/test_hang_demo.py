@@ -183,6 +183,7 @@ async def _restarts(
     print(f"\n{n} restarts of the hung task: {', '.join(f'{t:.2f}' for t in timings)} s")
 
 
+@pytest.mark.spark_line
 async def test_hang_demo_four_restarts(
     run_daemon: DaemonFactory,
     kafka_bootstrap: str,

@@ -71,6 +71,7 @@ async def wait_app_ended(cluster: SparkCluster, app_id: str) -> tuple[float, flo
     return gone, time.monotonic() - began
 
 
+@pytest.mark.spark_line
 async def test_hang_demo_on_the_cluster_three_restarts(
     spark_cluster: SparkCluster,
     run_daemon: DaemonFactory,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -106,3 +107,21 @@ def test_a_worker_converter_that_cannot_be_made_exits_78_at_start(
     result = connectd("standalone", str(worker))
     assert result.returncode == 78, result.stderr
     assert "configuration error" in result.stderr and message in result.stderr
+
+
+@pytest.mark.parametrize("version", ["3.4.4", "4.2.0"])
+def test_a_pyspark_of_no_supported_line_exits_78_naming_it(tmp_path: Path, version: str) -> None:
+    """The installed pyspark's metadata names a line connectd does not support: refused at start,
+    before a broker or Java is looked for, naming the version and the lines that work."""
+    site = tmp_path / "site"
+    dist = site / f"pyspark-{version}.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: pyspark\nVersion: {version}\n")
+    worker = tmp_path / "worker.properties"
+    base = (ROOT / "examples" / "worker.properties").read_text()
+    worker.write_text(f"{base}\nstate.dir={tmp_path / 'state'}\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])}
+    result = connectd("standalone", str(worker), env=env)
+    assert result.returncode == 78, result.stderr
+    assert f"pyspark {version} is installed" in result.stderr
+    assert "Spark lines 3.5.x, 4.0.x, 4.1.x" in result.stderr

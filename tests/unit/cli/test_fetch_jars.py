@@ -69,3 +69,27 @@ def test_an_interrupted_copy_is_fetched_again(tmp_path: Path) -> None:
         f"fetched  {storage}  (io.delta:delta-storage:4.4.0)",
     ]
     assert formats.jar_problem(storage) is None and storage.stat().st_size > 100_000
+
+
+def test_another_spark_lines_builds_by_name(tmp_path: Path) -> None:
+    """``--spark-line`` names the builds of a line other than the installed pyspark's (for a
+    venv of that line that shares the jars directory); all of them present, Maven is not run."""
+    jars = tmp_path / "jars"
+    jars.mkdir()
+    names = [
+        "delta-spark_2.12-3.3.3.jar",
+        "delta-storage-3.3.3.jar",
+        "iceberg-spark-runtime-3.5_2.12-1.12.0.jar",
+    ]
+    for name in names:
+        stand_in_jar(jars / name)
+    result = connectd("fetch-jars", "--spark-line", "3.5", "--dir", jars)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines() == [f"present  {jars}/{name}" for name in names]
+
+
+def test_a_spark_line_connectd_does_not_support_is_a_configuration_error(tmp_path: Path) -> None:
+    result = connectd("fetch-jars", "--spark-line", "3.4", "--dir", tmp_path / "jars")
+    assert result.returncode == 78, result.stderr
+    assert "--spark-line 3.4: expected one of 3.5, 4.0, 4.1" in result.stderr
+    assert not (tmp_path / "jars").exists()

@@ -131,3 +131,12 @@ def test_the_start_message_names_the_archive_the_jvm_options_give(tmp_path: Path
         f"-XX:SharedArchiveFile={given.archive_in}" in given.conf["spark.driver.extraJavaOptions"]
     )
     assert start_message(settings, tmp_path, "").archive_in is None
+
+
+def test_the_archive_builder_never_registers_on_a_cluster(tmp_path: Path) -> None:
+    """A builder is not a writer: with a cluster master its session is still local, so it takes
+    no core there and shows no second application named like an executor."""
+    settings = PoolSettings(spark_master="spark://127.0.0.1:7077")
+    builder = start_message(settings, tmp_path, "", archive_out=tmp_path / "out.jsa")
+    assert builder.master == "local[1]"
+    assert start_message(settings, tmp_path, "").master == "spark://127.0.0.1:7077"

@@ -14,14 +14,14 @@ from daemon.config import parse_worker
 from daemon.config.executors import TABLE_FORMATS
 from daemon.errors import ConfigError, InvalidConfig
 from daemon.executor import PoolSettings, formats
-from daemon.executor.formats import FORMATS, JarsMissing
+from daemon.executor.formats import NAMES, JarsMissing
 
 DELTA_EXT = "io.delta.sql.DeltaSparkSessionExtension"
 ICEBERG_EXT = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 
 
 def test_the_worker_config_knows_the_same_formats() -> None:
-    assert set(TABLE_FORMATS) == set(FORMATS)
+    assert set(TABLE_FORMATS) == set(NAMES)
 
 
 def test_pinned_jars() -> None:

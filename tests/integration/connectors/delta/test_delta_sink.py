@@ -42,6 +42,7 @@ async def spark_rows(pool: ThreadedPool, table: Path, where: str = "") -> dict[s
     )
 
 
+@pytest.mark.spark_line
 async def test_delta_exactly_once_through_kills(
     daemon_process: ProcessFactory,
     kafka_bootstrap: str,
@@ -88,6 +89,7 @@ async def test_delta_exactly_once_through_kills(
     )
 
 
+@pytest.mark.spark_line
 async def test_a_hung_delta_write_is_killed_and_nothing_of_it_lands(
     run_daemon: DaemonFactory,
     kafka_bootstrap: str,

@@ -18,7 +18,7 @@ from support.exactly_once import (
     audit,
 )
 from support.fake_worker import Client
-from support.iceberg import committed, committed_offsets
+from support.iceberg import committed, committed_offsets, rows_with_pyiceberg
 from support.kafka import produce
 from support.kafka_fixtures import TopicFactory
 from support.spark import ThreadedPool
@@ -41,6 +41,7 @@ async def spark_rows(
     )
 
 
+@pytest.mark.spark_line
 async def test_iceberg_exactly_once_through_kills(
     daemon_process: ProcessFactory,
     kafka_bootstrap: str,
@@ -51,7 +52,7 @@ async def test_iceberg_exactly_once_through_kills(
     """6,000 records, 3 partitions, the daemon SIGKILLed and an executor JVM SIGKILLed (each
     fault ParquetSink's 20,000-record audit repeats, once), through a chain of six of Connect's
     transforms (a router among them): the Iceberg table holds each offset once, as the chain
-    leaves it (Spark's Iceberg reader)."""
+    leaves it (Spark's Iceberg reader, and pyiceberg)."""
     topic = await kafka_topic(partitions=PARTITIONS)
     warehouse = tmp_path / "wh"
     table_dir = warehouse / "db" / "eos"
@@ -62,6 +63,10 @@ async def test_iceberg_exactly_once_through_kills(
             "distinct": SHORT_RECORDS,
             "where": SHORT_RECORDS,
         }
+        # And read by pyiceberg, which is neither Spark nor connectd.
+        data = rows_with_pyiceberg(table_dir, ["kafka_partition", "kafka_offset"])
+        pairs = set(zip(*(data.column(c).to_pylist() for c in data.column_names), strict=True))
+        assert data.num_rows == len(pairs) == SHORT_RECORDS
 
     await audit(
         daemon_process,
