@@ -262,15 +262,15 @@ class Daemon:
         return self.executors
 
     async def _wait_for_kafka(self) -> None:
-        deadline = self.config.startup_kafka_timeout.total_seconds()
-        if deadline <= 0:
-            return
         from daemon.kafkacheck import wait_for_kafka
         from daemon.runtime.incarnation.consumer import security_settings
 
-        await wait_for_kafka(
-            self.config.bootstrap_servers, deadline, security_settings(self.config)
-        )
+        # In a thread: the clients' TLS context is built here first (a JKS store runs keytool);
+        # a store that cannot be read is a configuration error now, not at the first client.
+        security = await asyncio.to_thread(security_settings, self.config)
+        deadline = self.config.startup_kafka_timeout.total_seconds()
+        if deadline > 0:
+            await wait_for_kafka(self.config.bootstrap_servers, deadline, security)
 
     async def _wait_for_spark(self) -> None:
         if self.executors is not None:  # a pool of the embedder's: its master is its concern

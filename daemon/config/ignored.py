@@ -74,8 +74,11 @@ WORKER_PREFIXES: dict[str, str] = {
     "internal.key.converter.": "deprecated in Connect and " + _JVM,
     "internal.value.converter.": "deprecated in Connect and " + _JVM,
     "metrics.context.": _JVM,
-    "listeners.https.": "TLS settings of Connect's REST listener; " + _REST,
-    "ssl.": _JVM + " (Java key store settings; connectd reads PEM files)",
+    "listeners.https.": "TLS settings of Connect's REST listener beyond its key and trust"
+    " stores (listeners.https.ssl.keystore.*, .truststore.*, .key.password, .client.auth); "
+    + _REST,
+    "ssl.": _JVM + " (Java TLS provider settings: protocols, cipher suites, key managers;"
+    " connectd's clients use TLS 1.2 or newer with OpenSSL's defaults)",
     "sasl.": _JVM + " (Java SASL plug-in settings)",
 }
 

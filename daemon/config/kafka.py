@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import BaseModel, ConfigDict, SecretStr
 
 from daemon.config import fields as f
@@ -11,13 +13,14 @@ from daemon.config.problems import Problem, error, warning
 from daemon.config.values import (
     EndpointIdentification,
     HostPorts,
-    PemType,
     SaslMechanism,
     SaslMechanismName,
     SecurityProtocol,
     SecurityProtocolName,
+    StoreType,
     jaas_options,
 )
+from daemon.tlsstores import Store, configured
 
 _KAFKA = "Kafka"
 
@@ -79,33 +82,52 @@ class KafkaSettings(BaseModel):
         key="ssl.truststore.location",
         example="/etc/connectd/ca.pem",
         group=_KAFKA,
-        description="PEM file of the CA certificates that sign the brokers' certificates.",
+        description="The CA certificates that sign the brokers' certificates (ssl.truststore.type"
+        " says the format). Unset: the system's CAs.",
     )
-    ssl_truststore_type: PemType = setting(
-        "PEM",
+    ssl_truststore_type: StoreType = setting(
+        "JKS",
         key="ssl.truststore.type",
         group=_KAFKA,
-        description="Trust store format; connectd reads PEM.",
+        description="Trust store format: PEM, PKCS12 or JKS (read through the JDK's keytool)."
+        " Unset: JKS as in Kafka, or PEM for a file of PEM text.",
+    )
+    ssl_truststore_password: f.Password | None = setting(
+        None,
+        key="ssl.truststore.password",
+        example="${env:CONNECTD_TRUSTSTORE_PASSWORD}",
+        group=_KAFKA,
+        description="Password of a PKCS12 or JKS trust store (JKS needs one).",
     )
     ssl_keystore_location: f.FilePath | None = setting(
         None,
         key="ssl.keystore.location",
-        example="/etc/connectd/client.pem",
+        example="/etc/connectd/client.p12",
         group=_KAFKA,
-        description="PEM file with the client certificate chain and its private key (mutual TLS).",
+        description="The client's private key and certificate chain (mutual TLS), in the format"
+        " ssl.keystore.type says.",
     )
-    ssl_keystore_type: PemType = setting(
-        "PEM",
+    ssl_keystore_type: StoreType = setting(
+        "JKS",
         key="ssl.keystore.type",
         group=_KAFKA,
-        description="Key store format; connectd reads PEM.",
+        description="Key store format: PEM, PKCS12 or JKS (read through the JDK's keytool)."
+        " Unset: JKS as in Kafka, or PEM for a file of PEM text.",
+    )
+    ssl_keystore_password: f.Password | None = setting(
+        None,
+        key="ssl.keystore.password",
+        example="${env:CONNECTD_KEYSTORE_PASSWORD}",
+        group=_KAFKA,
+        description="Password of a PKCS12 or JKS key store.",
     )
     ssl_key_password: f.Password | None = setting(
         None,
         key="ssl.key.password",
         example="${env:CONNECTD_KEY_PASSWORD}",
         group=_KAFKA,
-        description="Password of the private key, if encrypted.",
+        description="Password of the private key: of a PEM key if encrypted, of a JKS key if it"
+        " differs from ssl.keystore.password.",
     )
     ssl_endpoint_identification_algorithm: EndpointIdentification = setting(
         "https",
@@ -120,6 +142,26 @@ class KafkaSettings(BaseModel):
         group=_KAFKA,
         description="Overrides for the task consumers: consumer.max.poll.records=500 etc.",
     )
+
+    def tls_stores(self) -> tuple[Store | None, Store | None]:
+        """The key store and the trust store the Kafka clients use, as configured."""
+        given = self.model_fields_set
+        return (
+            store(
+                "ssl.keystore",
+                self.ssl_keystore_location,
+                self.ssl_keystore_type if "ssl_keystore_type" in given else None,
+                self.ssl_keystore_password,
+                self.ssl_key_password,
+            ),
+            store(
+                "ssl.truststore",
+                self.ssl_truststore_location,
+                self.ssl_truststore_type if "ssl_truststore_type" in given else None,
+                self.ssl_truststore_password,
+                None,
+            ),
+        )
 
     def sasl_credentials(self) -> tuple[str, str] | None:
         """``(username, password)`` from ``sasl.jaas.config``, if it has both."""
@@ -166,3 +208,19 @@ class KafkaSettings(BaseModel):
                 )
             )
         return problems
+
+
+def _secret(value: SecretStr | None) -> str | None:
+    return None if value is None else value.get_secret_value()
+
+
+def store(
+    prefix: str,
+    location: Path | None,
+    kind: str | None,
+    password: SecretStr | None,
+    key_password: SecretStr | None,
+) -> Store | None:
+    """A configured store (``prefix``: its settings' names), or None without a location;
+    ``kind``: its ``*.type`` if set (``tlsstores.configured``)."""
+    return configured(prefix, location, kind, _secret(password), _secret(key_password))

@@ -9,8 +9,10 @@ from pydantic import BaseModel, ConfigDict, ValidationInfo
 
 from daemon.config import fields as f
 from daemon.config.fields import setting
+from daemon.config.kafka import store
 from daemon.config.problems import warning
-from daemon.config.values import PemType
+from daemon.config.values import StoreType
+from daemon.tlsstores import Store
 
 _REST = "REST API"
 LOOPBACK = "127.0.0.1"
@@ -67,37 +69,52 @@ class RestApiSettings(BaseModel):
         group=_REST,
         description="Allow PUT /connectors/{name}/topics/reset.",
     )
-    listeners_https_ssl_keystore_type: PemType = setting(
-        "PEM",
+    listeners_https_ssl_keystore_type: StoreType = setting(
+        "JKS",
         key="listeners.https.ssl.keystore.type",
         group=_REST,
-        description="Format of the HTTPS key store; only PEM is supported.",
+        description="Format of the HTTPS key store: PEM, PKCS12 or JKS. Unset: JKS as in"
+        " Connect, or PEM for a file of PEM text.",
     )
     listeners_https_ssl_keystore_location: f.FilePath | None = setting(
         None,
         key="listeners.https.ssl.keystore.location",
-        example="/etc/connectd/rest.pem",
+        example="/etc/connectd/rest.p12",
         group=_REST,
-        description="For https:// listeners: a PEM file with the key and certificate chain.",
+        description="For https:// listeners: the private key and certificate chain.",
+    )
+    listeners_https_ssl_keystore_password: f.Password | None = setting(
+        None,
+        key="listeners.https.ssl.keystore.password",
+        group=_REST,
+        description="Password of a PKCS12 or JKS HTTPS key store.",
     )
     listeners_https_ssl_key_password: f.Password | None = setting(
         None,
         key="listeners.https.ssl.key.password",
         group=_REST,
-        description="Password of the HTTPS private key, if it is encrypted.",
+        description="Password of the HTTPS private key: of a PEM key if encrypted, of a JKS key"
+        " if it differs from the store's.",
     )
-    listeners_https_ssl_truststore_type: PemType = setting(
-        "PEM",
+    listeners_https_ssl_truststore_type: StoreType = setting(
+        "JKS",
         key="listeners.https.ssl.truststore.type",
         group=_REST,
-        description="Format of the HTTPS trust store; only PEM is supported.",
+        description="Format of the HTTPS trust store: PEM, PKCS12 or JKS. Unset: JKS as in"
+        " Connect, or PEM for a file of PEM text.",
     )
     listeners_https_ssl_truststore_location: f.FilePath | None = setting(
         None,
         key="listeners.https.ssl.truststore.location",
-        example="/etc/connectd/clients-ca.pem",
+        example="/etc/connectd/clients-ca.p12",
         group=_REST,
-        description="PEM bundle of the CAs that sign client certificates (with client.auth).",
+        description="The CAs that sign client certificates (with client.auth).",
+    )
+    listeners_https_ssl_truststore_password: f.Password | None = setting(
+        None,
+        key="listeners.https.ssl.truststore.password",
+        group=_REST,
+        description="Password of a PKCS12 or JKS HTTPS trust store (JKS needs one).",
     )
     listeners_https_ssl_client_auth: Literal["none", "requested", "required"] = setting(
         "none",
@@ -148,3 +165,28 @@ def map_deprecated_rest(data: Any, info: ValidationInfo) -> Any:
     if listeners_given:
         return data
     return {**data, "listeners": listener}
+
+
+def rest_tls_stores(config: RestApiSettings) -> tuple[Store | None, Store | None]:
+    """The HTTPS listeners' key store and trust store, as configured."""
+    given = config.model_fields_set
+    return (
+        store(
+            "listeners.https.ssl.keystore",
+            config.listeners_https_ssl_keystore_location,
+            config.listeners_https_ssl_keystore_type
+            if "listeners_https_ssl_keystore_type" in given
+            else None,
+            config.listeners_https_ssl_keystore_password,
+            config.listeners_https_ssl_key_password,
+        ),
+        store(
+            "listeners.https.ssl.truststore",
+            config.listeners_https_ssl_truststore_location,
+            config.listeners_https_ssl_truststore_type
+            if "listeners_https_ssl_truststore_type" in given
+            else None,
+            config.listeners_https_ssl_truststore_password,
+            None,
+        ),
+    )

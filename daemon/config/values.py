@@ -148,16 +148,17 @@ SaslMechanismName = Annotated[
 ]
 
 
-def _parse_pem(value: object) -> str:
-    if isinstance(value, str) and value.strip().upper() == "PEM":
-        return "PEM"
-    raise ValueError(f"{value!r} is not PEM (JKS and PKCS12 stores are Java formats)")
+def _parse_store_type(value: object) -> str:
+    """Kafka's key and trust store types (``daemon.tlsstores``), case-insensitive."""
+    if isinstance(value, str) and value.strip().upper() in ("PEM", "PKCS12", "JKS"):
+        return value.strip().upper()
+    raise ValueError(f"{value!r} is not a key store type connectd reads")
 
 
-PemType = Annotated[
+StoreType = Annotated[
     str,
-    BeforeValidator(_parse_pem),
-    Expect("PEM; convert Java key stores with keytool/openssl"),
+    BeforeValidator(_parse_store_type),
+    Expect("PEM, PKCS12 or JKS"),
 ]
 
 

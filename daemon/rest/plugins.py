@@ -58,9 +58,13 @@ _REGISTRY_CONVERTER_KEYS = [
         ("schemas.cache.config", "INT", "1000", "How many schemas the cache keeps."),
         ("http.connect.timeout.ms", "INT", "60000", "Connecting to the registry, at most."),
         ("http.read.timeout.ms", "INT", "60000", "The registry's answer, at most."),
-        ("schema.registry.ssl.truststore.location", "STRING", None, "A PEM CA bundle."),
-        ("schema.registry.ssl.keystore.location", "STRING", None, "A PEM chain and its key."),
-        ("schema.registry.ssl.key.password", "PASSWORD", None, "The PEM key's password."),
+        ("schema.registry.ssl.truststore.location", "STRING", None, "The trusted CAs."),
+        ("schema.registry.ssl.truststore.type", "STRING", None, "PEM, PKCS12 or JKS."),
+        ("schema.registry.ssl.truststore.password", "PASSWORD", None, "The store's password."),
+        ("schema.registry.ssl.keystore.location", "STRING", None, "A key and its chain."),
+        ("schema.registry.ssl.keystore.type", "STRING", None, "PEM, PKCS12 or JKS."),
+        ("schema.registry.ssl.keystore.password", "PASSWORD", None, "The store's password."),
+        ("schema.registry.ssl.key.password", "PASSWORD", None, "The key's password."),
     )
 ]
 

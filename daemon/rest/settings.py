@@ -16,9 +16,9 @@ documentation) and ``listeners``:
 ``topic_tracking_enable`` (``topic.tracking.enable``)   ``/topics`` → 403 when false
 ``topic_tracking_allow_reset``                        ``/topics/reset`` → 403 when false
 (``topic.tracking.allow.reset``)
-``listeners_https_ssl_keystore_location``             PEM file: private key + certificate chain
-``listeners_https_ssl_key_password``                  password of that key, if encrypted
-``listeners_https_ssl_truststore_location``           PEM CA bundle for client certificates
+``listeners_https_ssl_keystore_*``                   key store: private key + certificate chain
+``listeners_https_ssl_key_password``                  password of that key (PEM, JKS)
+``listeners_https_ssl_truststore_*``                 CAs that sign client certificates
 ``listeners_https_ssl_client_auth``                   none | requested | required
 ====================================================  ==========================================
 """
@@ -31,7 +31,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from daemon.config import Listener, WorkerConfig
+from daemon.config.rest import rest_tls_stores
 from daemon.errors import ConfigError
+from daemon.tlsstores import Store, load_keystore, load_truststore
 
 
 def _declared(name: str) -> Any:
@@ -46,27 +48,39 @@ ClientAuth = Literal["none", "requested", "required"]
 
 @dataclass(frozen=True)
 class TlsSettings:
-    """TLS of the ``https://`` listeners, from PEM files (Kafka's ``ssl.keystore.type=PEM``)."""
+    """TLS of the ``https://`` listeners: a key store and a trust store as Connect's
+    ``listeners.https.ssl.*`` name them, PEM, PKCS12 or JKS (``daemon.tlsstores``)."""
 
     keystore_location: Path
     key_password: str | None = None
     truststore_location: Path | None = None
     client_auth: ClientAuth = "none"
+    keystore_type: str = "PEM"
+    keystore_password: str | None = None
+    truststore_type: str = "PEM"
+    truststore_password: str | None = None
 
     def context(self) -> ssl.SSLContext:
         """A server ``SSLContext`` (TLS 1.2 or newer). Reads the files: call it at start-up."""
         ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-        try:
-            ctx.load_cert_chain(self.keystore_location, password=self.key_password)
-            if self.truststore_location is not None:
-                ctx.load_verify_locations(cafile=self.truststore_location)
-        except (OSError, ssl.SSLError) as exc:
-            raise ConfigError(
-                f"listeners.https.ssl.*: cannot load the PEM key store {self.keystore_location}"
-                f" or trust store {self.truststore_location}: {exc}; expected PEM files (key +"
-                " certificate chain in the key store)"
-            ) from exc
+        prefix = "listeners.https.ssl"
+        keystore = Store(
+            f"{prefix}.keystore",
+            self.keystore_location,
+            self.keystore_type,
+            self.keystore_password,
+            self.key_password,
+        )
+        load_keystore(ctx, keystore)
+        if self.truststore_location is not None:
+            truststore = Store(
+                f"{prefix}.truststore",
+                self.truststore_location,
+                self.truststore_type,
+                self.truststore_password,
+            )
+            load_truststore(ctx, truststore)
         if self.client_auth != "none":
             if self.truststore_location is None:
                 raise ConfigError(
@@ -101,13 +115,17 @@ class RestSettings:
     def from_worker_config(cls, config: WorkerConfig) -> RestSettings:
         """The REST settings a worker configuration asks for (see the module docstring)."""
         tls = None
-        if config.listeners_https_ssl_keystore_location is not None:
-            password = config.listeners_https_ssl_key_password
+        keystore, truststore = rest_tls_stores(config)
+        if keystore is not None:
             tls = TlsSettings(
-                keystore_location=config.listeners_https_ssl_keystore_location,
-                key_password=None if password is None else password.get_secret_value(),
-                truststore_location=config.listeners_https_ssl_truststore_location,
+                keystore_location=keystore.location,
+                key_password=keystore.key_password,
+                truststore_location=truststore.location if truststore else None,
                 client_auth=config.listeners_https_ssl_client_auth,
+                keystore_type=keystore.type,
+                keystore_password=keystore.password,
+                truststore_type=truststore.type if truststore else "PEM",
+                truststore_password=truststore.password if truststore else None,
             )
         return cls(
             listeners=tuple(config.listeners),
@@ -125,7 +143,8 @@ class RestSettings:
         if any(listener.scheme == "https" for listener in self.listeners) and self.tls is None:
             raise ConfigError(
                 "listeners has an https:// listener but listeners.https.ssl.keystore.location is"
-                " not set; expected a PEM file holding the private key and certificate chain"
+                " not set; expected a key store (PEM, PKCS12 or JKS) holding the private key and"
+                " certificate chain"
             )
         if self.max_body_bytes < 1:
             raise ConfigError("rest.request.max.bytes must be at least 1")

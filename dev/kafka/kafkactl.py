@@ -32,6 +32,7 @@ import struct
 import subprocess
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -287,12 +288,19 @@ def up(
     *,
     ready_timeout: float = READY_TIMEOUT,
     die_with_parent: bool = False,
+    listeners: Mapping[str, int] | None = None,
+    properties: Mapping[str, str] | None = None,
+    format_args: Sequence[str] = (),
 ) -> Broker:
     """Start a broker on 127.0.0.1:`port` (or reuse the live one of `run_dir`); wait until ready.
 
     With `die_with_parent` the broker gets SIGKILL when the calling thread's process dies
     (PR_SET_PDEATHSIG): for test sessions, so a killed pytest leaves no JVM behind.
     On failure the broker started here is killed and reaped, and KafkactlError is raised.
+    `listeners` adds listeners besides PLAINTEXT on `port` (name -> port, each named after its
+    security protocol: SSL, SASL_SSL, SASL_PLAINTEXT), `properties` broker settings they need
+    (key stores, SASL mechanisms, JAAS lines), `format_args` arguments of the storage format
+    (`--add-scram 'SCRAM-SHA-256=[name=u,password=p]'`): for the security tests.
     """
     run_dir = (run_dir or default_run_dir(port)).resolve()
     with locked(run_dir / ".lock"):
@@ -307,12 +315,44 @@ def up(
             log(f"broker pid {pid} in {run_dir} does not answer on port {port}; restarting it")
             kill_and_reap(pid)
         (run_dir / "broker.pid").unlink(missing_ok=True)
-        return _start(port, version, run_dir, ready_timeout, die_with_parent)
+        extra = Extra(dict(listeners or {}), dict(properties or {}), tuple(format_args))
+        return _start(port, version, run_dir, ready_timeout, die_with_parent, extra)
+
+
+@dataclass(frozen=True)
+class Extra:
+    """Listeners, settings and format arguments beyond the plain development broker's."""
+
+    listeners: dict[str, int]
+    properties: dict[str, str]
+    format_args: tuple[str, ...]
+
+    def apply(self, properties: Path) -> None:
+        """Add the listeners to server.properties and append the settings."""
+        if not self.listeners and not self.properties:
+            return
+        lines = properties.read_text().splitlines()
+        added = {name: f"{name}://127.0.0.1:{port}" for name, port in self.listeners.items()}
+        for i, line in enumerate(lines):
+            key = line.split("=", 1)[0]
+            if key in ("listeners", "advertised.listeners") and added:
+                lines[i] = line + "," + ",".join(added.values())
+            elif key == "listener.security.protocol.map" and added:
+                lines[i] = line + "," + ",".join(f"{n}:{n}" for n in added)
+        lines += ["", "# Added for this run (kafkactl up(properties=...))."]
+        lines += [f"{k}={v}" for k, v in self.properties.items()]
+        properties.write_text("\n".join(lines) + "\n")
 
 
 def _start(
-    port: int, version: str, run_dir: Path, ready_timeout: float, die_with_parent: bool
+    port: int,
+    version: str,
+    run_dir: Path,
+    ready_timeout: float,
+    die_with_parent: bool,
+    extra: Extra | None = None,
 ) -> Broker:
+    extra = extra or Extra({}, {}, ())
     java = find_java()
     libs = resolve_jars(version)
     # As the broker binds it (the JVM sets SO_REUSEADDR): a broker that just stopped leaves
@@ -339,6 +379,7 @@ def _start(
         controller_port=controller_port,
         data_dir=data_dir,
     )
+    extra.apply(run_dir / "server.properties")
     _render("log4j2.properties.in", run_dir / "log4j2.properties", log_dir=log_dir)
 
     t0 = time.monotonic()
@@ -353,6 +394,7 @@ def _start(
         _cluster_id(),
         "-c",
         str(run_dir / "server.properties"),
+        *extra.format_args,
     )
     out = subprocess.run(fmt, capture_output=True, text=True, check=False, timeout=120)
     if out.returncode != 0:

@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import Any
@@ -76,8 +76,18 @@ class KafkaBroker:
         ready_timeout: float = 90.0,
         stop_timeout: float = 20.0,
         keep_dir: bool = False,
+        listeners: Sequence[str] = (),
+        properties: Mapping[str, str] | None = None,
+        format_args: Sequence[str] = (),
     ) -> None:
+        """``listeners``: more listeners besides PLAINTEXT, by security protocol (SSL,
+        SASL_SSL...), each on a free port (``listener_ports``); ``properties`` and
+        ``format_args``: what they need (``kafkactl.up``)."""
         self.version = version or os.environ.get("KAFKA_VERSION") or kafkactl.DEFAULT_VERSION
+        self.listeners = tuple(listeners)
+        self.properties = dict(properties or {})
+        self.format_args = tuple(format_args)
+        self.listener_ports: dict[str, int] = {}
         self.ready_timeout = ready_timeout
         self.stop_timeout = stop_timeout
         self.keep_dir = keep_dir
@@ -99,6 +109,7 @@ class KafkaBroker:
         self.run_dir = Path(tempfile.mkdtemp(prefix="connectd-kafka-"))
         for attempt in range(3):
             port = free_port()
+            self.listener_ports = {name: free_port() for name in self.listeners}
             t0 = time.monotonic()
             try:
                 broker = kafkactl.up(
@@ -107,6 +118,9 @@ class KafkaBroker:
                     self.run_dir,
                     ready_timeout=self.ready_timeout,
                     die_with_parent=True,
+                    listeners=self.listener_ports,
+                    properties=self.properties,
+                    format_args=self.format_args,
                 )
             except kafkactl.PortTaken:
                 if attempt == 2:

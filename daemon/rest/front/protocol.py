@@ -126,6 +126,10 @@ class Spec:
                 str(tls.truststore_location) if tls.truststore_location else None
             ),
             "client_auth": tls.client_auth,
+            "keystore_type": tls.keystore_type,
+            "keystore_password": tls.keystore_password,
+            "truststore_type": tls.truststore_type,
+            "truststore_password": tls.truststore_password,
         }
 
     def tls_settings(self) -> TlsSettings | None:
@@ -139,4 +143,8 @@ class Spec:
                 Path(t["truststore_location"]) if t.get("truststore_location") else None
             ),
             client_auth=t.get("client_auth", "none"),
+            keystore_type=t.get("keystore_type", "PEM"),
+            keystore_password=t.get("keystore_password"),
+            truststore_type=t.get("truststore_type", "PEM"),
+            truststore_password=t.get("truststore_password"),
         )

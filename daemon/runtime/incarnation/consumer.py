@@ -144,16 +144,13 @@ def security_settings(worker: WorkerConfig) -> dict[str, Any]:
         if credentials is not None:
             out["sasl_plain_username"], out["sasl_plain_password"] = credentials
     if worker.security_protocol.value in ("SSL", "SASL_SSL"):
-        from aiokafka.helpers import create_ssl_context
+        from daemon.tlsstores import client_context
 
-        password = worker.ssl_key_password
-        context = create_ssl_context(
-            cafile=worker.ssl_truststore_location,
-            certfile=worker.ssl_keystore_location,
-            password=password.get_secret_value() if password is not None else None,
-        )
-        context.check_hostname = worker.ssl_endpoint_identification_algorithm != ""
-        out["ssl_context"] = context
+        keystore, truststore = worker.tls_stores()
+        check_hostname = worker.ssl_endpoint_identification_algorithm != ""
+        # Built once per process for the same stores (a JKS store costs a keytool run): the
+        # daemon builds it at start, off the event loop (``Daemon._wait_for_kafka``).
+        out["ssl_context"] = client_context(keystore, truststore, check_hostname)
     return out
 
 

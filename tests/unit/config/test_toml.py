@@ -222,6 +222,8 @@ def test_config_example_loads_and_every_commented_setting_is_valid(
     # Every example value is valid: uncommenting them all only draws warnings.
     monkeypatch.setenv("KAFKA_PASSWORD", "p")
     monkeypatch.setenv("CONNECTD_KEY_PASSWORD", "k")
+    monkeypatch.setenv("CONNECTD_KEYSTORE_PASSWORD", "s")
+    monkeypatch.setenv("CONNECTD_TRUSTSTORE_PASSWORD", "t")
     config, warnings = parse_daemon_toml(uncommented)
     assert config.worker.executor_spark_conf == {"spark.sql.shuffle.partitions": "4"}
     assert {w.key for w in warnings} == {

@@ -262,7 +262,7 @@ def test_every_jvm_only_key_draws_exactly_one_warning(key: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "key", ["producer.acks", "admin.retries", "metrics.context.x", "ssl.truststore.password"]
+    "key", ["producer.acks", "admin.retries", "metrics.context.x", "ssl.cipher.suites"]
 )
 def test_jvm_only_prefixes_draw_one_warning(key: str) -> None:
     _, warnings = parse_worker({key: "x"})
@@ -332,9 +332,14 @@ def test_sasl_mechanisms_the_clients_cannot_use_are_refused(mechanism: str, why:
     parse_worker({"sasl.mechanism": mechanism})  # without SASL it is not used: no error
 
 
-def test_java_key_stores_are_refused() -> None:
-    [error] = _errors({"ssl.truststore.type": "JKS"})
-    assert "ssl.truststore.type: 'JKS' is not PEM" in error
+def test_key_store_types_are_kafkas_and_others_are_refused() -> None:
+    for kind in ("JKS", "PKCS12", "PEM", "pkcs12"):
+        config, warnings = parse_worker({"ssl.truststore.type": kind, "ssl.keystore.type": kind})
+        assert config.ssl_truststore_type == config.ssl_keystore_type == kind.upper()
+        assert warnings == []
+    [error] = _errors({"ssl.keystore.type": "BKS"})
+    assert "ssl.keystore.type: 'BKS' is not a key store type connectd reads" in error
+    assert "PEM, PKCS12 or JKS" in error
 
 
 def test_model_can_be_built_directly_by_python_name() -> None:

@@ -294,10 +294,10 @@ def test_a_whole_poll_with_avro_values_and_a_bad_one() -> None:
         (
             {
                 "schema.registry.url": "https://r:1",
-                "schema.registry.ssl.truststore.location": "/x.jks",
-                "schema.registry.ssl.truststore.type": "JKS",
+                "schema.registry.ssl.truststore.location": "/x.bks",
+                "schema.registry.ssl.truststore.type": "BKS",
             },
-            "only PEM files are supported",
+            "truststore.type=BKS: expected one of PEM, PKCS12, JKS",
         ),
         ({"schema.registry.url": URL, "bearer.auth.token": "t"}, "bearer tokens"),
         ({"schema.registry.url": URL, "schemas.cache.config": "0"}, "expected a positive integer"),

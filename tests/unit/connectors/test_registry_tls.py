@@ -1,6 +1,7 @@
 """The Schema Registry client over TLS, against a real HTTPS server on loopback: the PEM trust
-store, the host name check (``schema.registry.ssl.endpoint.identification.algorithm``) and a
-client certificate from the PEM key store, each observed by the server answering or not."""
+store, the host name check (``schema.registry.ssl.endpoint.identification.algorithm``), a
+client certificate from the PEM key store, and Java stores (PKCS12, JKS) made by keytool, each
+observed by the server answering or not."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
+from support.tls import STORE_PASS, TRUST_PASS, make_stores
 
 from daemon.connectors.converters.registry import (
     RegistryClient,
@@ -110,3 +112,28 @@ async def test_a_client_certificate_from_the_pem_key_store(
             await _fetch(url, **trust)  # the server asks for a certificate and gets none
         keystore = {"schema.registry.ssl.keystore.location": str(certs["client"][0])}
         await _fetch(url, **trust, **keystore)
+
+
+async def test_java_key_and_trust_stores(tmp_path: Path) -> None:
+    """Confluent's client settings with Java stores: a PKCS12 trust store of the CA that signed
+    the server's certificate, and the client's certificate from a JKS key store."""
+    stores = make_stores(tmp_path / "stores")
+    server = (stores.pem, stores.ca_pem)
+    async with _https(server, client_ca=stores.ca_pem) as url:
+        options = {
+            "schema.registry.ssl.truststore.type": "PKCS12",
+            "schema.registry.ssl.truststore.location": str(stores.trust_pkcs12),
+            "schema.registry.ssl.truststore.password": TRUST_PASS,
+        }
+        with pytest.raises(RegistryUnavailable):
+            await _fetch(url, **options)  # no client certificate
+        await _fetch(
+            url,
+            **options,
+            **{
+                "schema.registry.ssl.keystore.type": "JKS",
+                "schema.registry.ssl.keystore.location": str(stores.jks),
+                "schema.registry.ssl.keystore.password": STORE_PASS,
+                "schema.registry.ssl.key.password": STORE_PASS,
+            },
+        )

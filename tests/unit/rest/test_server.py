@@ -10,6 +10,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 from support.fake_worker import Client, FakeWorker, local_settings, serve
+from support.tls import STORE_PASS, TRUST_PASS, Stores, make_stores
 
 from daemon.config import Listener, WorkerConfig
 from daemon.errors import ConfigError
@@ -157,3 +158,34 @@ async def test_ipv6_loopback_when_available() -> None:
         assert server.url.startswith("http://[::1]:")
         async with aiohttp.ClientSession() as session, session.get(server.url + "/health") as r:
             assert r.status == 200
+
+
+@pytest.fixture(scope="module")
+def java_stores(tmp_path_factory: pytest.TempPathFactory) -> Stores:
+    return make_stores(tmp_path_factory.mktemp("java-stores"))
+
+
+async def test_https_from_a_jks_key_store_with_a_pkcs12_trust_store(java_stores: Stores) -> None:
+    """Connect's listeners.https.ssl.* with Java stores: the key store JKS, client certificates
+    required and checked against a PKCS12 trust store."""
+    tls = TlsSettings(
+        java_stores.jks,
+        key_password=STORE_PASS,
+        truststore_location=java_stores.trust_pkcs12,
+        client_auth="required",
+        keystore_type="JKS",
+        keystore_password=STORE_PASS,
+        truststore_type="PKCS12",
+        truststore_password=TRUST_PASS,
+    )
+    settings = local_settings(listeners=(_listener("https"),), tls=tls)
+    async with serve(FakeWorker(), settings) as server:
+        with_cert = ssl.create_default_context(cafile=str(java_stores.ca_pem))
+        with_cert.load_cert_chain(java_stores.pem)
+        async with aiohttp.ClientSession() as session:
+            async with session.get(server.url + "/health", ssl=with_cert) as answer:
+                assert answer.status == 200
+            without = ssl.create_default_context(cafile=str(java_stores.ca_pem))
+            with pytest.raises(aiohttp.ClientError):
+                async with session.get(server.url + "/health", ssl=without) as answer:
+                    await answer.read()

@@ -17,11 +17,12 @@ Settings (Confluent's names):
   one that answered.
 - ``basic.auth.credentials.source``: ``URL`` (the credentials in the URL's user info),
   ``USER_INFO`` (``basic.auth.user.info=user:password``); ``SASL_INHERIT`` is refused.
-- TLS for ``https`` URLs: ``schema.registry.ssl.truststore.location`` and
-  ``schema.registry.ssl.keystore.location`` with ``.type=PEM`` (a PEM CA bundle; a PEM
-  certificate chain with its key, ``schema.registry.ssl.key.password`` if encrypted);
+- TLS for ``https`` URLs: ``schema.registry.ssl.truststore.*`` and
+  ``schema.registry.ssl.keystore.*`` (``.location``, ``.type`` PEM, PKCS12 or JKS, ``.password``;
+  ``schema.registry.ssl.key.password``), read as the Kafka clients read theirs
+  (``daemon.tlsstores``; a JKS store costs one keytool run per process);
   ``schema.registry.ssl.endpoint.identification.algorithm=`` (empty) turns off the host name
-  check. JKS and PKCS12 stores are refused with a message, as everywhere in connectd.
+  check.
 - ``schemas.cache.config`` (default 1000): how many schemas the cache keeps.
 - ``http.connect.timeout.ms`` / ``http.read.timeout.ms`` (default 60000 each, as Confluent's
   client): how long a connection and an answer may take before the next URL is tried.
@@ -38,10 +39,12 @@ import urllib.parse
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from daemon.connectors.converters.base import positive_option
 from daemon.errors import ConfigError, RetriableError
+from daemon.tlsstores import TYPES, Store, client_context, configured
 
 #: Confluent's client defaults (ms) for ``http.connect.timeout.ms`` / ``http.read.timeout.ms``.
 CONNECT_TIMEOUT_MS = 60_000
@@ -294,34 +297,30 @@ def unknown_options(options: Mapping[str, str], own: Iterable[str] = ()) -> list
 
 
 def _ssl_context(options: Mapping[str, str], prefix: str) -> ssl.SSLContext:
-    ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+    """The registry client's TLS: its key and trust stores in any of Kafka's formats (PEM,
+    PKCS12, JKS: ``daemon.tlsstores``), built once per process for the same stores."""
+    stores: dict[str, Store | None] = {}
     for store in ("truststore", "keystore"):
         location = options.get(f"{_SSL}{store}.location", "").strip()
-        kind = options.get(f"{_SSL}{store}.type", "PEM" if location else "").strip().upper()
-        if location and kind != "PEM":
+        kind = options.get(f"{_SSL}{store}.type", "").strip().upper() or None
+        if kind is not None and kind not in TYPES:
             raise ConfigError(
-                f"{prefix}{_SSL}{store}.type={kind or 'JKS'}: only PEM files are supported; "
-                "convert the store with keytool -importkeystore and openssl, and set the type "
-                "to PEM"
+                f"{prefix}{_SSL}{store}.type={kind}: expected one of {', '.join(TYPES)}"
             )
-        if not location:
-            continue
-        try:
-            if store == "truststore":
-                ctx.load_verify_locations(cafile=location)
-            else:
-                password = options.get(f"{_SSL}key.password") or None
-                ctx.load_cert_chain(location, password=password)
-        except (OSError, ssl.SSLError) as e:
-            raise ConfigError(f"{prefix}{_SSL}{store}.location: {location}: {e}") from e
+        key_password = options.get(f"{_SSL}key.password") or None if store == "keystore" else None
+        stores[store] = configured(
+            f"{prefix}{_SSL}{store}",
+            Path(location) if location else None,
+            kind,
+            options.get(f"{_SSL}{store}.password") or None,
+            key_password,
+        )
     check = options.get(f"{_SSL}endpoint.identification.algorithm", "https").strip().lower()
-    if check == "":
-        ctx.check_hostname = False
-    elif check != "https":
+    if check not in ("", "https"):
         raise ConfigError(
             f"{prefix}{_SSL}endpoint.identification.algorithm: {check!r} is not https or empty"
         )
-    return ctx
+    return client_context(stores["keystore"], stores["truststore"], check_hostname=check == "https")
 
 
 class RegistryClient:

@@ -1,0 +1,207 @@
+"""The worker's Kafka clients against a real broker with TLS and SASL, configured as a Kafka
+Connect worker would be: key and trust stores made by keytool (JKS, PKCS12, PEM), SASL/PLAIN
+and SCRAM over SASL_SSL, mutual TLS on an SSL listener that requires client certificates.
+
+The broker (a second one, for this module) has a PLAINTEXT listener for the test's own
+producer and admin, an SSL listener with ``ssl.client.auth=required`` and a SASL_SSL listener
+with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 (SCRAM users added when its storage is formatted).
+A connectd daemon (a subprocess, EchoSink) reads a topic through the secure listener; its
+connector's consumer group reaching the end of the topic proves every fetch went through it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaError
+from aiokafka.structs import TopicPartition
+from support import procs
+from support.daemon import ProcessFactory, wait_until, worker_properties
+from support.kafka import KafkaBroker, produce
+from support.tls import STORE_PASS, TRUST_PASS, Stores, make_stores
+
+pytestmark = pytest.mark.integration
+
+USER, PASSWORD = "alice", "alice-secret"
+RECORDS = 200
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory: pytest.TempPathFactory) -> Stores:
+    return make_stores(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture(scope="module")
+def secure_broker(stores: Stores) -> Iterator[KafkaBroker]:
+    scram = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+    properties = {
+        "ssl.keystore.type": "JKS",
+        "ssl.keystore.location": str(stores.jks),
+        "ssl.keystore.password": STORE_PASS,
+        "ssl.key.password": STORE_PASS,
+        "ssl.truststore.type": "JKS",
+        "ssl.truststore.location": str(stores.trust_jks),
+        "ssl.truststore.password": TRUST_PASS,
+        "listener.name.ssl.ssl.client.auth": "required",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": (
+            "org.apache.kafka.common.security.plain.PlainLoginModule required"
+            f' user_{USER}="{PASSWORD}";'
+        ),
+        "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config": scram,
+        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": scram,
+    }
+    format_args = [
+        arg
+        for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512")
+        for arg in ("--add-scram", f"{mechanism}=[name={USER},password={PASSWORD}]")
+    ]
+    broker = KafkaBroker(
+        listeners=("SSL", "SASL_SSL"), properties=properties, format_args=format_args
+    )
+    unregister = procs.register_session_owner(broker.pids)
+    try:
+        broker.start()
+        yield broker
+    finally:
+        broker.stop()
+        unregister()
+
+
+async def _topic_with_records(broker: KafkaBroker, name: str) -> str:
+    await produce(broker.bootstrap, name, [(None, b"r%d" % i) for i in range(RECORDS)])
+    return name
+
+
+async def _group_offset(broker: KafkaBroker, group: str, topic: str) -> int:
+    admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    await admin.start()
+    try:
+        offsets = await admin.list_consumer_group_offsets(group)
+    except KafkaError as exc:
+        if exc.retriable:  # the offsets topic still being created
+            return -1
+        raise
+    finally:
+        await admin.close()
+    meta = offsets.get(TopicPartition(topic, 0))
+    return meta.offset if meta is not None else -1
+
+
+async def _reads_everything(
+    broker: KafkaBroker,
+    daemon_process: ProcessFactory,
+    tmp_path: Path,
+    name: str,
+    security: dict[str, str],
+) -> None:
+    topic = await _topic_with_records(broker, f"secure-{name}")
+    listener = "SSL" if security["security.protocol"] == "SSL" else "SASL_SSL"
+    worker = worker_properties(
+        f"127.0.0.1:{broker.listener_ports[listener]}", tmp_path / "state", **security
+    )
+    sink = {"name": name, "connector.class": "EchoSink", "topics": topic}
+    p = daemon_process(worker, [sink])
+
+    async def caught_up() -> bool:
+        return await _group_offset(broker, f"connect-{name}", topic) == RECORDS
+
+    try:
+        await wait_until(caught_up, 60, f"{name}: the group at offset {RECORDS}", interval=0.5)
+    except AssertionError:
+        print(p.log()[-6000:])
+        raise
+    assert "Traceback" not in p.log()
+
+
+async def test_sasl_ssl_with_scram_and_a_jks_trust_store(
+    secure_broker: KafkaBroker, stores: Stores, daemon_process: ProcessFactory, tmp_path: Path
+) -> None:
+    """A stock Connect worker file: JKS (Kafka's default type, left unset) and SCRAM-SHA-512."""
+    await _reads_everything(
+        secure_broker,
+        daemon_process,
+        tmp_path,
+        "scram",
+        {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.jaas.config": (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required"
+                f' username="{USER}" password="{PASSWORD}";'
+            ),
+            "ssl.truststore.location": str(stores.trust_jks),
+            "ssl.truststore.password": TRUST_PASS,
+        },
+    )
+
+
+async def test_sasl_ssl_with_plain_and_a_pkcs12_trust_store(
+    secure_broker: KafkaBroker, stores: Stores, daemon_process: ProcessFactory, tmp_path: Path
+) -> None:
+    await _reads_everything(
+        secure_broker,
+        daemon_process,
+        tmp_path,
+        "plain",
+        {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "PLAIN",
+            "sasl.jaas.config": (
+                "org.apache.kafka.common.security.plain.PlainLoginModule required"
+                f' username="{USER}" password="{PASSWORD}";'
+            ),
+            "ssl.truststore.type": "PKCS12",
+            "ssl.truststore.location": str(stores.trust_pkcs12),
+            "ssl.truststore.password": TRUST_PASS,
+        },
+    )
+
+
+async def test_mutual_tls_with_a_jks_key_store(
+    secure_broker: KafkaBroker, stores: Stores, daemon_process: ProcessFactory, tmp_path: Path
+) -> None:
+    """The SSL listener requires a client certificate: the worker presents its JKS key store's."""
+    await _reads_everything(
+        secure_broker,
+        daemon_process,
+        tmp_path,
+        "mtls",
+        {
+            "security.protocol": "SSL",
+            "ssl.keystore.type": "JKS",
+            "ssl.keystore.location": str(stores.jks),
+            "ssl.keystore.password": STORE_PASS,
+            "ssl.key.password": STORE_PASS,
+            "ssl.truststore.type": "JKS",
+            "ssl.truststore.location": str(stores.trust_jks),
+            "ssl.truststore.password": TRUST_PASS,
+        },
+    )
+
+
+async def test_a_wrong_key_store_password_is_exit_78_naming_it(
+    secure_broker: KafkaBroker, stores: Stores, daemon_process: ProcessFactory, tmp_path: Path
+) -> None:
+    worker = worker_properties(
+        f"127.0.0.1:{secure_broker.listener_ports['SSL']}",
+        tmp_path / "state",
+        **{
+            "security.protocol": "SSL",
+            "ssl.keystore.location": str(stores.jks),
+            "ssl.keystore.password": "wrong",
+            "ssl.truststore.location": str(stores.trust_jks),
+            "ssl.truststore.password": TRUST_PASS,
+        },
+    )
+    p = daemon_process(worker, [], wait=False)
+    code = await asyncio.to_thread(p.wait, 60.0)
+    log = p.log()
+    assert code == 78, log
+    assert f"ssl.keystore.location: {stores.jks} cannot be read as JKS" in log
+    assert "check ssl.keystore.password" in log
+    assert "Traceback" not in log
