@@ -30,6 +30,24 @@ ATTEMPT_TIMEOUT = 5.0
 BACKOFF_INITIAL, BACKOFF_MAX = 0.2, 2.0
 
 
+#: A standalone master's web UI port unless the operator names its URL
+#: (``executor.spark.master.ui.url``): Spark's default ``spark.master.ui.port``.
+DEFAULT_MASTER_UI_PORT = 8080
+
+
+def master_ui_urls(master: str, configured: Sequence[str] = ()) -> list[str]:
+    """Where a ``spark://`` master's web UI is: ``configured``, or port 8080 of each host the
+    master URL names (``master_addresses``); nothing for other masters (local, yarn, k8s)."""
+    if configured:
+        return list(configured)
+    if not master.startswith("spark://"):
+        return []
+    return [
+        f"http://{f'[{host}]' if ':' in host else host}:{DEFAULT_MASTER_UI_PORT}/"
+        for host, _ in master_addresses(master)
+    ]
+
+
 def master_addresses(master: str) -> list[tuple[str, int]]:
     """The (host, port) pairs a master URL names; empty when there is nothing to probe."""
     if master.startswith("spark://"):
@@ -106,7 +124,7 @@ async def check_master_line(master: str, ui_urls: Sequence[str] = ()) -> None:
     executors then meet a mismatch as Spark's registration failure, a minute later)."""
     from daemon import sparklines as lines
 
-    urls = lines.master_ui_urls(master, ui_urls)
+    urls = master_ui_urls(master, ui_urls)
     if not urls:
         return
     version, url, failures = await asyncio.to_thread(lines.read_master_version, urls)

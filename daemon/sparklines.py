@@ -156,9 +156,6 @@ def current() -> SparkLine:
 
 # -- the line of a Spark standalone master --------------------------------------------------
 
-#: A standalone master's web UI port unless the operator names its URL
-#: (``executor.spark.master.ui.url``): Spark's default ``spark.master.ui.port``.
-DEFAULT_MASTER_UI_PORT = 8080
 #: Every page of Spark's web UI names the Spark version in its header.
 _UI_VERSION = re.compile(r'<span class="version"[^>]*>\s*(\d+\.\d+[^<\s]*)\s*</span>')
 _UI_READ_LIMIT = 1 << 20
@@ -170,20 +167,6 @@ class SparkLineMismatch(ServiceUnavailable):
     and so a FAILED task naming both versions, later."""
 
     retriable = False
-
-
-def master_ui_urls(master: str, configured: Sequence[str] = ()) -> list[str]:
-    """Where a ``spark://`` master's web UI is: ``configured``, or port 8080 of each host the
-    master URL names; nothing for other masters (local, yarn, k8s)."""
-    if configured:
-        return list(configured)
-    if not master.startswith("spark://"):
-        return []
-    urls = []
-    for part in master.removeprefix("spark://").split(","):
-        host = part.strip().rstrip("/").rpartition(":")[0] or part.strip()
-        urls.append(f"http://{host}:{DEFAULT_MASTER_UI_PORT}/")
-    return urls
 
 
 def read_master_version(urls: Sequence[str], timeout: float = 5.0) -> tuple[str, str, list[str]]:

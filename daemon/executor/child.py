@@ -37,6 +37,7 @@ from daemon import sparklines as lines
 from daemon.executor import cds, process, protocol
 from daemon.executor.causes import leaves_state, root_cause
 from daemon.executor.handoff import Batch
+from daemon.sparkcheck import master_ui_urls
 
 
 def _arm_parent_death(expected_parent: int) -> None:
@@ -82,7 +83,7 @@ def _check_master_line(start: protocol.Start) -> None:
     minute and then fail with a stack trace: read the master's version from its web UI first,
     and fail the start at once naming both versions (``lines.SparkLineMismatch``). A UI that
     cannot be read leaves the check to Spark."""
-    urls = lines.master_ui_urls(start.master, start.master_ui)
+    urls = master_ui_urls(start.master, start.master_ui)
     if not urls:
         return
     version, url, _ = lines.read_master_version(urls)

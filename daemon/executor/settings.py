@@ -52,7 +52,7 @@ class PoolSettings:
     excess_idle: float = 60.0
     spark_master: str = "local[*]"
     #: A ``spark://`` master's web UI URLs, where an executor reads the master's Spark line
-    #: before its session opens (``sparklines.master_ui_urls``: empty means port 8080 of each host).
+    #: before its session opens (``sparkcheck.master_ui_urls``: empty means port 8080 of each host).
     spark_master_ui: tuple[str, ...] = ()
     #: Any ``spark.*`` setting (``executor.spark.conf.*`` in the worker config).
     spark_conf: Mapping[str, str] = field(default_factory=dict)

@@ -10,6 +10,7 @@ import pytest
 from daemon import sparklines as lines
 from daemon.errors import ConfigError
 from daemon.executor import formats
+from daemon.sparkcheck import master_ui_urls
 from daemon.sparklines import LINES, UnsupportedSpark
 
 
@@ -65,15 +66,15 @@ def test_the_extras_in_pyproject_pin_each_line() -> None:
 
 
 def test_a_masters_ui_is_port_8080_of_each_host_unless_named() -> None:
-    assert lines.master_ui_urls("spark://m1:7077,m2:7078") == [
+    assert master_ui_urls("spark://m1:7077,m2:7078") == [
         "http://m1:8080/",
         "http://m2:8080/",
     ]
-    assert lines.master_ui_urls("spark://m1:7077", ["https://ui.example/"]) == [
-        "https://ui.example/"
-    ]
-    assert lines.master_ui_urls("local[*]") == []
-    assert lines.master_ui_urls("yarn") == []
+    assert master_ui_urls("spark://m1:7077", ["https://ui.example/"]) == ["https://ui.example/"]
+    assert master_ui_urls("spark://[::1]:7077") == ["http://[::1]:8080/"]
+    assert master_ui_urls("local[*]") == []
+    assert master_ui_urls("yarn") == []
+    assert master_ui_urls("k8s://https://api.example:6443") == []
 
 
 def test_a_master_of_another_line_is_a_mismatch_naming_both_versions() -> None:
