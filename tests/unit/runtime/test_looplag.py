@@ -49,25 +49,34 @@ async def test_busy_max_is_the_lateness_the_loop_spent_computing() -> None:
     assert 0.2 < stats.busy_max <= stats.total_max
 
 
-# Three CPU hogs share one core with a loop thread of the idle scheduling class: the thread is
-# ready to run most of the time but waits for the core. Each hog ends itself once its parent is
-# gone.
+# Eight CPU hogs share one core with a loop thread of the idle scheduling class: the thread is
+# ready to run most of the time but waits for the core. Each hog says when it is on that core
+# and spinning, and the loop is measured only after all eight have said so (a CI run measured
+# nine samples in the 0.2 s before the hogs' interpreters had started: 2 ms wall lag). Each hog
+# ends itself once its parent is gone.
 _CONTENDED = """
 import asyncio, dataclasses, json, os, subprocess, sys
 from daemon.runtime.looplag import LoopLag
 
 HOG = (
-    "import os\\n"
+    "import os, sys\\n"
     "os.sched_setaffinity(0, {0})\\n"
     "parent = os.getppid()\\n"
+    "sys.stdout.write('spinning\\\\n')\\n"
+    "sys.stdout.flush()\\n"
     "while os.getppid() == parent:\\n"
     "    for _ in range(100000): pass\\n"
 )
 
 
 async def main():
-    hogs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(3)]
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", HOG], stdout=subprocess.PIPE, text=True)
+        for _ in range(8)
+    ]
     try:
+        for hog in hogs:
+            assert hog.stdout.readline() == "spinning\\n", "a hog did not start"
         os.sched_setaffinity(0, {0})
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # runs when the hogs let it
         lag = LoopLag(interval=0.02)
@@ -92,14 +101,24 @@ def test_own_lag_leaves_out_the_wait_for_a_core() -> None:
     if looplag.run_queue_wait() is None:
         pytest.skip("the kernel reports no run-queue delay (/proc/thread-self/schedstat)")
     root = Path(__file__).resolve().parents[3]
-    done = subprocess.run(
-        [sys.executable, "-c", _CONTENDED], cwd=root, capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr
-    stats = json.loads(done.stdout)
-    # The wall lag is the neighbours' doing; the loop's own work and blocking were nil.
-    assert stats["max"] > 0.005, stats
-    assert stats["own_max"] < min(0.01, stats["max"] / 4) and stats["busy_max"] < 0.01, stats
+    # The scheduler does not always starve the idle-class loop: measured here (kernel 6.18, 2
+    # cores), about one run in four let it run at every 4 ms tick, hogs spinning or not. Whatever
+    # the wall lag, the loop's own lag stays nil; the test needs one run where the loop really
+    # waited for the core, and takes up to five runs to see one.
+    runs = []
+    for _ in range(5):
+        done = subprocess.run(
+            [sys.executable, "-c", _CONTENDED], cwd=root, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        stats = json.loads(done.stdout)
+        runs.append(stats)
+        # The loop's own work and blocking were nil, however long it waited for the core.
+        assert stats["own_max"] < 0.01 and stats["busy_max"] < 0.01, stats
+        if stats["max"] > 0.02:
+            break
+    assert stats["max"] > 0.02, f"the loop never waited for a core in {len(runs)} runs: {runs}"
+    assert stats["own_max"] < stats["max"] / 4, stats
 
 
 async def test_own_lag_keeps_a_blocking_call() -> None:
