@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from daemon.errors import ConfigError
+from daemon.tlsprotocols import DEFAULTS, TlsProtocols
 
 if TYPE_CHECKING:
     from cryptography import x509
@@ -72,6 +73,13 @@ def configured(
         return None
     if kind is None:
         kind = "PEM" if _looks_pem(location) else "JKS"
+    if kind == "PEM" and password:
+        # Kafka's DefaultSslEngineFactory refuses the same: a PEM file has no store password.
+        if prefix.endswith("keystore"):
+            why = f"only its key's password may be, {prefix[: -len('keystore')]}key.password"
+        else:
+            why = "a PEM file of certificates has no password"
+        raise StoreError(f"{prefix}.password cannot be given for a PEM file ({location}): {why}")
     return Store(prefix, location, kind, password, key_password)
 
 
@@ -292,16 +300,21 @@ _CLIENT_CONTEXTS: dict[tuple[object, ...], ssl.SSLContext] = {}
 
 
 def client_context(
-    keystore: Store | None, truststore: Store | None, check_hostname: bool
+    keystore: Store | None,
+    truststore: Store | None,
+    check_hostname: bool,
+    protocols: TlsProtocols = DEFAULTS,
 ) -> ssl.SSLContext:
     """A client ``SSLContext`` (Kafka's clients): ``truststore``'s certificates, or the system's
-    without one; ``keystore``'s key and chain for mutual TLS. Built once per process for the
-    same stores and files (a JKS store costs a keytool run), again when a file changes (its
-    size or modification time): a rotated store is read by the next client that starts."""
-    key = (keystore, truststore, check_hostname, _stamp(keystore), _stamp(truststore))
+    without one; ``keystore``'s key and chain for mutual TLS; the versions and suites
+    ``protocols`` allows. Built once per process for the same settings and files (a JKS store
+    costs a keytool run), again when a file changes (its size or modification time): a rotated
+    store is read by the next client that starts."""
+    key = (keystore, truststore, check_hostname, protocols, _stamp(keystore), _stamp(truststore))
     ctx = _CLIENT_CONTEXTS.get(key)
     if ctx is None:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        protocols.apply(ctx)
         ctx.check_hostname = check_hostname
         if not check_hostname:
             ctx.verify_mode = ssl.CERT_REQUIRED  # the certificate is still checked

@@ -7,7 +7,7 @@ each other either)::
 
     base        daemon (the package's own __init__: the version), daemon.structs,
                 daemon.errors, daemon.logs, daemon.javacheck, daemon.kafkacheck,
-                daemon.sparkcheck, daemon.sparklines, daemon.tlsstores
+                daemon.sparkcheck, daemon.sparklines, daemon.tlsstores, daemon.tlsprotocols
     kafka       daemon.kafka (every use of aiokafka's private state; imports no config)
     config      daemon.config
     storage | executor
@@ -50,6 +50,7 @@ LAYERS: tuple[tuple[tuple[str, ...], ...], ...] = (
             "daemon.sparkcheck",
             "daemon.sparklines",
             "daemon.tlsstores",
+            "daemon.tlsprotocols",
         ),
     ),
     (("daemon.kafka",),),

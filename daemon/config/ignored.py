@@ -74,13 +74,41 @@ WORKER_PREFIXES: dict[str, str] = {
     "internal.key.converter.": "deprecated in Connect and " + _JVM,
     "internal.value.converter.": "deprecated in Connect and " + _JVM,
     "metrics.context.": _JVM,
-    "listeners.https.": "TLS settings of Connect's REST listener beyond its key and trust"
-    " stores (listeners.https.ssl.keystore.*, .truststore.*, .key.password, .client.auth); "
-    + _REST,
-    "ssl.": _JVM + " (Java TLS provider settings: protocols, cipher suites, key managers;"
-    " connectd's clients use TLS 1.2 or newer with OpenSSL's defaults)",
     "sasl.": _JVM + " (Java SASL plug-in settings)",
 }
+
+_JVM_TLS = (
+    "a setting of Java's TLS provider (connectd's TLS is OpenSSL's, whose own choice of"
+    " algorithm and randomness serves the same purpose); ignored"
+)
+#: Kafka's ``ssl.*`` keys that choose Java's TLS machinery: nothing to honour outside the JVM.
+SSL_JVM_KEYS = (
+    "provider",
+    "keymanager.algorithm",
+    "trustmanager.algorithm",
+    "secure.random.implementation",
+)
+#: Kafka's ``ssl.*`` keys connectd cannot honour: refused with what to do instead.
+SSL_REFUSED: dict[str, str] = {
+    "engine.factory.class": "a Java class that builds TLS engines; connectd cannot load it:"
+    " remove it and configure TLS with the ssl.keystore.*, ssl.truststore.*, ssl.protocol,"
+    " ssl.enabled.protocols and ssl.cipher.suites settings",
+    "keystore.key": "connectd reads a key store from a file: put the PEM key and its chain in"
+    " one file and set ssl.keystore.location (ssl.keystore.type=PEM)",
+    "keystore.certificate.chain": "connectd reads a key store from a file: put the PEM key and"
+    " its chain in one file and set ssl.keystore.location (ssl.keystore.type=PEM)",
+    "truststore.certificates": "connectd reads a trust store from a file: put the PEM"
+    " certificates in a file and set ssl.truststore.location (ssl.truststore.type=PEM)",
+}
+_TLS_PREFIXES = ("ssl.", "listeners.https.ssl.")
+WORKER_KEYS.update({p + k: _JVM_TLS for p in _TLS_PREFIXES for k in SSL_JVM_KEYS})
+WORKER_REFUSED.update(
+    {
+        p + k: why.replace("ssl.", p) if p != "ssl." else why
+        for p in _TLS_PREFIXES
+        for k, why in SSL_REFUSED.items()
+    }
+)
 
 CONNECTOR_KEYS: dict[str, str] = {
     "config.action.reload": "connectd re-reads config providers whenever a task starts; ignored",

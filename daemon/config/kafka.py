@@ -6,6 +6,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, SecretStr
 
+from daemon import tlsprotocols
 from daemon.config import fields as f
 from daemon.config.clients import ConsumerSettings
 from daemon.config.fields import setting
@@ -20,6 +21,7 @@ from daemon.config.values import (
     StoreType,
     jaas_options,
 )
+from daemon.tlsprotocols import TlsProtocols, TlsSettingError
 from daemon.tlsstores import Store, configured
 
 _KAFKA = "Kafka"
@@ -135,6 +137,34 @@ class KafkaSettings(BaseModel):
         group=_KAFKA,
         description="https checks the broker's host name against its certificate.",
     )
+    ssl_protocol: f.Str = setting(
+        tlsprotocols.DEFAULT_PROTOCOL,
+        key="ssl.protocol",
+        group=_KAFKA,
+        expected="TLSv1.3, TLSv1.2 or TLS",
+        description="The newest TLS version the clients use: TLSv1.2 keeps TLSv1.3 off, as in"
+        " Kafka.",
+    )
+    ssl_enabled_protocols: f.StrList = setting(
+        tlsprotocols.DEFAULT_ENABLED,
+        key="ssl.enabled.protocols",
+        group=_KAFKA,
+        expected="a list of TLSv1.2 and TLSv1.3",
+        description="TLS versions the clients may use (TLSv1 and TLSv1.1 are left out with a"
+        " warning: OpenSSL 3 disables them, as Java 17 does).",
+    )
+    ssl_cipher_suites: f.StrList = setting(
+        (),
+        key="ssl.cipher.suites",
+        group=_KAFKA,
+        example="TLS_AES_256_GCM_SHA384,TLS_AES_128_GCM_SHA256,TLS_CHACHA20_POLY1305_SHA256,"
+        "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+        expected="IANA cipher suite names",
+        default_doc="OpenSSL's defaults",
+        description="Cipher suites by their IANA (Java) names. TLS 1.3's three suites go"
+        " together or not at all (Python cannot narrow them); a list without any suite of a"
+        " TLS version turns that version off.",
+    )
     consumer: ConsumerSettings = setting(
         {},
         key="consumer.*",
@@ -163,6 +193,12 @@ class KafkaSettings(BaseModel):
             ),
         )
 
+    def tls_protocols(self) -> TlsProtocols:
+        """The TLS versions and suites the Kafka clients use (``TlsSettingError`` if none)."""
+        return tlsprotocols.parse(
+            "ssl", self.ssl_protocol, self.ssl_enabled_protocols, self.ssl_cipher_suites
+        )
+
     def sasl_credentials(self) -> tuple[str, str] | None:
         """``(username, password)`` from ``sasl.jaas.config``, if it has both."""
         if self.sasl_jaas_config is None:
@@ -175,6 +211,10 @@ class KafkaSettings(BaseModel):
     def kafka_problems(self) -> list[Problem]:
         """Problems between the security settings."""
         problems: list[Problem] = []
+        try:
+            self.tls_protocols()
+        except TlsSettingError as exc:
+            problems.append(error(exc.key, exc.reason))
         sasl = self.security_protocol in (
             SecurityProtocol.SASL_PLAINTEXT,
             SecurityProtocol.SASL_SSL,

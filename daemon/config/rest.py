@@ -7,14 +7,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationInfo
 
+from daemon import tlsprotocols
 from daemon.config import fields as f
 from daemon.config.fields import setting
-from daemon.config.kafka import store
 from daemon.config.problems import warning
 from daemon.config.values import StoreType
-from daemon.tlsstores import Store
 
 _REST = "REST API"
+ClientAuth = Literal["none", "requested", "required"]
 LOOPBACK = "127.0.0.1"
 """Where the REST API listens unless ``listeners`` (or ``rest.host.name``) names a host."""
 
@@ -116,12 +116,44 @@ class RestApiSettings(BaseModel):
         group=_REST,
         description="Password of a PKCS12 or JKS HTTPS trust store (JKS needs one).",
     )
-    listeners_https_ssl_client_auth: Literal["none", "requested", "required"] = setting(
+    listeners_https_ssl_client_auth: ClientAuth = setting(
         "none",
         key="listeners.https.ssl.client.auth",
         expected="none, requested or required",
         group=_REST,
         description="Whether HTTPS clients must present a certificate: none, requested, required.",
+    )
+    listeners_https_ssl_protocol: f.Str = setting(
+        tlsprotocols.DEFAULT_PROTOCOL,
+        key="listeners.https.ssl.protocol",
+        group=_REST,
+        expected="TLSv1.3, TLSv1.2 or TLS",
+        description="The HTTPS listeners' TLS protocol as Connect names it; on a server it caps"
+        " nothing (listeners.https.ssl.enabled.protocols does).",
+    )
+    listeners_https_ssl_enabled_protocols: f.StrList = setting(
+        tlsprotocols.DEFAULT_ENABLED,
+        key="listeners.https.ssl.enabled.protocols",
+        group=_REST,
+        expected="a list of TLSv1.2 and TLSv1.3",
+        description="TLS versions the HTTPS listeners accept.",
+    )
+    listeners_https_ssl_cipher_suites: f.StrList = setting(
+        (),
+        key="listeners.https.ssl.cipher.suites",
+        group=_REST,
+        expected="IANA cipher suite names",
+        default_doc="OpenSSL's defaults",
+        description="Cipher suites the HTTPS listeners accept, by IANA (Java) name; the rules"
+        " of ssl.cipher.suites.",
+    )
+    ssl_client_auth: ClientAuth = setting(
+        "none",
+        key="ssl.client.auth",
+        expected="none, requested or required",
+        group=_REST,
+        description="listeners.https.ssl.client.auth when no listeners.https.* setting is given:"
+        " then, as in Connect, the HTTPS listeners take the worker's ssl.* settings.",
     )
 
 
@@ -165,28 +197,3 @@ def map_deprecated_rest(data: Any, info: ValidationInfo) -> Any:
     if listeners_given:
         return data
     return {**data, "listeners": listener}
-
-
-def rest_tls_stores(config: RestApiSettings) -> tuple[Store | None, Store | None]:
-    """The HTTPS listeners' key store and trust store, as configured."""
-    given = config.model_fields_set
-    return (
-        store(
-            "listeners.https.ssl.keystore",
-            config.listeners_https_ssl_keystore_location,
-            config.listeners_https_ssl_keystore_type
-            if "listeners_https_ssl_keystore_type" in given
-            else None,
-            config.listeners_https_ssl_keystore_password,
-            config.listeners_https_ssl_key_password,
-        ),
-        store(
-            "listeners.https.ssl.truststore",
-            config.listeners_https_ssl_truststore_location,
-            config.listeners_https_ssl_truststore_type
-            if "listeners_https_ssl_truststore_type" in given
-            else None,
-            config.listeners_https_ssl_truststore_password,
-            None,
-        ),
-    )

@@ -20,7 +20,12 @@ documentation) and ``listeners``:
 ``listeners_https_ssl_key_password``                  password of that key (PEM, JKS)
 ``listeners_https_ssl_truststore_*``                 CAs that sign client certificates
 ``listeners_https_ssl_client_auth``                   none | requested | required
+``listeners_https_ssl_protocol``, ``…enabled_protocols``  TLS versions and cipher suites
+``, ``…cipher_suites``                                (``daemon.tlsprotocols``)
 ====================================================  ==========================================
+
+As in Connect, the ``listeners.https.*`` settings go together: when none is given, the HTTPS
+listeners take the worker's own ``ssl.*`` settings (``ssl.client.auth`` among them).
 """
 
 from __future__ import annotations
@@ -28,11 +33,14 @@ from __future__ import annotations
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+from daemon import tlsprotocols
 from daemon.config import Listener, WorkerConfig
-from daemon.config.rest import rest_tls_stores
+from daemon.config.kafka import store
+from daemon.config.rest import ClientAuth
 from daemon.errors import ConfigError
+from daemon.tlsprotocols import TlsProtocols
 from daemon.tlsstores import Store, load_keystore, load_truststore
 
 
@@ -43,7 +51,6 @@ def _declared(name: str) -> Any:
 
 DEFAULT_LISTENER: Listener = _declared("listeners")[0]
 DEFAULT_MAX_BODY_BYTES: int = _declared("rest_request_max_bytes")
-ClientAuth = Literal["none", "requested", "required"]
 
 
 @dataclass(frozen=True)
@@ -59,12 +66,16 @@ class TlsSettings:
     keystore_password: str | None = None
     truststore_type: str = "PEM"
     truststore_password: str | None = None
+    protocols: TlsProtocols = tlsprotocols.DEFAULTS
+    prefix: str = "listeners.https.ssl"
+    """Where the settings came from: ``listeners.https.ssl`` or the worker's own ``ssl``."""
 
     def context(self) -> ssl.SSLContext:
-        """A server ``SSLContext`` (TLS 1.2 or newer). Reads the files: call it at start-up."""
+        """A server ``SSLContext`` (TLS 1.2 or newer, as ``protocols`` allows). Reads the
+        files: call it at start-up."""
         ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-        prefix = "listeners.https.ssl"
+        self.protocols.apply(ctx)
+        prefix = self.prefix
         keystore = Store(
             f"{prefix}.keystore",
             self.keystore_location,
@@ -83,9 +94,7 @@ class TlsSettings:
             load_truststore(ctx, truststore)
         if self.client_auth != "none":
             if self.truststore_location is None:
-                raise ConfigError(
-                    "listeners.https.ssl.client.auth needs listeners.https.ssl.truststore.location"
-                )
+                raise ConfigError(f"{prefix}.client.auth needs {prefix}.truststore.location")
             ctx.verify_mode = (
                 ssl.CERT_REQUIRED if self.client_auth == "required" else ssl.CERT_OPTIONAL
             )
@@ -117,15 +126,18 @@ class RestSettings:
         tls = None
         keystore, truststore = rest_tls_stores(config)
         if keystore is not None:
+            prefix = rest_tls_prefix(config)
             tls = TlsSettings(
                 keystore_location=keystore.location,
                 key_password=keystore.key_password,
                 truststore_location=truststore.location if truststore else None,
-                client_auth=config.listeners_https_ssl_client_auth,
+                client_auth=rest_client_auth(config),
                 keystore_type=keystore.type,
                 keystore_password=keystore.password,
                 truststore_type=truststore.type if truststore else "PEM",
                 truststore_password=truststore.password if truststore else None,
+                protocols=rest_tls_protocols(config),
+                prefix=prefix,
             )
         return cls(
             listeners=tuple(config.listeners),
@@ -142,9 +154,69 @@ class RestSettings:
         """``ConfigError`` if an ``https://`` listener has no key store to serve with."""
         if any(listener.scheme == "https" for listener in self.listeners) and self.tls is None:
             raise ConfigError(
-                "listeners has an https:// listener but listeners.https.ssl.keystore.location is"
-                " not set; expected a key store (PEM, PKCS12 or JKS) holding the private key and"
-                " certificate chain"
+                "listeners has an https:// listener but neither listeners.https.ssl.keystore."
+                "location nor ssl.keystore.location is set; expected a key store (PEM, PKCS12 or"
+                " JKS) holding the private key and certificate chain"
             )
         if self.max_body_bytes < 1:
             raise ConfigError("rest.request.max.bytes must be at least 1")
+
+
+def rest_tls_prefix(config: WorkerConfig) -> str:
+    """Where the HTTPS listeners' TLS settings come from. As Connect's
+    ``valuesWithPrefixAllOrNothing``: ``listeners.https.ssl`` when any ``listeners.https.*``
+    setting is given, else the worker's own ``ssl.*`` (those of its Kafka clients)."""
+    given = any(name.startswith("listeners_https_") for name in config.model_fields_set)
+    return "listeners.https.ssl" if given else "ssl"
+
+
+def rest_tls_stores(config: WorkerConfig) -> tuple[Store | None, Store | None]:
+    """The HTTPS listeners' key store and trust store, as configured (``rest_tls_prefix``)."""
+    if rest_tls_prefix(config) == "ssl":
+        return config.tls_stores()
+    given = config.model_fields_set
+    return (
+        store(
+            "listeners.https.ssl.keystore",
+            config.listeners_https_ssl_keystore_location,
+            config.listeners_https_ssl_keystore_type
+            if "listeners_https_ssl_keystore_type" in given
+            else None,
+            config.listeners_https_ssl_keystore_password,
+            config.listeners_https_ssl_key_password,
+        ),
+        store(
+            "listeners.https.ssl.truststore",
+            config.listeners_https_ssl_truststore_location,
+            config.listeners_https_ssl_truststore_type
+            if "listeners_https_ssl_truststore_type" in given
+            else None,
+            config.listeners_https_ssl_truststore_password,
+            None,
+        ),
+    )
+
+
+def rest_tls_protocols(config: WorkerConfig) -> TlsProtocols:
+    """The HTTPS listeners' TLS versions and suites (``TlsSettingError`` if none is left)."""
+    if rest_tls_prefix(config) == "ssl":
+        protocol, enabled, suites = (
+            config.ssl_protocol,
+            config.ssl_enabled_protocols,
+            config.ssl_cipher_suites,
+        )
+    else:
+        protocol, enabled, suites = (
+            config.listeners_https_ssl_protocol,
+            config.listeners_https_ssl_enabled_protocols,
+            config.listeners_https_ssl_cipher_suites,
+        )
+    prefix = rest_tls_prefix(config)
+    return tlsprotocols.parse(prefix, protocol, enabled, suites, client=False)
+
+
+def rest_client_auth(config: WorkerConfig) -> ClientAuth:
+    """Whether HTTPS clients must present a certificate (``rest_tls_prefix``)."""
+    if rest_tls_prefix(config) == "ssl":
+        return config.ssl_client_auth
+    return config.listeners_https_ssl_client_auth

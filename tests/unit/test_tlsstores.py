@@ -122,3 +122,15 @@ def test_the_client_context_is_built_once_per_store_and_again_when_the_file_chan
 
     os.utime(trust, ns=(1, 1))
     assert client_context(None, store, True) is not first
+
+
+@pytest.mark.parametrize("kind", ["PEM", None])
+def test_a_pem_file_with_a_store_password_is_refused_as_kafka_does(
+    stores: Stores, kind: str | None
+) -> None:
+    """Kafka's DefaultSslEngineFactory refuses a store password for a PEM file too."""
+    with pytest.raises(StoreError, match=r"ssl\.keystore\.password cannot be given.*key\.password"):
+        configured("ssl.keystore", stores.pem, kind, STORE_PASS, None)
+    with pytest.raises(StoreError, match=r"ssl\.truststore\.password cannot be given"):
+        configured("ssl.truststore", stores.ca_pem, kind, TRUST_PASS, None)
+    assert configured("ssl.keystore", stores.pem, kind, None, None) is not None

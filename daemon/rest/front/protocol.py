@@ -29,6 +29,7 @@ from daemon.errors import ConnectorNotFound
 from daemon.rest.errors import compact_json, error_response
 from daemon.rest.settings import TlsSettings
 from daemon.runtime.model import Herder, status_workers
+from daemon.tlsprotocols import TlsProtocols
 
 SNAPSHOT_PATH = "/_connectd/snapshot"
 TOKEN_HEADER = "X-Connectd-Front-Token"
@@ -130,6 +131,9 @@ class Spec:
             "keystore_password": tls.keystore_password,
             "truststore_type": tls.truststore_type,
             "truststore_password": tls.truststore_password,
+            "prefix": tls.prefix,
+            "versions": list(tls.protocols.versions),
+            "ciphers": tls.protocols.ciphers,
         }
 
     def tls_settings(self) -> TlsSettings | None:
@@ -147,4 +151,6 @@ class Spec:
             keystore_password=t.get("keystore_password"),
             truststore_type=t.get("truststore_type", "PEM"),
             truststore_password=t.get("truststore_password"),
+            protocols=TlsProtocols(tuple(t["versions"]), t.get("ciphers")),
+            prefix=t["prefix"],
         )

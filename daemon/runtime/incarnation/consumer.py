@@ -150,7 +150,9 @@ def security_settings(worker: WorkerConfig) -> dict[str, Any]:
         check_hostname = worker.ssl_endpoint_identification_algorithm != ""
         # Built once per process for the same stores (a JKS store costs a keytool run): the
         # daemon builds it at start, off the event loop (``Daemon._wait_for_kafka``).
-        out["ssl_context"] = client_context(keystore, truststore, check_hostname)
+        out["ssl_context"] = client_context(
+            keystore, truststore, check_hostname, worker.tls_protocols()
+        )
     return out
 
 

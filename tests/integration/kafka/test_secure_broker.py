@@ -4,7 +4,9 @@ and SCRAM over SASL_SSL, mutual TLS on an SSL listener that requires client cert
 
 The broker (a second one, for this module) has a PLAINTEXT listener for the test's own
 producer and admin, an SSL listener with ``ssl.client.auth=required`` and a SASL_SSL listener
-with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 (SCRAM users added when its storage is formatted).
+with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 (SCRAM users added when its storage is formatted),
+narrowed to TLSv1.2 and one cipher suite: the TLS versions and suites connectd's settings allow
+are checked against Kafka's own TLS engine.
 A connectd daemon (a subprocess, EchoSink) reads a topic through the secure listener; its
 connector's consumer group reaching the end of the topic proves every fetch went through it.
 """
@@ -12,6 +14,8 @@ connector's consumer group reaching the end of the topic proves every fetch went
 from __future__ import annotations
 
 import asyncio
+import socket
+import ssl
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,10 +28,15 @@ from support.daemon import ProcessFactory, wait_until, worker_properties
 from support.kafka import KafkaBroker, produce
 from support.tls import STORE_PASS, TRUST_PASS, Stores, make_stores
 
+from daemon.config.parse import parse_worker
+from daemon.runtime.incarnation.consumer import security_settings
+from daemon.tlsprotocols import TLS13_SUITES
+
 pytestmark = pytest.mark.integration
 
 USER, PASSWORD = "alice", "alice-secret"
 RECORDS = 200
+NARROW_SUITE = "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"  # the SASL_SSL listener's only suite
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +63,10 @@ def secure_broker(stores: Stores) -> Iterator[KafkaBroker]:
         ),
         "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config": scram,
         "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": scram,
+        # Kafka's own TLS engine narrowed on one listener: what connectd's ssl.protocol,
+        # ssl.enabled.protocols and ssl.cipher.suites allow is checked against it.
+        "listener.name.sasl_ssl.ssl.enabled.protocols": "TLSv1.2",
+        "listener.name.sasl_ssl.ssl.cipher.suites": NARROW_SUITE,
     }
     format_args = [
         arg
@@ -205,3 +218,101 @@ async def test_a_wrong_key_store_password_is_exit_78_naming_it(
     assert f"ssl.keystore.location: {stores.jks} cannot be read as JKS" in log
     assert "check ssl.keystore.password" in log
     assert "Traceback" not in log
+
+
+# -- ssl.protocol, ssl.enabled.protocols, ssl.cipher.suites against Kafka's TLS engine ------
+
+
+def _handshake(port: int, ctx: ssl.SSLContext) -> tuple[str | None, str | None]:
+    """``(version, OpenSSL suite name)`` of a TLS handshake with the broker's listener."""
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=10) as sock,
+        ctx.wrap_socket(sock, server_hostname="localhost") as tls,
+    ):
+        cipher = tls.cipher()
+        return tls.version(), cipher[0] if cipher else None
+
+
+def _client_context(stores: Stores, worker: dict[str, str]) -> ssl.SSLContext:
+    """The context connectd's Kafka clients get from a worker file with ``worker``'s keys."""
+    config, _ = parse_worker(
+        {
+            "bootstrap.servers": "127.0.0.1:1",
+            "security.protocol": "SSL",
+            "ssl.keystore.location": str(stores.pkcs12),
+            "ssl.keystore.type": "PKCS12",
+            "ssl.keystore.password": STORE_PASS,
+            "ssl.truststore.location": str(stores.trust_pkcs12),
+            "ssl.truststore.type": "PKCS12",
+            "ssl.truststore.password": TRUST_PASS,
+            **worker,
+        }
+    )
+    return security_settings(config)["ssl_context"]  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(
+    ("worker", "version", "suite"),
+    [
+        ({}, "TLSv1.2", "ECDHE-RSA-AES128-GCM-SHA256"),  # Kafka's defaults downgrade to 1.2
+        ({"ssl.cipher.suites": NARROW_SUITE}, "TLSv1.2", "ECDHE-RSA-AES128-GCM-SHA256"),
+        ({"ssl.enabled.protocols": "TLSv1.3"}, None, None),
+        ({"ssl.cipher.suites": "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384"}, None, None),
+        ({"ssl.cipher.suites": ",".join(sorted(TLS13_SUITES))}, None, None),
+    ],
+    ids=["defaults", "its-suite", "tls13-only", "another-suite", "tls13-suites-only"],
+)
+async def test_versions_and_suites_as_kafkas_own_engine_negotiates_them(
+    secure_broker: KafkaBroker,
+    stores: Stores,
+    worker: dict[str, str],
+    version: str | None,
+    suite: str | None,
+) -> None:
+    """The SASL_SSL listener takes TLSv1.2 with one suite only (a TLS handshake needs no SASL
+    yet): connectd's client gets that or no connection, as a Java client would."""
+    ctx = _client_context(stores, worker)
+    port = secure_broker.listener_ports["SASL_SSL"]
+    if version is None:
+        with pytest.raises(ssl.SSLError):
+            await asyncio.to_thread(_handshake, port, ctx)
+    else:
+        assert await asyncio.to_thread(_handshake, port, ctx) == (version, suite)
+
+
+@pytest.mark.parametrize(
+    ("worker", "version"),
+    [({}, "TLSv1.3"), ({"ssl.protocol": "TLSv1.2"}, "TLSv1.2")],
+    ids=["defaults", "protocol-TLSv1.2"],
+)
+async def test_ssl_protocol_caps_the_version_on_an_open_listener(
+    secure_broker: KafkaBroker, stores: Stores, worker: dict[str, str], version: str
+) -> None:
+    """The SSL listener takes Kafka's defaults: TLSv1.3 unless ssl.protocol=TLSv1.2 caps it."""
+    ctx = _client_context(stores, worker)
+    got, _ = await asyncio.to_thread(_handshake, secure_broker.listener_ports["SSL"], ctx)
+    assert got == version
+
+
+async def test_a_daemon_with_the_listeners_one_suite_reads_everything(
+    secure_broker: KafkaBroker, stores: Stores, daemon_process: ProcessFactory, tmp_path: Path
+) -> None:
+    await _reads_everything(
+        secure_broker,
+        daemon_process,
+        tmp_path,
+        "narrow",
+        {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "PLAIN",
+            "sasl.jaas.config": (
+                "org.apache.kafka.common.security.plain.PlainLoginModule required"
+                f' username="{USER}" password="{PASSWORD}";'
+            ),
+            "ssl.truststore.location": str(stores.trust_jks),
+            "ssl.truststore.password": TRUST_PASS,
+            "ssl.protocol": "TLSv1.2",
+            "ssl.enabled.protocols": "TLSv1.2,TLSv1.1",  # TLSv1.1 left out with a warning
+            "ssl.cipher.suites": f"{NARROW_SUITE},TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+        },
+    )

@@ -60,3 +60,49 @@ async def test_https_listener_from_a_jks_key_store(
     with pytest.raises((ssl.SSLError, urllib.error.URLError, ConnectionError)):
         await asyncio.to_thread(_get, url, without)
     assert "Traceback" not in p.log()
+
+
+async def test_without_listeners_https_settings_the_workers_ssl_settings_serve_https(
+    daemon_process: ProcessFactory, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """Connect's all-or-nothing rule: no listeners.https.* key, so the HTTPS listener takes the
+    worker's ssl.* settings (here only the REST listener's: the broker is PLAINTEXT), with
+    ssl.client.auth and ssl.enabled.protocols."""
+    stores = await asyncio.to_thread(make_stores, tmp_path / "tls")
+    port = free_port()
+    worker = worker_properties(
+        kafka_bootstrap,
+        tmp_path / "state",
+        **{
+            "listeners": f"https://127.0.0.1:{port}",
+            "ssl.keystore.type": "PKCS12",
+            "ssl.keystore.location": str(stores.pkcs12),
+            "ssl.keystore.password": STORE_PASS,
+            "ssl.truststore.location": str(stores.trust_jks),
+            "ssl.truststore.password": TRUST_PASS,
+            "ssl.client.auth": "required",
+            "ssl.enabled.protocols": "TLSv1.3",
+        },
+    )
+    p = daemon_process(worker, [], wait=False)
+    url = f"https://localhost:{port}/"
+
+    def client(newest: ssl.TLSVersion, cert: bool = True) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(stores.ca_pem))
+        ctx.maximum_version = newest
+        if cert:
+            ctx.load_cert_chain(stores.pem)
+        return ctx
+
+    def answers() -> bool:
+        assert p.proc is not None and p.proc.poll() is None, p.log()
+        try:
+            return _get(url, client(ssl.TLSVersion.TLSv1_3)) == 200
+        except (OSError, urllib.error.URLError):
+            return False
+
+    await wait_until(answers, 60, "GET / over HTTPS (TLSv1.3)", interval=0.2)
+    for refused in (client(ssl.TLSVersion.TLSv1_2), client(ssl.TLSVersion.TLSv1_3, cert=False)):
+        with pytest.raises((ssl.SSLError, urllib.error.URLError, ConnectionError)):
+            await asyncio.to_thread(_get, url, refused)
+    assert "Traceback" not in p.log()

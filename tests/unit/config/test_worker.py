@@ -262,7 +262,8 @@ def test_every_jvm_only_key_draws_exactly_one_warning(key: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "key", ["producer.acks", "admin.retries", "metrics.context.x", "ssl.cipher.suites"]
+    "key",
+    ["producer.acks", "admin.retries", "metrics.context.x", "sasl.login.refresh.window.factor"],
 )
 def test_jvm_only_prefixes_draw_one_warning(key: str) -> None:
     _, warnings = parse_worker({key: "x"})

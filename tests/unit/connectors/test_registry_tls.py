@@ -21,6 +21,7 @@ from daemon.connectors.converters.registry import (
     RegistrySettings,
     RegistryUnavailable,
 )
+from daemon.errors import ConfigError
 
 
 def _cert(directory: Path, name: str, cn: str, san: str) -> tuple[Path, Path]:
@@ -53,7 +54,7 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Pat
 
 @asynccontextmanager
 async def _https(
-    server_cert: tuple[Path, Path], client_ca: Path | None = None
+    server_cert: tuple[Path, Path], client_ca: Path | None = None, newest: str = "TLSv1_3"
 ) -> AsyncIterator[str]:
     async def by_id(request: web.Request) -> web.Response:
         return web.json_response({"schema": json.dumps("string")})
@@ -62,6 +63,7 @@ async def _https(
     app.router.add_get("/schemas/ids/{id}", by_id)
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ctx.load_cert_chain(server_cert[0])
+    ctx.maximum_version = ssl.TLSVersion[newest]
     if client_ca is not None:
         ctx.verify_mode = ssl.CERT_REQUIRED
         ctx.load_verify_locations(cafile=client_ca)
@@ -137,3 +139,38 @@ async def test_java_key_and_trust_stores(tmp_path: Path) -> None:
                 "schema.registry.ssl.key.password": STORE_PASS,
             },
         )
+
+
+async def test_tls_versions_and_suites_as_the_kafka_clients_take_them(
+    certs: dict[str, tuple[Path, Path]],
+) -> None:
+    """schema.registry.ssl.protocol, .enabled.protocols and .cipher.suites: a server of TLS 1.2
+    only is reached by the defaults and by an ECDSA suite of its key; TLSv1.3 alone, or an RSA
+    suite alone, reaches nothing."""
+    trust = {"schema.registry.ssl.truststore.location": str(certs["loopback"][1])}
+    suites = "schema.registry.ssl.cipher.suites"
+    async with _https(certs["loopback"], newest="TLSv1_2") as url:
+        await _fetch(url, **trust)
+        await _fetch(url, **trust, **{suites: "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"})
+        for refused in (
+            {"schema.registry.ssl.enabled.protocols": "TLSv1.3"},
+            {suites: "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384"},
+        ):
+            with pytest.raises(RegistryUnavailable):
+                await _fetch(url, **trust, **refused)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("ssl.protocol", "SSLv3", "ssl.protocol: 'SSLv3' is not a TLS protocol"),
+        ("ssl.cipher.suites", "TLS_AES_128_GCM_SHA256", "cannot narrow TLS 1.3"),
+        ("ssl.engine.factory.class", "x.Y", "ssl.engine.factory.class"),
+    ],
+)
+def test_tls_settings_connectd_cannot_honour_are_refused(
+    key: str, value: str, message: str
+) -> None:
+    options = {"schema.registry.url": "https://127.0.0.1:1", f"schema.registry.{key}": value}
+    with pytest.raises(ConfigError, match=message):
+        RegistrySettings.parse(options, "value.converter.")

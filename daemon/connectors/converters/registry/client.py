@@ -22,7 +22,8 @@ Settings (Confluent's names):
   ``schema.registry.ssl.key.password``), read as the Kafka clients read theirs
   (``daemon.tlsstores``; a JKS store costs one keytool run per process);
   ``schema.registry.ssl.endpoint.identification.algorithm=`` (empty) turns off the host name
-  check.
+  check; ``schema.registry.ssl.protocol``, ``.enabled.protocols`` and ``.cipher.suites`` as the
+  Kafka clients' (``daemon.tlsprotocols``).
 - ``schemas.cache.config`` (default 1000): how many schemas the cache keeps.
 - ``http.connect.timeout.ms`` / ``http.read.timeout.ms`` (default 60000 each, as Confluent's
   client): how long a connection and an answer may take before the next URL is tried.
@@ -42,6 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from daemon import tlsprotocols
+from daemon.config.ignored import SSL_JVM_KEYS, SSL_REFUSED
 from daemon.connectors.converters.base import positive_option
 from daemon.errors import ConfigError, RetriableError
 from daemon.tlsstores import TYPES, Store, client_context, configured
@@ -74,8 +77,8 @@ _READER_IGNORES = frozenset(
         "scrub.invalid.names",
         "enhanced.protobuf.schema.support",  # Connect schema names (full or simple)
         "ignore.default.for.nullables",
-        "schema.registry.ssl.protocol",
-        "schema.registry.ssl.enabled.protocols",
+        # Java's TLS machinery (connectd's TLS is OpenSSL's; Kafka's clients take them alike).
+        *(_SSL + key for key in SSL_JVM_KEYS),
         # Confluent's serializer side and its client's tuning (connectd retries on its own):
         # taken, with nothing to do for a reader (checked against Confluent's *Config classes).
         "use.schema.guid",
@@ -132,7 +135,13 @@ _REFUSED_PREFIXES = (
     "rule.actions",
     "request.header.",
 )
-_REFUSED = frozenset(("key.schema.id.deserializer", "value.schema.id.deserializer"))
+_REFUSED = frozenset(
+    (
+        "key.schema.id.deserializer",
+        "value.schema.id.deserializer",
+        *(_SSL + key for key in SSL_REFUSED),
+    )
+)
 #: Confluent settings connectd reads only at their defaults: another value is refused.
 _DEFAULT_ONLY = {
     "flatten.singleton.unions": "true",
@@ -157,6 +166,9 @@ _KNOWN = frozenset(
         f"{_SSL}keystore.password",
         f"{_SSL}key.password",
         f"{_SSL}endpoint.identification.algorithm",
+        f"{_SSL}protocol",
+        f"{_SSL}enabled.protocols",
+        f"{_SSL}cipher.suites",
     )
 )
 
@@ -290,9 +302,7 @@ def unknown_options(options: Mapping[str, str], own: Iterable[str] = ()) -> list
     takes or refuses) names: a mistyped key, which would otherwise change nothing silently."""
     known = known_options(own)
     return [
-        key
-        for key in sorted(options)
-        if key not in known and not key.startswith((*_REFUSED_PREFIXES, _SSL))
+        key for key in sorted(options) if key not in known and not key.startswith(_REFUSED_PREFIXES)
     ]
 
 
@@ -320,7 +330,17 @@ def _ssl_context(options: Mapping[str, str], prefix: str) -> ssl.SSLContext:
         raise ConfigError(
             f"{prefix}{_SSL}endpoint.identification.algorithm: {check!r} is not https or empty"
         )
-    return client_context(stores["keystore"], stores["truststore"], check_hostname=check == "https")
+    protocols = tlsprotocols.parse(
+        f"{prefix}{_SSL}".rstrip("."),
+        options.get(f"{_SSL}protocol"),
+        _listed(options.get(f"{_SSL}enabled.protocols")),
+        _listed(options.get(f"{_SSL}cipher.suites")),
+    )
+    return client_context(stores["keystore"], stores["truststore"], check == "https", protocols)
+
+
+def _listed(value: str | None) -> list[str] | None:
+    return None if value is None else [v.strip() for v in value.split(",") if v.strip()]
 
 
 class RegistryClient:
