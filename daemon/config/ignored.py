@@ -18,7 +18,6 @@ _CLIENT = (
     "a worker-level Kafka client setting; set it for the task consumers as consumer.<key>; ignored"
 )
 _REBALANCE = "Connect's rebalance protocol setting; connectd assigns work its own way; ignored"
-_REST = "not supported by connectd's REST API; ignored"
 
 WORKER_KEYS: dict[str, str] = {
     "plugin.path": _JVM + " (connectors are Python classes found by name)",
@@ -36,10 +35,6 @@ WORKER_KEYS: dict[str, str] = {
     "exactly.once.source.support": _SOURCE,
     "topic.creation.enable": _SOURCE,
     "connect.protocol": _REBALANCE,
-    "access.control.allow.origin": _REST,
-    "access.control.allow.methods": _REST,
-    "response.http.headers.config": _REST,
-    "admin.listeners": _REST,
     "client.dns.lookup": _CLIENT,
     "metadata.max.age.ms": _CLIENT,
     "request.timeout.ms": _CLIENT,

@@ -10,7 +10,8 @@ from pydantic import BaseModel, ConfigDict, ValidationInfo
 from daemon import tlsprotocols
 from daemon.config import fields as f
 from daemon.config.fields import setting
-from daemon.config.problems import warning
+from daemon.config.httpheaders import Cors, HttpSettingError, parse_header_rules
+from daemon.config.problems import Problem, error, warning
 from daemon.config.values import StoreType
 
 _REST = "REST API"
@@ -56,6 +57,40 @@ class RestApiSettings(BaseModel):
             "made through it, and passes every other request on: status stays fast while the "
             "worker's loop is busy. false: serve from the worker's own loop."
         ),
+    )
+    access_control_allow_origin: f.Str = setting(
+        "",
+        key="access.control.allow.origin",
+        example="https://.*\\.example\\.com",
+        group=_REST,
+        expected="comma-separated origin patterns (regular expressions), or *",
+        description="Origins whose browsers may call the API (CORS), as Connect's Jetty reads"
+        " them: each a regular expression for the whole origin, * for any. Empty: no CORS.",
+    )
+    access_control_allow_methods: f.Str = setting(
+        "",
+        key="access.control.allow.methods",
+        example="GET,POST,PUT,DELETE",
+        group=_REST,
+        default_doc="GET,POST,HEAD",
+        description="Methods a CORS preflight allows (with access.control.allow.origin).",
+    )
+    response_http_headers_config: f.Str = setting(
+        "",
+        key="response.http.headers.config",
+        example="add X-Frame-Options: DENY, set Cache-Control: no-store",
+        group=_REST,
+        expected="comma-separated rules '[set|add|setDate|addDate] [header name]:[header value]'",
+        description="Headers added to every REST response, Connect's rules.",
+    )
+    admin_listeners: f.StrList | None = setting(
+        None,
+        key="admin.listeners",
+        group=_REST,
+        default_doc="unset: /admin on the main listeners",
+        expected="empty (no /admin endpoints), or unset",
+        description="Where /admin/loggers is served: unset, on the main listeners; empty, nowhere"
+        " (404, as in Connect). Separate admin listeners are refused.",
     )
     topic_tracking_enable: f.Bool = setting(
         True,
@@ -197,3 +232,22 @@ def map_deprecated_rest(data: Any, info: ValidationInfo) -> Any:
     if listeners_given:
         return data
     return {**data, "listeners": listener}
+
+
+def rest_problems(config: RestApiSettings) -> list[Problem]:
+    """Problems of the CORS, response-header and admin-listener settings."""
+    problems: list[Problem] = []
+    try:
+        Cors.parse(config.access_control_allow_origin, config.access_control_allow_methods)
+        parse_header_rules(config.response_http_headers_config)
+    except HttpSettingError as exc:
+        problems.append(error(exc.key, exc.reason))
+    if config.admin_listeners:
+        problems.append(
+            error(
+                "admin.listeners",
+                "separate admin listeners are not supported by connectd",
+                "unset (/admin/loggers on the main listeners) or empty (no /admin endpoints)",
+            )
+        )
+    return problems

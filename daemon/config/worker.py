@@ -27,7 +27,7 @@ from daemon.config.kafka import KafkaSettings
 from daemon.config.overrides import OverridePolicy, OverridePolicyName
 from daemon.config.problems import Problem
 from daemon.config.providers import provider_specs
-from daemon.config.rest import RestApiSettings, map_deprecated_rest
+from daemon.config.rest import RestApiSettings, map_deprecated_rest, rest_problems
 from daemon.config.values import (
     Listener,
     Listeners,
@@ -335,6 +335,7 @@ class WorkerConfig(KafkaSettings, RestApiSettings, DistributedSettings, Executor
         """Problems between settings (each value being valid on its own)."""
         _, problems = provider_specs(self.config_providers, self.config_provider_settings)
         problems += self.kafka_problems()
+        problems += rest_problems(self)
         problems += client_problems("consumer.", KafkaClient.CONSUMER, self.consumer)
         problems += self.executor_problems()
         return problems

@@ -1,9 +1,10 @@
 """``create_app``: Kafka Connect's REST API over a ``Herder``, as an aiohttp application.
 
-Middlewares, outermost first: the access log, Connect's error mapping, 503 instead of 404 for a
+Middlewares, outermost first: the access log, the CORS and configured response headers (here
+unless the REST front process adds them), Connect's error mapping, 503 instead of 404 for a
 connector asked for before the connectors are loaded, basic authentication (when a credentials
-file is configured). Each operation then checks its own request (see
-``daemon.rest.api``) before its handler calls the worker.
+file is configured), Jersey's automatic ``OPTIONS`` answer. Each operation then checks its own
+request (see ``daemon.rest.api``) before its handler calls the worker.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from daemon.rest.auth import BasicAuth
 from daemon.rest.context import CONTEXT, RestContext, forwarded_request, not_loaded_yet
 from daemon.rest.errors import error_middleware
 from daemon.rest.front.protocol import SNAPSHOT_PATH, forwarded_scheme, snapshot_route
+from daemon.rest.headers import automatic_options, response_headers
 from daemon.rest.openapi import build
 from daemon.rest.settings import RestSettings
 from daemon.runtime.model import Herder
@@ -60,6 +62,8 @@ def create_app(
     metrics.watch_worker(herder)
     ops = operations()
     auth = BasicAuth(settings.credentials_file) if settings.credentials_file else None
+    if not settings.admin_endpoints:  # admin.listeners empty: /admin is an unknown path
+        ops = [op for op in ops if op not in admin.routes.operations]
     middlewares: list[Middleware] = [
         access_log,
         error_middleware,
@@ -68,11 +72,14 @@ def create_app(
     ]
     if front_token is not None:
         middlewares.insert(0, forwarded_scheme)
+    else:  # behind the front process, the front adds them to every answer it gives
+        middlewares.insert(1, response_headers(settings.cors(), settings.header_rules()))
     if auth is not None:
         public = [path for op in ops if op.public for path in (op.path, op.path + "/")]
         if front_token is not None:
             public.append(SNAPSHOT_PATH)  # the front's own: guarded by its token instead
         middlewares.append(auth.middleware(public))
+    middlewares.append(automatic_options)
     app = web.Application(middlewares=middlewares, client_max_size=settings.max_body_bytes)
     register(app.router, ops, settings.max_body_bytes)
     if front_token is not None:

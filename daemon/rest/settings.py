@@ -20,6 +20,9 @@ documentation) and ``listeners``:
 ``listeners_https_ssl_key_password``                  password of that key (PEM, JKS)
 ``listeners_https_ssl_truststore_*``                 CAs that sign client certificates
 ``listeners_https_ssl_client_auth``                   none | requested | required
+``access_control_allow_origin`` / ``…methods``         CORS (``daemon.config.httpheaders``)
+``response_http_headers_config``                      headers on every answer
+``admin_listeners``                                   unset: /admin served; empty: not
 ``listeners_https_ssl_protocol``, ``…enabled_protocols``  TLS versions and cipher suites
 ``, ``…cipher_suites``                                (``daemon.tlsprotocols``)
 ====================================================  ==========================================
@@ -37,6 +40,7 @@ from typing import Any
 
 from daemon import tlsprotocols
 from daemon.config import Listener, WorkerConfig
+from daemon.config.httpheaders import Cors, HeaderRule, parse_header_rules
 from daemon.config.kafka import store
 from daemon.config.rest import ClientAuth
 from daemon.errors import ConfigError
@@ -119,6 +123,20 @@ class RestSettings:
     tls: TlsSettings | None = None
     shutdown_timeout: float = 5.0
     """Seconds ``RestServer.close`` lets requests in flight finish."""
+    cors_origins: str = ""
+    """``access.control.allow.origin`` (``daemon.config.httpheaders``); empty: no CORS."""
+    cors_methods: str = ""
+    """``access.control.allow.methods``; empty: Jetty's GET,POST,HEAD."""
+    header_config: str = ""
+    """``response.http.headers.config``."""
+    admin_endpoints: bool = True
+    """``/admin/loggers`` served (``admin.listeners`` unset) or not (empty)."""
+
+    def cors(self) -> Cors | None:
+        return Cors.parse(self.cors_origins, self.cors_methods)
+
+    def header_rules(self) -> tuple[HeaderRule, ...]:
+        return parse_header_rules(self.header_config)
 
     @classmethod
     def from_worker_config(cls, config: WorkerConfig) -> RestSettings:
@@ -148,6 +166,10 @@ class RestSettings:
             topic_tracking_reset=config.topic_tracking_allow_reset,
             tls=tls,
             health_stalled_unhealthy=config.health_stalled_unhealthy,
+            cors_origins=config.access_control_allow_origin,
+            cors_methods=config.access_control_allow_methods,
+            header_config=config.response_http_headers_config,
+            admin_endpoints=config.admin_listeners is None,
         )
 
     def check(self) -> None:
@@ -160,6 +182,8 @@ class RestSettings:
             )
         if self.max_body_bytes < 1:
             raise ConfigError("rest.request.max.bytes must be at least 1")
+        self.cors()
+        self.header_rules()
 
 
 def rest_tls_prefix(config: WorkerConfig) -> str:

@@ -43,6 +43,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 from yarl import URL
 
+from daemon.config.httpheaders import Cors, parse_header_rules
 from daemon.rest.api import accepts_json
 from daemon.rest.auth import BasicAuth
 from daemon.rest.errors import error_response
@@ -54,6 +55,7 @@ from daemon.rest.front.protocol import (
     TOKEN_HEADER,
     Spec,
 )
+from daemon.rest.headers import response_headers
 from daemon.runtime.looplag import settle_heap
 
 log = logging.getLogger("connectd.rest.front")
@@ -145,7 +147,10 @@ class Front:
 
     def app(self) -> web.Application:
         # No body limit here: ``_body`` reads at most max+1 bytes and the worker answers 413.
-        app = web.Application(client_max_size=0)
+        spec = self.spec
+        cors = Cors.parse(spec.cors_origins, spec.cors_methods)
+        headers = response_headers(cors, parse_header_rules(spec.header_config))
+        app = web.Application(client_max_size=0, middlewares=[headers])
         app.router.add_route("*", "/{tail:.*}", self.handle)
         return app
 

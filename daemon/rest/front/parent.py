@@ -128,6 +128,9 @@ class FrontedRestServer(Listening):
                 str(settings.credentials_file) if settings.credentials_file else None
             ),
             tls=Spec.tls_json(settings.tls),
+            cors_origins=settings.cors_origins,
+            cors_methods=settings.cors_methods,
+            header_config=settings.header_config,
         )
 
     async def _spawn(self) -> asyncio.subprocess.Process:

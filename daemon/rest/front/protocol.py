@@ -105,6 +105,10 @@ class Spec:
     log_format: str
     credentials_file: str | None = None
     tls: dict[str, Any] | None = None
+    cors_origins: str = ""
+    cors_methods: str = ""
+    header_config: str = ""
+    """The CORS and response-header settings (``RestSettings``): the front adds them."""
 
     @classmethod
     def from_json(cls, line: bytes) -> Spec:
