@@ -35,7 +35,13 @@ Names (counters get ``_total`` on export):
   ``kafka_connect_connector_task_status{connector,task,status}`` (1, the state in lower case),
   ``kafka_connect_worker_connector_count``, ``kafka_connect_worker_task_count`` and per
   connector ``kafka_connect_worker_connector_{total,running,paused,failed,unassigned,
-  restarting,destroyed}_task_count`` (``collectors.py``)
+  restarting,destroyed}_task_count`` (``collectors.py``); on scrape, Connect's windowed figures
+  (``sampled.py``): ``kafka_connect_sink_task_{sink_record_read,sink_record_send,
+  offset_commit_completion,offset_commit_skip}_rate``, ``..._put_batch_{avg,max}_time_ms``,
+  ``kafka_connect_connector_task_batch_size_{avg,max}``,
+  ``kafka_connect_connector_task_offset_commit_{avg,max}_time_ms`` and
+  ``..._offset_commit_{success,failure}_percentage``, and the worker's
+  ``kafka_connect_worker_{connector,task}_startup_*``
 - on scrape: ``connectd_connector_state{connector,state}``, ``connectd_task_state{...,state}``,
   ``connectd_task_incarnation``, ``connectd_task_auto_restarts``, ``connectd_task_stalled``,
   per task and partition (``{connector,task,topic,partition}``, from the task's freshness:
@@ -69,6 +75,7 @@ from daemon.metrics.collectors import (
     PoolView,
     WorkerCollector,
 )
+from daemon.metrics.sampled import Startups, TaskWindows, WindowsCollector
 from daemon.runtime.model import Herder
 
 #: Connect's per-task counters that the runtime adds to (``record_task_counts``): keyword →
@@ -215,6 +222,9 @@ class Metrics:
             task,
             registry=r,
         )
+        self.windows: dict[tuple[str, str], TaskWindows] = {}
+        self.startups = (Startups("connector"), Startups("task"))
+        r.register(WindowsCollector(self.windows, self.startups))
         self._counted: set[tuple[str, str]] = set()  # tasks with their TASK_COUNTS series
         self._lag_labels: dict[tuple[str, str], set[tuple[str, str]]] = {}
         self._watched: dict[tuple[int, type[Collector]], Collector] = {}
@@ -223,10 +233,34 @@ class Metrics:
 
     # -- recording (called by the runtime) --------------------------------------------------
 
+    def _windows(self, connector: str, task: int) -> TaskWindows:
+        key = (connector, str(task))
+        windows = self.windows.get(key)
+        if windows is None:
+            windows = self.windows[key] = TaskWindows()
+        return windows
+
     def record_consumed(self, connector: str, task: int, count: int) -> None:
         self.records_consumed.labels(connector, str(task)).inc(count)
         self.connect_read.labels(connector, str(task)).inc(count)
+        self._windows(connector, task).read.record(count)
         self._consumed_total += count
+
+    def record_put(self, connector: str, task: int, records: int, seconds: float) -> None:
+        """One ``put`` of a batch of ``records`` that returned after ``seconds``."""
+        windows = self._windows(connector, task)
+        windows.put_ms.record(seconds * 1000)
+        windows.batch.record(records)
+
+    def record_commit_attempt(self, connector: str, task: int, seconds: float, ok: bool) -> None:
+        """One ``pre_commit`` that succeeded (``ok``) or failed after ``seconds``."""
+        windows = self._windows(connector, task)
+        windows.commit_ms.record(seconds * 1000)
+        windows.commit_ok.record(1.0 if ok else 0.0)
+
+    def record_startup(self, kind: str, ok: bool) -> None:
+        """A connector's or a task's (``kind``) start on this worker, and how it went."""
+        self.startups[0 if kind == "connector" else 1].record(ok)
 
     def record_task_counts(self, connector: str, task: int, **counts: int) -> None:
         labels = (connector, str(task))
@@ -237,6 +271,8 @@ class Metrics:
         for key, count in counts.items():
             if count:
                 self.task_counts[key].labels(*labels).inc(count)
+        if counts.get("sink_record_send"):
+            self._windows(connector, task).send.record(counts["sink_record_send"])
         if any(counts.get(key) for key in _ERRORS):
             self.last_error.labels(*labels).set(int(time.time() * 1000))
 
@@ -286,6 +322,7 @@ class Metrics:
     ) -> None:
         self.connect_commits.labels(connector, str(task)).inc()
         self.connect_commit_seq.labels(connector, str(task)).inc()
+        self._windows(connector, task).commits.record()
 
     def set_log_ends(
         self, connector: str, task: int, ends: Mapping[TopicPartition, int | None]
@@ -314,6 +351,7 @@ class Metrics:
         """Drop a task's series (its connector was deleted or shrank): no stale lag."""
         key = (connector, str(task))
         self._counted.discard(key)
+        self.windows.pop(key, None)
         for topic, partition in self._lag_labels.pop(key, set()):
             with contextlib.suppress(KeyError):
                 self.consumer_lag.remove(*key, topic, partition)

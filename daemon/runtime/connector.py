@@ -106,6 +106,7 @@ class ConnectorRuntime:
                     self.name, list(instance.task_configs(tasks_max)), resolved
                 )
         except Exception as exc:
+            self._record_startup(ok=False)
             context.closed = True
             self.trace = traceback.format_exc()
             log.error("Connector %s failed to start:\n%s", self.name, self.trace.rstrip())
@@ -119,8 +120,14 @@ class ConnectorRuntime:
         else:
             self.task_configs = [unresolve(c, self.config, resolved) for c in configs]
         self.auto.running()
+        self._record_startup(ok=True)
         log.info("Connector %s started with %d task(s)", self.name, len(configs))
         return True
+
+    def _record_startup(self, *, ok: bool) -> None:
+        recorder: Any = getattr(self.env.metrics, "record_startup", None)
+        if recorder is not None:
+            recorder("connector", ok)
 
     async def _auto_restart(self) -> None:
         async with self.lock:

@@ -64,6 +64,18 @@ class TaskMetrics(Protocol):
         """After a poll: every assigned partition's end (highwater), ``None`` if not known."""
         ...
 
+    def record_put(self, connector: str, task: int, records: int, seconds: float) -> None:
+        """One ``put`` of a batch of ``records`` that returned after ``seconds``."""
+        ...
+
+    def record_commit_attempt(self, connector: str, task: int, seconds: float, ok: bool) -> None:
+        """One ``pre_commit`` that succeeded (``ok``) or failed after ``seconds``."""
+        ...
+
+    def record_startup(self, kind: str, ok: bool) -> None:
+        """A ``connector``'s or a ``task``'s start on this worker, and how it went."""
+        ...
+
     def record_task_counts(self, connector: str, task: int, **counts: int) -> None:
         """Add to Connect's per-task counters, named as ``daemon.metrics.TASK_COUNTS`` names
         them (``sink_record_send``, ``total_record_errors``, ``total_retries``, ...)."""

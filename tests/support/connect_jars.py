@@ -26,6 +26,7 @@ POM = ROOT / "tests" / "conformance" / "connect" / "pom.xml"
 HARNESS = POM.with_name("Harness.java")
 POLICIES = POM.with_name("Policies.java")
 CONVERTERS = POM.with_name("Converters.java")
+STATS = POM.with_name("Stats.java")
 
 
 def connect_libs(version: str = CONNECT_VERSION) -> Path:
@@ -66,6 +67,25 @@ def _java(libs: Path, program: Path, request: str) -> Any:
     if out.returncode != 0:
         raise RuntimeError(f"{program.name} failed ({out.returncode}): {out.stderr[-4000:]}")
     return json.loads(out.stdout)
+
+
+def kafka_stats(libs: Path, steps: Sequence[tuple[str, int, float]]) -> list[tuple[float, ...]]:
+    """Kafka's own ``Rate``, ``Avg`` and ``Max`` of one sensor (``Stats.java``) through
+    ``steps``: ``("record", ms, value)`` or ``("read", ms, 0)``; a (rate, avg, max) per read."""
+    request = "".join(
+        f"record {ms} {value!r}\n" if op == "record" else f"read {ms}\n" for op, ms, value in steps
+    )
+    out = subprocess.run(
+        ["java", "-cp", f"{libs}/*", str(STATS)],
+        input=request,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"Stats.java failed ({out.returncode}): {out.stderr[-4000:]}")
+    return [tuple(float(v) for v in line.split()) for line in out.stdout.splitlines()]
 
 
 def refused_overrides(

@@ -162,7 +162,14 @@ class Incarnation:
     async def run(self) -> None:
         set_task_context(self.id.connector, self.id.task)
         try:
-            await self._startup()
+            try:
+                await self._startup()
+            except Exception:
+                if self._metrics is not None:
+                    self._metrics.record_startup("task", False)
+                raise
+            if self._metrics is not None and not self._stopping:
+                self._metrics.record_startup("task", True)
             if not self._stopping:
                 self.running = True
                 self.running_since = time.monotonic()
@@ -338,7 +345,12 @@ class Incarnation:
         restart policy decides what next (a new incarnation resumes from what the sink
         committed; see ``daemon.runtime.slot``)."""
         assert self.task is not None
+        began = time.monotonic()
         await self._call("put", self.task.put(batch))
+        if self._metrics is not None:
+            self._metrics.record_put(
+                self.id.connector, self.id.task, len(batch), time.monotonic() - began
+            )
 
     async def _commit(
         self, *, closing: bool, partitions: frozenset[TopicPartition] | None = None
@@ -347,11 +359,17 @@ class Incarnation:
         assert self.task is not None and self.context is not None
         scope = partitions if partitions is not None else self.context.assignment()
         current = self.progress.positions(scope)
-        if closing:
-            with self.context.closing():
+        began = time.monotonic()
+        try:
+            if closing:
+                with self.context.closing():
+                    durable = await self._call("pre_commit", self.task.pre_commit(current))
+            else:
                 durable = await self._call("pre_commit", self.task.pre_commit(current))
-        else:
-            durable = await self._call("pre_commit", self.task.pre_commit(current))
+        except Exception:
+            self._record_commit(began, ok=False)
+            raise
+        self._record_commit(began, ok=True)
         self.apply_seeks()
         offsets = {tp: o for tp, o in durable.items() if tp in scope}
         if self._metrics is not None:  # the task's freshness: committed offsets, stalls
@@ -367,6 +385,11 @@ class Incarnation:
                 log.warning("Could not commit offsets to the consumer group: %s", exc)
 
     # ---- helpers ----
+
+    def _record_commit(self, began: float, *, ok: bool) -> None:
+        if self._metrics is not None:
+            took = time.monotonic() - began
+            self._metrics.record_commit_attempt(self.id.connector, self.id.task, took, ok)
 
     async def call(self, name: str, coro: Awaitable[T]) -> T:
         """A sink callback under its deadline (for the parts: ``gaps``)."""

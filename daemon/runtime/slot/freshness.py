@@ -380,6 +380,18 @@ class SlotRecorder:
         if self._inner is not None:
             self._inner.record_task_counts(connector, task, **counts)
 
+    def record_put(self, connector: str, task: int, records: int, seconds: float) -> None:
+        if self._inner is not None:
+            self._inner.record_put(connector, task, records, seconds)
+
+    def record_commit_attempt(self, connector: str, task: int, seconds: float, ok: bool) -> None:
+        if self._inner is not None:
+            self._inner.record_commit_attempt(connector, task, seconds, ok)
+
+    def record_startup(self, kind: str, ok: bool) -> None:
+        if self._inner is not None:
+            self._inner.record_startup(kind, ok)
+
     def record_delivering(
         self,
         connector: str,

@@ -123,3 +123,38 @@ async def test_connect_named_metrics_count_what_the_tasks_did(
         assert _value(s, "kafka_connect_worker_connector_failed_task_count", **per) == 0
     assert _value(s, "kafka_connect_worker_connector_count") == 2
     assert _value(s, "kafka_connect_worker_task_count") == 2
+
+    # Connect's windowed figures (Kafka's SampledStat: two samples of 30 s), per task.
+    records_per_s = (GOOD + BAD) / 30  # read within the first window: the sum over >= 30 s
+    read_rate = _value(s, "kafka_connect_sink_task_sink_record_read_rate", **task)
+    assert read_rate is not None and 0 < read_rate <= records_per_s + 1e-9
+    send_rate = _value(s, "kafka_connect_sink_task_sink_record_send_rate", **task)
+    assert send_rate is not None and 0 < send_rate <= GOOD / 30 + 1e-9
+    commit_rate = _value(s, "kafka_connect_sink_task_offset_commit_completion_rate", **task)
+    assert commit_rate is not None and commit_rate > 0
+    assert _value(s, "kafka_connect_sink_task_offset_commit_skip_rate", **task) == 0
+    assert _value(s, "kafka_connect_sink_task_offset_commit_skip_total", **task) == 0
+    batch_avg = _value(s, "kafka_connect_connector_task_batch_size_avg", **task)
+    batch_max = _value(s, "kafka_connect_connector_task_batch_size_max", **task)
+    assert batch_avg is not None and batch_max is not None and 0 < batch_avg <= batch_max <= GOOD
+    put_avg = _value(s, "kafka_connect_sink_task_put_batch_avg_time_ms", **task)
+    put_max = _value(s, "kafka_connect_sink_task_put_batch_max_time_ms", **task)
+    assert put_avg is not None and put_max is not None and 0 <= put_avg <= put_max < 60_000
+    commit_avg = _value(s, "kafka_connect_connector_task_offset_commit_avg_time_ms", **task)
+    commit_max = _value(s, "kafka_connect_connector_task_offset_commit_max_time_ms", **task)
+    assert commit_avg is not None and commit_max is not None and 0 <= commit_avg <= commit_max
+    success = "kafka_connect_connector_task_offset_commit_success_percentage"
+    assert _value(s, success, **task) == 1
+    assert _value(s, "kafka_connect_connector_task_offset_commit_failure_percentage", **task) == 0
+    # The flaky task's two failed puts are retried, not counted as puts.
+    flaky_batches = _value(s, "kafka_connect_connector_task_batch_size_max", **flaky_task)
+    assert flaky_batches is not None and flaky_batches <= GOOD + BAD
+
+    # The worker's startups: both connectors and both tasks started once, without failure.
+    for kind in ("connector", "task"):
+        attempts = _value(s, f"kafka_connect_worker_{kind}_startup_attempts_total")
+        assert attempts == 2, kind
+        assert _value(s, f"kafka_connect_worker_{kind}_startup_success_total") == 2
+        assert _value(s, f"kafka_connect_worker_{kind}_startup_failure_total") == 0
+        assert _value(s, f"kafka_connect_worker_{kind}_startup_success_percentage") == 1
+        assert _value(s, f"kafka_connect_worker_{kind}_startup_failure_percentage") == 0
