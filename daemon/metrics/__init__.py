@@ -39,6 +39,8 @@ Names (counters get ``_total`` on export):
   (``sampled.py``): ``kafka_connect_sink_task_{sink_record_read,sink_record_send,
   offset_commit_completion,offset_commit_skip}_rate``, ``..._put_batch_{avg,max}_time_ms``,
   ``kafka_connect_connector_task_batch_size_{avg,max}``,
+  ``kafka_connect_sink_task_sink_record_active_count_{avg,max}``,
+  ``kafka_connect_connector_task_{running,pause}_ratio``,
   ``kafka_connect_connector_task_offset_commit_{avg,max}_time_ms`` and
   ``..._offset_commit_{success,failure}_percentage``, and the worker's
   ``kafka_connect_worker_{connector,task}_startup_*``
@@ -257,6 +259,18 @@ class Metrics:
         windows = self._windows(connector, task)
         windows.commit_ms.record(seconds * 1000)
         windows.commit_ok.record(1.0 if ok else 0.0)
+
+    def record_active(self, connector: str, task: int, count: int) -> None:
+        """The task's records delivered and not yet committed, after a put or a commit."""
+        self._windows(connector, task).active.record(count)
+
+    def record_task_state(self, connector: str, task: int, state: str) -> None:
+        """``started``, ``running``, ``paused`` or ``stopped``: Connect's state ratios."""
+        windows = self._windows(connector, task)
+        if state == "started":
+            windows.states.restart()
+        else:
+            windows.states.enter(state)
 
     def record_startup(self, kind: str, ok: bool) -> None:
         """A connector's or a task's (``kind``) start on this worker, and how it went."""

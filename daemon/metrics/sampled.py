@@ -139,6 +139,30 @@ class Sampled:
         return self._avg.value()
 
 
+class StateTimes:
+    """Connect's ``StateTracker``: the share of an incarnation's life spent in a state, since
+    it started (a restart starts anew)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self.restart()
+
+    def restart(self) -> None:
+        self._began = self._since = self._clock()
+        self._state = "unassigned"
+        self._spent: dict[str, float] = {}
+
+    def enter(self, state: str) -> None:
+        now = self._clock()
+        self._spent[self._state] = self._spent.get(self._state, 0.0) + now - self._since
+        self._state, self._since = state, now
+
+    def ratio(self, state: str) -> float:
+        now = self._clock()
+        spent = self._spent.get(state, 0.0) + (now - self._since if state == self._state else 0)
+        return spent / (now - self._began) if now > self._began else 0.0
+
+
 @dataclass
 class TaskWindows:
     """One task's windowed figures (each fed by a ``Metrics.record_*`` call)."""
@@ -151,10 +175,14 @@ class TaskWindows:
     batch: Sampled = field(init=False)
     commit_ms: Sampled = field(init=False)
     commit_ok: Sampled = field(init=False)
+    active: Sampled = field(init=False)
+    states: StateTimes = field(init=False)
 
     def __post_init__(self) -> None:
-        for name in ("read", "send", "commits", "put_ms", "batch", "commit_ms", "commit_ok"):
+        names = ("read", "send", "commits", "put_ms", "batch", "commit_ms", "commit_ok", "active")
+        for name in names:
             setattr(self, name, Sampled(self.clock))
+        self.states = StateTimes(self.clock)
 
 
 #: (exported name, Connect's attribute and meaning, how it is read from ``TaskWindows``).
@@ -190,6 +218,29 @@ _GAUGES: tuple[tuple[str, str, Callable[[TaskWindows], float]], ...] = (
         "kafka_connect_sink_task_put_batch_max_time_ms",
         "put-batch-max-time-ms: the longest time a put of a batch took.",
         lambda w: w.put_ms.max(),
+    ),
+    (
+        "kafka_connect_sink_task_sink_record_active_count_avg",
+        "sink-record-active-count-avg: the average of the records delivered and not yet"
+        " committed, as of each put and commit.",
+        lambda w: w.active.avg(),
+    ),
+    (
+        "kafka_connect_sink_task_sink_record_active_count_max",
+        "sink-record-active-count-max: the most records delivered and not yet committed, as of"
+        " each put and commit.",
+        lambda w: w.active.max(),
+    ),
+    (
+        "kafka_connect_connector_task_running_ratio",
+        "running-ratio: the share of the task's life (since its incarnation started) spent"
+        " running.",
+        lambda w: w.states.ratio("running"),
+    ),
+    (
+        "kafka_connect_connector_task_pause_ratio",
+        "pause-ratio: the share of the task's life (since its incarnation started) spent paused.",
+        lambda w: w.states.ratio("paused"),
     ),
     (
         "kafka_connect_connector_task_batch_size_avg",

@@ -72,6 +72,15 @@ class TaskMetrics(Protocol):
         """One ``pre_commit`` that succeeded (``ok``) or failed after ``seconds``."""
         ...
 
+    def record_active(self, connector: str, task: int, count: int) -> None:
+        """The task's records delivered and not yet committed, after a put or a commit."""
+        ...
+
+    def record_task_state(self, connector: str, task: int, state: str) -> None:
+        """An incarnation ``started`` (its figures begin anew), is ``running`` or ``paused``,
+        or is ``stopped``: Connect's running and pause ratios."""
+        ...
+
     def record_startup(self, kind: str, ok: bool) -> None:
         """A ``connector``'s or a ``task``'s start on this worker, and how it went."""
         ...

@@ -145,6 +145,8 @@ class Incarnation:
     def set_paused(self, paused: bool) -> None:
         """Connector pause: fetch nothing, deliver nothing, keep the partitions."""
         self._paused = paused
+        if self.running:
+            self._record_state("paused" if paused else "running")
         if self.consumer is not None and self.context is not None and self.running:
             self._apply_pause()
 
@@ -161,6 +163,7 @@ class Incarnation:
 
     async def run(self) -> None:
         set_task_context(self.id.connector, self.id.task)
+        self._record_state("started")
         try:
             try:
                 await self._startup()
@@ -173,6 +176,7 @@ class Incarnation:
             if not self._stopping:
                 self.running = True
                 self.running_since = time.monotonic()
+                self._record_state("paused" if self._paused else "running")
                 self.settled.set()
                 log.info("Task %s (epoch %d) is running", self.id, self.epoch)
                 await self._main_loop()
@@ -199,6 +203,7 @@ class Incarnation:
             await self._close_after_failure()
         finally:
             self.running = False
+            self._record_state("stopped")
             if self.context is not None:  # the sink's writer: a write it holds is killed
                 await self.context.end_background()
             self.binding.close("the incarnation is over")
@@ -385,6 +390,10 @@ class Incarnation:
                 log.warning("Could not commit offsets to the consumer group: %s", exc)
 
     # ---- helpers ----
+
+    def _record_state(self, state: str) -> None:
+        if self._metrics is not None:
+            self._metrics.record_task_state(self.id.connector, self.id.task, state)
 
     def _record_commit(self, began: float, *, ok: bool) -> None:
         if self._metrics is not None:

@@ -306,6 +306,10 @@ class Freshness:
 
     # ---- what the status and /metrics read ----
 
+    def active_total(self) -> int:
+        """Records delivered to the sink and not yet committed, over every partition."""
+        return sum(a for p in self._parts.values() if (a := p.active) is not None)
+
     def snapshot(self) -> tuple[PartitionFreshness, ...]:
         return tuple(
             PartitionFreshness(
@@ -383,6 +387,15 @@ class SlotRecorder:
     def record_put(self, connector: str, task: int, records: int, seconds: float) -> None:
         if self._inner is not None:
             self._inner.record_put(connector, task, records, seconds)
+            self._inner.record_active(connector, task, self.freshness.active_total())
+
+    def record_active(self, connector: str, task: int, count: int) -> None:
+        if self._inner is not None:
+            self._inner.record_active(connector, task, count)
+
+    def record_task_state(self, connector: str, task: int, state: str) -> None:
+        if self._inner is not None:
+            self._inner.record_task_state(connector, task, state)
 
     def record_commit_attempt(self, connector: str, task: int, seconds: float, ok: bool) -> None:
         if self._inner is not None:
@@ -409,6 +422,7 @@ class SlotRecorder:
         self.freshness.committed(offsets)
         if self._inner is not None:
             self._inner.record_committed(connector, task, offsets)
+            self._inner.record_active(connector, task, self.freshness.active_total())
 
     def set_log_ends(
         self, connector: str, task: int, ends: Mapping[TopicPartition, int | None]

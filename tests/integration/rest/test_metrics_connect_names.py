@@ -158,3 +158,10 @@ async def test_connect_named_metrics_count_what_the_tasks_did(
         assert _value(s, f"kafka_connect_worker_{kind}_startup_failure_total") == 0
         assert _value(s, f"kafka_connect_worker_{kind}_startup_success_percentage") == 1
         assert _value(s, f"kafka_connect_worker_{kind}_startup_failure_percentage") == 0
+    running = _value(s, "kafka_connect_connector_task_running_ratio", **task)
+    assert running is not None and 0 < running <= 1
+    assert _value(s, "kafka_connect_connector_task_pause_ratio", **task) == 0
+    active_avg = _value(s, "kafka_connect_sink_task_sink_record_active_count_avg", **task)
+    active_max = _value(s, "kafka_connect_sink_task_sink_record_active_count_max", **task)
+    assert active_avg is not None and active_max is not None
+    assert 0 <= active_avg <= active_max <= GOOD + BAD

@@ -9,7 +9,7 @@ import math
 import pytest
 
 from daemon.metrics import Metrics
-from daemon.metrics.sampled import Sampled
+from daemon.metrics.sampled import Sampled, StateTimes
 
 
 def test_rate_avg_and_max_as_kafka_computes_them() -> None:
@@ -60,3 +60,20 @@ def test_the_metrics_export_connects_windowed_names() -> None:
         assert float(values[name]) == pytest.approx(value, rel=0.05), name
     metrics.forget_task("c", 0)
     assert "kafka_connect_sink_task_sink_record_read_rate{" not in metrics.render()[0].decode()
+
+
+def test_running_and_pause_ratios_follow_the_incarnation() -> None:
+    now = [100.0]
+    times = StateTimes(lambda: now[0])
+    now[0] = 102.0
+    times.enter("running")  # 2 s starting
+    now[0] = 108.0
+    times.enter("paused")  # 6 s running
+    now[0] = 110.0  # 2 s paused so far
+    assert times.ratio("running") == pytest.approx(0.6)
+    assert times.ratio("paused") == pytest.approx(0.2)
+    times.restart()  # a new incarnation: its own figures
+    now[0] = 111.0
+    times.enter("running")
+    now[0] = 112.0
+    assert times.ratio("running") == pytest.approx(0.5) and times.ratio("paused") == 0
