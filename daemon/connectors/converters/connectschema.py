@@ -148,6 +148,10 @@ class Rules:
     absent_is_null: bool = False
 
 
+#: Marks a struct schema as Confluent's JSON Schema union (``registry/jsonschema.py``): read
+#: by choosing an alternative, not field by field. Never in a Connect envelope's schema.
+UNION = "connectd.union"
+
 #: A struct's property that the JSON object does not have (Jackson's ``get`` gives Java null).
 _ABSENT = object()
 
@@ -221,7 +225,10 @@ def _schema(doc: Any, rules: Rules) -> Typed:
             typed.append((fname, _schema(f, rules)))
         arrow = pa.struct([pa.field(n, t.arrow) for n, t in typed])
         raw = pa.struct([pa.field(n, t.raw) for n, t in typed])
-        value = _struct(typed, rules)
+        if doc.get(UNION) is True:
+            value = _union([(n, t, f) for (n, t), f in zip(typed, fields, strict=True)])
+        else:
+            value = _struct(typed, rules)
     else:
         raise ConversionError(f"Unknown schema type: {kind}")
     base = Typed(arrow, raw, value, optional, _CONNECT_TYPE[kind])
@@ -380,6 +387,57 @@ def _map(keys: Typed, values: Typed) -> Callable[[Any], Any]:
         return list(out.items())
 
     return value
+
+
+def _union(fields: list[tuple[str, Typed, dict[str, Any]]]) -> Callable[[Any], Any]:
+    """Confluent's union struct read from a JSON value (``JsonSchemaData.toConnectData``): the
+    first alternative the value is an instance of; else, for an object, the struct alternative
+    sharing the most property names with it (nested structs counted too)."""
+    names = [name for name, _, _ in fields]
+
+    def value(v: Any) -> Any:
+        best: tuple[str, Typed] | None = None
+        most = 0
+        for name, t, doc in fields:
+            if _instance_of(t.kind, v):
+                return {**dict.fromkeys(names), name: t.read(v)}
+            shared = _shared_properties(doc, v)
+            if shared > most:
+                best, most = (name, t), shared
+        if best is None:
+            raise ConversionError("Did not find matching oneof field for data")
+        return {**dict.fromkeys(names), best[0]: best[1].read(v)}
+
+    return value
+
+
+def _instance_of(kind: str, v: Any) -> bool:
+    """``JsonSchemaData.isInstanceOfSchemaTypeForSimpleSchema`` (a struct: never)."""
+    if kind in ("INT8", "INT16", "INT32", "INT64"):
+        return isinstance(v, int) and not isinstance(v, bool)
+    if kind in ("FLOAT32", "FLOAT64"):
+        return _is_number(v)
+    if kind == "BOOLEAN":
+        return isinstance(v, bool)
+    if kind == "STRING":
+        return isinstance(v, str)
+    if kind == "BYTES":
+        return isinstance(v, decimal.Decimal)  # a binary node never comes from JSON text
+    if kind == "ARRAY":
+        return isinstance(v, list)
+    if kind == "MAP":
+        return isinstance(v, dict | list)
+    return False
+
+
+def _shared_properties(doc: dict[str, Any], v: Any) -> int:
+    """``JsonSchemaData.matchStructSchema``: the struct's fields the object has, plus the same
+    count for each of those that is a struct itself."""
+    if doc.get("type") != "struct" or not isinstance(v, dict):
+        return 0
+    children = {f["field"]: f for f in doc.get("fields") or () if isinstance(f, dict)}
+    shared = [name for name in children if name in v]
+    return len(shared) + sum(_shared_properties(children[n], v[n]) for n in shared)
 
 
 def _struct(fields: list[tuple[str, Typed]], rules: Rules) -> Callable[[Any], Any]:

@@ -1,8 +1,9 @@
 """Confluent's JsonSchemaConverter on real parts (issue 31): records written by Confluent's own
 ``JSONSerializer`` through a real Schema Registry into a ParquetSink table: the registered JSON
 Schema types the columns (a Connect Decimal and Timestamp by their titles, a nested object, an
-optional field), a second schema version adds a column, and a record whose schema id the
-registry does not know is dead-lettered."""
+optional field, a union of an integer and a string as Confluent's OneOf struct), a second
+schema version adds a column, and a record whose schema id the registry does not know is
+dead-lettered."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from support.tables import committed
 pytestmark = pytest.mark.integration
 
 D = "org.apache.kafka.connect.data."
+ONE_OF = "io.confluent.connect.json.OneOf"
 
 
 def _schema(version: int) -> dict[str, Any]:
@@ -37,6 +39,7 @@ def _schema(version: int) -> dict[str, Any]:
         "at": {"type": "integer", "title": D + "Timestamp"},
         "shop": {"type": "object", "properties": {"city": {"type": "string"}}},
         "note": {"oneOf": [{"type": "null"}, {"type": "string"}]},
+        "amount": {"oneOf": [{"type": "integer"}, {"type": "string"}]},
     }
     if version == 2:
         props["score"] = {"type": "number"}
@@ -57,6 +60,7 @@ def _value(i: int, version: int) -> dict[str, Any]:
         "at": 1_700_000_000_000 + i,
         "shop": {"city": f"c{i % 3}"},
         "note": None if i % 2 else f"note {i}",
+        "amount": i if i % 3 else f"{i} EUR",
     }
     if version == 2:
         value["score"] = i / 4
@@ -111,6 +115,10 @@ async def test_json_schema_records_land_as_typed_columns(
         assert r["shop"] == {"city": f"c{i % 3}"}
         assert r["note"] == (None if i % 2 else f"note {i}")
         assert r["score"] == (i / 4 if i >= 30 else None)
+        assert r["amount"] == {
+            f"{ONE_OF}.field.0": i if i % 3 else None,
+            f"{ONE_OF}.field.1": None if i % 3 else f"{i} EUR",
+        }
     [(_, headers)] = await dead_letters(kafka_bootstrap, dlq, 1)
     assert headers["__connect.errors.stage"] == "VALUE_CONVERTER"
     assert (

@@ -189,22 +189,31 @@ class AvroConverter(RegistryConverter):
 
 class JsonSchemaConverter(RegistryConverter):
     """Confluent's ``io.confluent.connect.json.JsonSchemaConverter``: JSON payloads whose JSON
-    Schema, from the registry, gives the column types (``jsonschema.py``). Option
-    ``use.optional.for.nonrequired`` (default ``false``, as Confluent's)."""
+    Schema, from the registry, gives the column types (``jsonschema.py``). Options
+    ``use.optional.for.nonrequired`` (default ``false``, as Confluent's) and
+    ``generalized.sum.type.support`` (a union's field names)."""
 
     connect_name = "io.confluent.connect.json.JsonSchemaConverter"
     schema_type = "JSON"
     own_options = ("use.optional.for.nonrequired", "generalized.sum.type.support")
     optional_non_required = False
+    generalized = False  # a union's field names: connect_union_field_<i>
 
     def configure(self, options: Mapping[str, str], *, is_key: bool) -> None:
         super().configure(options, is_key=is_key)
+        prefix = f"{self.side}.converter."
         self.optional_non_required = flag_option(
-            options, "use.optional.for.nonrequired", False, f"{self.side}.converter."
+            options, "use.optional.for.nonrequired", False, prefix
         )
+        self.generalized = flag_option(options, "generalized.sum.type.support", False, prefix)
 
     def compile(self, text: str, references: Sequence[tuple[str, str]]) -> JsonSchemaType:
-        return JsonSchemaType.of(text, references, optional_non_required=self.optional_non_required)
+        return JsonSchemaType.of(
+            text,
+            references,
+            optional_non_required=self.optional_non_required,
+            generalized=self.generalized,
+        )
 
 
 class ProtobufConverter(RegistryConverter):

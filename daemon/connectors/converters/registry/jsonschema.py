@@ -19,11 +19,18 @@ A JSON Schema becomes:
   ``connectschema.py``;
 - ``oneOf`` / ``anyOf`` of ``null`` and one schema, and ``"type": [T, "null"]``: ``T``, optional;
   one subschema: that one; ``$ref`` to ``#``, ``#/definitions/…`` or ``#/$defs/…``: the schema
-  referred to.
+  referred to;
+- any other ``oneOf`` / ``anyOf`` (and ``"type"`` listing several types): Confluent's union
+  struct, one optional field per alternative that is not ``null``, named
+  ``io.confluent.connect.json.OneOf.field.<i>`` (``connect_union_field_<i>`` with
+  ``generalized.sum.type.support=true``), optional if an alternative is ``null``. A value sets
+  the field of the first alternative whose type it has (an integer for an integer or number,
+  a number for a number or for bytes, a string, a boolean, an array, an object for a map); an
+  object for struct alternatives sets the one sharing the most property names with it
+  (counted through nested structs), as ``JsonSchemaData.toConnectData`` chooses.
 
-Refused (the schema's records are errant, saying why): other unions (a struct of alternatives
-in Confluent), ``allOf`` of several, an empty schema (any value: no column type), references to
-other registered schemas, a recursive ``$ref``.
+Refused (the schema's records are errant, saying why): ``allOf`` of several, an empty schema
+(any value: no column type), references to other registered schemas, a recursive ``$ref``.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from typing import Any
 import pyarrow as pa
 
 from daemon.connectors.converters import connectschema
+from daemon.connectors.converters.connectschema import UNION
 from daemon.connectors.converters.layout import column_of
 from daemon.connectors.converters.registry.avro import SchemaRefused
 from daemon.connectors.converters.registry.columnar import Spans
@@ -47,16 +55,26 @@ _NUMBER_TYPES = {"float32": "float", "float64": "double", "bytes": "bytes"}
 RULES = connectschema.Rules(replace=True, absent_is_null=True)
 
 
-def to_connect(doc: Any, *, optional_non_required: bool = False) -> dict[str, Any]:
+ONE_OF = "io.confluent.connect.json.OneOf"
+GENERALIZED_FIELD = "connect_union_field_"
+
+
+def to_connect(
+    doc: Any, *, optional_non_required: bool = False, generalized: bool = False
+) -> dict[str, Any]:
     """The Connect schema (the JsonConverter envelope's form) of a JSON Schema document;
-    ``SchemaRefused`` saying why for one that has no column types."""
-    return _Translator(doc, optional_non_required).schema(doc, optional=False, refs=())
+    ``SchemaRefused`` saying why for one that has no column types. ``generalized``: a union's
+    field names as ``generalized.sum.type.support=true`` gives them."""
+    translator = _Translator(doc, optional_non_required, generalized)
+    return translator.schema(doc, optional=False, refs=())
 
 
 class _Translator:
-    def __init__(self, root: Any, optional_non_required: bool) -> None:
+    def __init__(self, root: Any, optional_non_required: bool, generalized: bool) -> None:
         self.root = root
         self.optional_non_required = optional_non_required
+        self.generalized = generalized
+        self.unions = 0
 
     def schema(self, doc: Any, *, optional: bool, refs: tuple[str, ...]) -> dict[str, Any]:
         if doc is True or doc == {}:
@@ -79,11 +97,14 @@ class _Translator:
         kind = doc.get("type")
         if isinstance(kind, list):
             others = [k for k in kind if k != "null"]
-            if len(others) != 1:
-                raise SchemaRefused(f"a value of types {kind} has no single column type")
-            return self.schema(
-                {**doc, "type": others[0]}, optional=optional or "null" in kind, refs=refs
-            )
+            if not others:
+                raise SchemaRefused("a schema of null alone has no column type")
+            if len(others) == 1:
+                return self.schema(
+                    {**doc, "type": others[0]}, optional=optional or "null" in kind, refs=refs
+                )
+            subs = [{**doc, "type": k} for k in kind]  # several types: a union of them
+            return self._union(doc, subs, optional, refs)
         if "enum" in doc or "const" in doc:
             out: dict[str, Any] = {"type": "string"}
         elif (kind is None and "properties" in doc) or kind == "object":
@@ -148,9 +169,26 @@ class _Translator:
                 if key not in others[0]:
                     inner.pop(key, None)
             return self.schema(inner, optional=True, refs=refs)
-        raise SchemaRefused(
-            "a union of several schemas (Confluent's OneOf struct) is not read here"
-        )
+        return self._one_of(subs, optional, refs)
+
+    def _one_of(self, subs: list[Any], optional: bool, refs: tuple[str, ...]) -> dict[str, Any]:
+        """Confluent's union struct: a field per alternative that is not null."""
+        if self.generalized:
+            name, prefix = f"connect_union_{self.unions}", GENERALIZED_FIELD
+        else:
+            name, prefix = ONE_OF, f"{ONE_OF}.field."
+        self.unions += 1
+        fields: list[dict[str, Any]] = []
+        for sub in subs:
+            if isinstance(sub, dict) and sub.get("type") == "null":
+                optional = True
+                continue
+            branch = self.schema(sub, optional=True, refs=refs)
+            fields.append({**branch, "field": f"{prefix}{len(fields)}"})
+        out: dict[str, Any] = {"type": "struct", "name": name, "fields": fields, UNION: True}
+        if optional:
+            out["optional"] = True
+        return out
 
     def _object(self, doc: dict[str, Any], refs: tuple[str, ...]) -> dict[str, Any]:
         if doc.get("connect.type") == "map":
@@ -208,6 +246,7 @@ class JsonSchemaType:
         references: Sequence[tuple[str, str]] = (),
         *,
         optional_non_required: bool = False,
+        generalized: bool = False,
     ) -> JsonSchemaType:
         if references:
             raise SchemaRefused("references to other registered JSON Schemas are not read here")
@@ -215,7 +254,9 @@ class JsonSchemaType:
             doc = json.loads(text)
         except ValueError as e:
             raise SchemaRefused(f"not valid JSON: {e}") from e
-        connect = to_connect(doc, optional_non_required=optional_non_required)
+        connect = to_connect(
+            doc, optional_non_required=optional_non_required, generalized=generalized
+        )
         try:
             typed = connectschema.typed_schema(connect, RULES)
         except ConversionError as e:
