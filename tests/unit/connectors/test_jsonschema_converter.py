@@ -131,7 +131,7 @@ def test_connect_index_orders_the_fields() -> None:
     [
         ({}, "an empty schema"),
         ({"type": ["null"]}, "null alone"),
-        ({"allOf": [{"type": "string"}, {"minLength": 1}]}, "allOf of several"),
+        ({"allOf": [{"type": "string"}, {"minLength": 1}]}, "allOf of these schemas"),
         ({"$ref": "#"}, "refers to itself"),
         ({"$ref": "other.json"}, "references to other schemas"),
         ({"type": "array"}, "did not specify the items type"),
@@ -251,3 +251,45 @@ def test_a_union_value_sets_the_alternative_confluent_chooses() -> None:
         {"io.confluent.connect.json.OneOf.field.0": 2.0,
          "io.confluent.connect.json.OneOf.field.1": None},
     ]  # fmt: skip
+
+
+def test_all_of_as_confluent_reads_it() -> None:
+    base = {
+        "definitions": {
+            "Base": {
+                "type": "object",
+                "properties": {"id": {"type": "integer"}, "kind": {"type": "string"}},
+                "required": ["id"],
+            }
+        },
+        "allOf": [
+            {"$ref": "#/definitions/Base"},
+            {
+                "type": "object",
+                "properties": {"kind": {"type": "integer"}, "extra": {"type": "boolean"}},
+            },
+        ],
+    }
+    merged = to_connect(base)
+    assert [(f["field"], f["type"]) for f in merged["fields"]] == [
+        ("id", "int64"),
+        ("kind", "int64"),  # the later property replaces the earlier, in its place
+        ("extra", "boolean"),
+    ]
+    optional = to_connect(base, optional_non_required=True)["fields"]
+    assert [f.get("optional", False) for f in optional] == [False, True, True]
+    narrowed = {
+        '{"allOf": [{"type": "string"}, {"enum": ["a", "b"]}]}': "string",
+        '{"allOf": [{"const": 3}, {"type": "integer", "connect.type": "int16"}]}': "int16",
+        '{"allOf": [{"type": "string", "format": "date"}, {"type": "number"}]}': "double",
+        '{"allOf": [{"type": "string", "format": "email"}, {"maxLength": 9}]}': "string",
+        '{"allOf": [{"oneOf": [{"type": "null"}, {"type": "boolean"}]}, {"title": "x"}]}':
+            "boolean",
+    }  # fmt: skip
+    for text, kind in narrowed.items():
+        assert to_connect(json.loads(text))["type"] == kind, text
+    conv = converter({8: base})
+    out = conv.convert([wire(8, {"id": 1, "kind": 7, "extra": True}), wire(8, {"id": 2})])
+    assert not out.errors
+    assert out.columns["kind"].to_pylist() == [7, None]
+    assert out.columns["extra"].to_pylist() == [True, None]

@@ -29,8 +29,14 @@ A JSON Schema becomes:
   object for struct alternatives sets the one sharing the most property names with it
   (counted through nested structs), as ``JsonSchemaData.toConnectData`` chooses.
 
-Refused (the schema's records are errant, saying why): ``allOf`` of several, an empty schema
-(any value: no column type), references to other registered schemas, a recursive ``$ref``.
+- ``allOf`` of several: as Confluent's ``allOfToConnectSchema``: the properties of all its
+  object alternatives (through ``$ref`` and nested ``allOf``; a later property of the same name
+  replaces an earlier) as one struct; else a union among them; else a string or a number that
+  a ``const``, an ``enum`` or a ``format`` narrows; else the schema a ``$ref`` names.
+
+Refused (the schema's records are errant, saying why): an ``allOf`` none of those rules reads
+(Confluent refuses it too), an empty schema (any value: no column type), references to other
+registered schemas, a recursive ``$ref``.
 """
 
 from __future__ import annotations
@@ -91,9 +97,11 @@ class _Translator:
                 return self._union(doc, doc[key], optional, refs)
         if "allOf" in doc:
             subs = doc["allOf"]
-            if isinstance(subs, list) and len(subs) == 1:
+            if not isinstance(subs, list):
+                raise SchemaRefused("allOf is not a list")
+            if len(subs) == 1:
                 return self.schema(subs[0], optional=optional, refs=refs)
-            raise SchemaRefused("allOf of several schemas is not read here")
+            return self._all_of(subs, optional, refs)
         kind = doc.get("type")
         if isinstance(kind, list):
             others = [k for k in kind if k != "null"]
@@ -190,6 +198,71 @@ class _Translator:
             out["optional"] = True
         return out
 
+    def _all_of(self, subs: list[Any], optional: bool, refs: tuple[str, ...]) -> dict[str, Any]:
+        """Confluent's ``allOfToConnectSchema``: the properties of every object alternative
+        (through ``$ref`` and nested ``allOf``) as one struct; else a union among them; else
+        a string or number that a ``const``, ``enum`` or ``format`` only narrows; else the
+        schema a ``$ref`` names."""
+        properties: dict[str, Any] = {}
+        required: dict[str, bool] = {}
+        for sub in subs:
+            self._collect(sub, properties, required, refs, set())
+        if properties:
+            fields = []
+            for name, sub in properties.items():
+                opt = self.optional_non_required and not required.get(name, False)
+                fields.append({**self.schema(sub, optional=opt, refs=refs), "field": name})
+            out: dict[str, Any] = {"type": "struct", "fields": fields}
+            if optional:
+                out["optional"] = True
+            return out
+        last: dict[str, Any] = {}  # of each kind, the last one (Confluent's loop keeps it)
+        for sub in subs:
+            if isinstance(sub, dict):
+                last[_kind(sub)] = sub
+        chosen = None
+        if "combined" in last:
+            chosen = last["combined"]
+        elif "const" in last or "enum" in last:
+            narrowed = "const" if "const" in last else "enum"
+            if "string" in last:
+                chosen = last["string"] if narrowed == "const" else last["enum"]
+            elif "number" in last:
+                chosen = last["number"]
+        elif "string" in last and "format" in last["string"]:
+            chosen = last.get("number", last["string"])
+        elif "ref" in last:
+            chosen = last["ref"]
+        if chosen is None:
+            raise SchemaRefused("allOf of these schemas has no column type (nor in Confluent)")
+        return self.schema(chosen, optional=optional, refs=refs)
+
+    def _collect(
+        self,
+        doc: Any,
+        properties: dict[str, Any],
+        required: dict[str, bool],
+        refs: tuple[str, ...],
+        seen: set[str],
+    ) -> None:
+        """Confluent's ``collectPropertySchemas``: the properties an ``allOf`` alternative
+        brings, a later one replacing an earlier of the same name (in the earlier's place)."""
+        if not isinstance(doc, dict):
+            return
+        if "$ref" in doc:
+            ref = doc["$ref"]
+            if isinstance(ref, str) and ref not in seen and ref not in refs:
+                seen.add(ref)
+                self._collect(self._resolve(ref), properties, required, refs, seen)
+        elif isinstance(doc.get("allOf"), list):
+            for sub in doc["allOf"]:
+                self._collect(sub, properties, required, refs, seen)
+        elif _kind(doc) == "object" and isinstance(doc.get("properties"), dict):
+            needed = set(doc.get("required") or ())
+            for name, sub in doc["properties"].items():
+                properties[name] = sub
+                required[name] = name in needed
+
     def _object(self, doc: dict[str, Any], refs: tuple[str, ...]) -> dict[str, Any]:
         if doc.get("connect.type") == "map":
             values = doc.get("additionalProperties")
@@ -231,6 +304,27 @@ class _Translator:
                     "values": self.schema(p["value"], optional=False, refs=refs),
                 }
         return {"type": "array", "items": self.schema(items, optional=False, refs=refs)}
+
+
+def _kind(doc: dict[str, Any]) -> str:
+    """What Everit (Confluent's JSON Schema library) makes of one schema object, as far as
+    ``allOf`` cares: ``ref``, ``combined``, ``const``, ``enum``, ``object``, ``number``,
+    ``string`` or ``other``."""
+    if "$ref" in doc:
+        return "ref"
+    if any(k in doc for k in ("oneOf", "anyOf", "allOf")):
+        return "combined"
+    kind = doc.get("type")
+    if "const" in doc or "enum" in doc:
+        # a typed const or enum is Everit's allOf of the two: a combined schema
+        return "combined" if kind is not None else ("const" if "const" in doc else "enum")
+    if kind == "object" or (kind is None and "properties" in doc):
+        return "object"
+    if kind in ("number", "integer"):
+        return "number"
+    if kind == "string":
+        return "string"
+    return "other"
 
 
 @dataclass(frozen=True)
