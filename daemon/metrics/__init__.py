@@ -43,7 +43,8 @@ Names (counters get ``_total`` on export):
   ``kafka_connect_connector_task_{running,pause}_ratio``,
   ``kafka_connect_connector_task_offset_commit_{avg,max}_time_ms`` and
   ``..._offset_commit_{success,failure}_percentage``, and the worker's
-  ``kafka_connect_worker_{connector,task}_startup_*``
+  ``kafka_connect_worker_{connector,task}_startup_*``; in distributed mode the
+  ``kafka_connect_worker_rebalance_*`` group (``collectors.rebalance_families``)
 - on scrape: ``connectd_connector_state{connector,state}``, ``connectd_task_state{...,state}``,
   ``connectd_task_incarnation``, ``connectd_task_auto_restarts``, ``connectd_task_stalled``,
   per task and partition (``{connector,task,topic,partition}``, from the task's freshness:

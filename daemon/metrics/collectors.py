@@ -4,7 +4,9 @@ the herder, the executor pool's status, a distributed member's share)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+import math
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -12,6 +14,7 @@ from prometheus_client.registry import Collector
 
 from daemon.errors import ConnectdError
 from daemon.executor.info import ExecutorInfo, PoolStatus
+from daemon.metrics.sampled import Sampled
 from daemon.runtime.model import ConnectorStatus, Herder, PartitionFreshness, State
 
 
@@ -320,3 +323,33 @@ class ClusterCollector(Collector):
             "Time spent applying rebalances (stopping and starting work).",
             c["rebalance_seconds"],
         )
+        yield from rebalance_families(c)
+
+
+def rebalance_families(c: Mapping[str, Any], now: float | None = None) -> Iterator[Metric]:
+    """Connect's ``connect-worker-rebalance-metrics`` under Strimzi's names, from a member's
+    ``cluster()``: its ``rebalance_log`` of (monotonic end, seconds) replayed into Kafka's
+    sampled stats at their own times."""
+    now = time.monotonic() if now is None else now
+    log: Sequence[tuple[float, float]] = c.get("rebalance_log", ())
+    clock = [now]
+    durations = Sampled(lambda: clock[0])
+    for ended, seconds in log:
+        clock[0] = ended
+        durations.record(seconds * 1000)
+    clock[0] = now
+    since = (now - log[-1][0]) * 1000 if log else math.inf
+    prefix = "kafka_connect_worker_rebalance_"
+    for name, meaning, value in (
+        ("completed_rebalances_total", "rebalances this worker completed",
+         float(c["rebalances"])),
+        ("epoch", "the group generation this worker joined", float(c["generation"])),
+        ("rebalancing", "1 while this worker applies an assignment", float(c["rebalancing"])),
+        ("rebalance_avg_time_ms", "the average time a rebalance took (stopping and starting"
+         " work)", durations.avg()),
+        ("rebalance_max_time_ms", "the longest time a rebalance took", durations.max()),
+        ("time_since_last_rebalance_ms", "time since this worker's last rebalance ended (+Inf"
+         " before the first)", since),
+    ):  # fmt: skip
+        attribute = name.replace("_", "-")
+        yield GaugeMetricFamily(prefix + name, f"Connect's {attribute}: {meaning}.", value=value)

@@ -221,6 +221,8 @@ class DistributedHerder:
             "tasks": len(h.running.tasks),
             "connectors": len(h.running.connectors),
             "config_lag": h.config_lag,
+            "rebalancing": h.rebalancing,
+            "rebalance_log": tuple(h.rebalance_log),
         }
 
     # ---- changing ----

@@ -29,6 +29,7 @@ every change and every ``STATUS_INTERVAL``.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import logging
@@ -130,6 +131,9 @@ class HerderLoop:
         self.statuses = StatusSnapshot({}, {}, {})
         self.rebalances = 0
         self.rebalance_seconds = 0.0
+        self.rebalancing = False  # applying an assignment now
+        #: (monotonic end, seconds) of the latest rebalances: Connect's rebalance metrics.
+        self.rebalance_log: collections.deque[tuple[float, float]] = collections.deque(maxlen=64)
         self._read_lock = asyncio.Lock()  # one reader of the config log at a time
         self._wake = asyncio.Event()
         self._events: asyncio.Queue[Event] = asyncio.Queue()
@@ -341,6 +345,13 @@ class HerderLoop:
             log.error("Group %s: %s; not taking work", self.config.group_id, event.error)
             return
         started = time.monotonic()
+        self.rebalancing = True
+        try:
+            await self._assigned(event, started)
+        finally:
+            self.rebalancing = False
+
+    async def _assigned(self, event: Assigned, started: float) -> None:
         a = event.assignment
         if a.error is AssignmentError.FOREIGN_STORAGE:
             await self._foreign_storage(a.storage)
@@ -372,7 +383,9 @@ class HerderLoop:
         self.running = event.running
         await self._apply()
         self.rebalances += 1
-        self.rebalance_seconds += time.monotonic() - started
+        ended = time.monotonic()
+        self.rebalance_seconds += ended - started
+        self.rebalance_log.append((ended, ended - started))
         log.info(
             "Joined group %s at generation %d as %s (%s); running %d connector(s), %d task(s)",
             self.config.group_id,

@@ -137,6 +137,18 @@ async def test_leaving_on_purpose_reserves_work_and_a_crash_moves_it_at_once(
     assert len(generations) == 1 and None not in generations, generations
     assert sum(_metric(w, "connectd_cluster_leader") or 0 for w in survivors) == 1
     assert sum(_metric(w, "connectd_cluster_tasks") or 0 for w in survivors) == 6
+    # Connect's worker-rebalance-metrics say the same.
+    for w in survivors:
+        epoch = _metric(w, "kafka_connect_worker_rebalance_epoch")
+        assert epoch == _metric(w, "connectd_cluster_generation")
+        completed = _metric(w, "kafka_connect_worker_rebalance_completed_rebalances_total")
+        assert completed is not None and completed >= 2  # joined, then the crash's
+        assert _metric(w, "kafka_connect_worker_rebalance_rebalancing") == 0
+        since = _metric(w, "kafka_connect_worker_rebalance_time_since_last_rebalance_ms")
+        assert since is not None and 0 <= since < 300_000
+        longest = _metric(w, "kafka_connect_worker_rebalance_rebalance_max_time_ms")
+        average = _metric(w, "kafka_connect_worker_rebalance_rebalance_avg_time_ms")
+        assert longest is not None and average is not None and 0 <= average <= longest
 
 
 async def _pause() -> None:

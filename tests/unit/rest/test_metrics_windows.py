@@ -9,6 +9,7 @@ import math
 import pytest
 
 from daemon.metrics import Metrics
+from daemon.metrics.collectors import rebalance_families
 from daemon.metrics.sampled import Sampled, StateTimes
 
 
@@ -77,3 +78,24 @@ def test_running_and_pause_ratios_follow_the_incarnation() -> None:
     times.enter("running")
     now[0] = 112.0
     assert times.ratio("running") == pytest.approx(0.5) and times.ratio("paused") == 0
+
+
+def test_rebalance_metrics_replay_the_members_log() -> None:
+    member = {
+        "rebalances": 3,
+        "generation": 7,
+        "rebalancing": False,
+        "rebalance_log": ((10.0, 0.5), (50.0, 1.5), (95.0, 0.25)),
+    }
+    got = {m.name: m.samples[0].value for m in rebalance_families(member, now=100.0) if m.samples}
+    p = "kafka_connect_worker_rebalance_"
+    assert got[p + "completed_rebalances_total"] == 3 and got[p + "epoch"] == 7
+    assert got[p + "rebalancing"] == 0
+    assert got[p + "time_since_last_rebalance_ms"] == pytest.approx(5000)
+    # At 100 s the rebalance that ended at 10 s is over 60 s old: Kafka's samples dropped it.
+    assert got[p + "rebalance_max_time_ms"] == pytest.approx(1500)
+    assert got[p + "rebalance_avg_time_ms"] == pytest.approx(875)
+    never = {m.name: m.samples[0].value for m in rebalance_families(
+        {**member, "rebalance_log": ()}, now=1.0)}  # fmt: skip
+    assert never[p + "time_since_last_rebalance_ms"] == math.inf
+    assert math.isnan(never[p + "rebalance_max_time_ms"])
