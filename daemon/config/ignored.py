@@ -95,6 +95,22 @@ SSL_REFUSED: dict[str, str] = {
     "truststore.certificates": "connectd reads a trust store from a file: put the PEM"
     " certificates in a file and set ssl.truststore.location (ssl.truststore.type=PEM)",
 }
+#: Connect's own TLS settings for separate admin listeners: connectd's admin listeners use the
+#: main HTTPS listeners' settings, so these are refused rather than ignored.
+ADMIN_TLS_KEYS = (
+    "keystore.type", "keystore.location", "keystore.password", "key.password",
+    "truststore.type", "truststore.location", "truststore.password", "client.auth",
+    "protocol", "enabled.protocols", "cipher.suites", "provider", "keymanager.algorithm",
+    "trustmanager.algorithm", "secure.random.implementation", "endpoint.identification.algorithm",
+)  # fmt: skip
+WORKER_REFUSED.update(
+    {
+        f"admin.listeners.https.ssl.{key}": "connectd's admin listeners use the TLS settings"
+        " of its main HTTPS listeners (listeners.https.ssl.*, or the worker's ssl.*); set"
+        " the key there instead"
+        for key in ADMIN_TLS_KEYS
+    }
+)
 _TLS_PREFIXES = ("ssl.", "listeners.https.ssl.")
 WORKER_KEYS.update({p + k: _JVM_TLS for p in _TLS_PREFIXES for k in SSL_JVM_KEYS})
 WORKER_REFUSED.update(

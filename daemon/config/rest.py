@@ -12,7 +12,7 @@ from daemon.config import fields as f
 from daemon.config.fields import setting
 from daemon.config.httpheaders import Cors, HttpSettingError, parse_header_rules
 from daemon.config.problems import Problem, error, warning
-from daemon.config.values import StoreType
+from daemon.config.values import AdminListeners, StoreType
 
 _REST = "REST API"
 ClientAuth = Literal["none", "requested", "required"]
@@ -83,14 +83,16 @@ class RestApiSettings(BaseModel):
         expected="comma-separated rules '[set|add|setDate|addDate] [header name]:[header value]'",
         description="Headers added to every REST response, Connect's rules.",
     )
-    admin_listeners: f.StrList | None = setting(
+    admin_listeners: AdminListeners = setting(
         None,
         key="admin.listeners",
+        example="http://127.0.0.1:8084",
         group=_REST,
         default_doc="unset: /admin on the main listeners",
-        expected="empty (no /admin endpoints), or unset",
-        description="Where /admin/loggers is served: unset, on the main listeners; empty, nowhere"
-        " (404, as in Connect). Separate admin listeners are refused.",
+        description="Where /admin/loggers is served, as in Connect: unset, on the main"
+        " listeners; empty, nowhere (404); URLs, only there (the main listeners answer 404"
+        " for /admin, and these nothing else; no CORS or configured headers on them). An"
+        " https:// one takes the TLS settings of the main HTTPS listeners.",
     )
     topic_tracking_enable: f.Bool = setting(
         True,
@@ -235,19 +237,11 @@ def map_deprecated_rest(data: Any, info: ValidationInfo) -> Any:
 
 
 def rest_problems(config: RestApiSettings) -> list[Problem]:
-    """Problems of the CORS, response-header and admin-listener settings."""
+    """Problems of the CORS and response-header settings."""
     problems: list[Problem] = []
     try:
         Cors.parse(config.access_control_allow_origin, config.access_control_allow_methods)
         parse_header_rules(config.response_http_headers_config)
     except HttpSettingError as exc:
         problems.append(error(exc.key, exc.reason))
-    if config.admin_listeners:
-        problems.append(
-            error(
-                "admin.listeners",
-                "separate admin listeners are not supported by connectd",
-                "unset (/admin/loggers on the main listeners) or empty (no /admin endpoints)",
-            )
-        )
     return problems

@@ -60,6 +60,23 @@ Listeners = Annotated[
     Expect("a comma-separated list of http://HOST:PORT or https://HOST:PORT URLs"),
 ]
 
+
+def _parse_admin_listeners(value: object) -> tuple[Listener, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, tuple) and all(isinstance(v, Listener) for v in value):
+        return value
+    if isinstance(value, str) and value.strip() and value.strip().endswith(","):
+        raise ValueError("Empty URL found when parsing admin.listeners list.")  # Connect's
+    return tuple(parse_listener(text) for text in parse_list(value))
+
+
+AdminListeners = Annotated[
+    tuple[Listener, ...] | None,
+    BeforeValidator(_parse_admin_listeners),
+    Expect("empty, or a comma-separated list of http://HOST:PORT or https://HOST:PORT URLs"),
+]
+
 _HOST_PORT = re.compile(r"^(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[^:\s\[\]]+)):(?P<port>\d{1,5})$")
 
 

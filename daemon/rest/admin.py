@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from daemon.logs.levels import parse_level
 from daemon.rest import models as m
 from daemon.rest.api import Query, Reply, Routes, body, query
 from daemon.rest.context import context
-from daemon.rest.errors import bad_request, json_reply, not_found
+from daemon.rest.errors import bad_request, error_response, json_reply, not_found
+from daemon.rest.front.protocol import ADMIN_HEADER
 from daemon.runtime.distributed.herder import DistributedHerder
 
 routes = Routes("admin")
@@ -70,3 +72,33 @@ async def set_logger(request: web.Request) -> web.Response:
     if query(request, "scope") == "cluster":
         return web.Response(status=204)
     return json_reply(changed)
+
+
+# ---- admin.listeners ----
+
+ADMIN_PORTS = web.AppKey("admin_ports", set[int])
+"""The ports of the admin listeners the app is served on directly (``RestServer``)."""
+
+
+def is_admin_path(path: str) -> bool:
+    return path == "/admin" or path.startswith("/admin/")
+
+
+def on_admin(request: web.Request) -> bool:
+    """Whether ``request`` came in on an admin listener."""
+    if request.headers.get(ADMIN_HEADER) == "1":
+        return True
+    ports = request.app.get(ADMIN_PORTS)
+    if not ports or request.transport is None:
+        return False
+    sockname = request.transport.get_extra_info("sockname")
+    return bool(sockname) and sockname[1] in ports
+
+
+@web.middleware
+async def admin_split(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """With separate admin listeners (Connect's ``admin.listeners`` URLs): ``/admin`` only on
+    them, and nothing else on them; the rest is Jersey's 404, as Connect answers."""
+    if on_admin(request) != is_admin_path(request.path):
+        return error_response(404, "HTTP 404 Not Found")
+    return await handler(request)

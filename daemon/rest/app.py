@@ -16,6 +16,7 @@ from daemon.connectors.api import ConnectorRegistry, default_registry
 from daemon.metrics import Metrics
 from daemon.rest import admin, connectors, control, offsets, plugins, root
 from daemon.rest.access import access_log
+from daemon.rest.admin import ADMIN_PORTS, admin_split, on_admin
 from daemon.rest.api import Operation, register
 from daemon.rest.auth import BasicAuth
 from daemon.rest.context import CONTEXT, RestContext, forwarded_request, not_loaded_yet
@@ -73,12 +74,16 @@ def create_app(
     if front_token is not None:
         middlewares.insert(0, forwarded_scheme)
     else:  # behind the front process, the front adds them to every answer it gives
-        middlewares.insert(1, response_headers(settings.cors(), settings.header_rules()))
+        headers = response_headers(settings.cors(), settings.header_rules(), skip=on_admin)
+        middlewares.insert(1, headers)
     if auth is not None:
         public = [path for op in ops if op.public for path in (op.path, op.path + "/")]
         if front_token is not None:
             public.append(SNAPSHOT_PATH)  # the front's own: guarded by its token instead
         middlewares.append(auth.middleware(public))
+    if settings.separate_admin:
+        middlewares.append(admin_split)
+    ports: set[int] = set()  # the admin listeners' (RestServer adds them as it binds)
     middlewares.append(automatic_options)
     app = web.Application(middlewares=middlewares, client_max_size=settings.max_body_bytes)
     register(app.router, ops, settings.max_body_bytes)
@@ -87,4 +92,5 @@ def create_app(
     ctx = RestContext(herder, settings, registry or default_registry, metrics)
     ctx.openapi = build(ops, basic_auth=auth is not None)
     app[CONTEXT] = ctx
+    app[ADMIN_PORTS] = ports
     return app

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
@@ -26,11 +27,18 @@ def cors_headers(cors: Cors, request: web.Request) -> CIMultiDict[str]:
     return out
 
 
-def response_headers(cors: Cors | None, rules: tuple[HeaderRule, ...]) -> Middleware:
-    """A middleware adding ``cors``'s and ``rules``' headers to every answer (errors too)."""
+def response_headers(
+    cors: Cors | None,
+    rules: tuple[HeaderRule, ...],
+    skip: Callable[[web.Request], bool] | None = None,
+) -> Middleware:
+    """A middleware adding ``cors``'s and ``rules``' headers to every answer (errors too),
+    except to requests ``skip`` names (an admin listener's: Connect adds none there)."""
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if skip is not None and skip(request):
+            return await handler(request)
         extra = cors_headers(cors, request) if cors is not None else CIMultiDict[str]()
         try:
             response = await handler(request)

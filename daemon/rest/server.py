@@ -20,6 +20,7 @@ from typing import Self
 from aiohttp import web
 
 from daemon.config import Listener
+from daemon.rest.admin import ADMIN_PORTS
 from daemon.rest.settings import RestSettings
 
 
@@ -84,6 +85,8 @@ class RestServer(Listening):
         self._settings = settings
         self._runner: web.AppRunner | None = None
         self._bound: list[Bound] = []
+        self.admin_bound: list[Bound] = []
+        """The admin listeners (``admin.listeners``) as bound."""
 
     async def start(self) -> None:
         settings = self._settings
@@ -106,11 +109,20 @@ class RestServer(Listening):
                     )
                     await site.start()
                 self._bound.append(Bound(listener, socks[0].getsockname()[1]))
+            for listener in settings.admin_listeners or ():
+                socks = await bind(listener)
+                sockets += socks
+                for sock in socks:
+                    tls = ssl_context if listener.scheme == "https" else None
+                    await web.SockSite(runner, sock, ssl_context=tls).start()
+                self._app[ADMIN_PORTS].add(socks[0].getsockname()[1])
+                self.admin_bound.append(Bound(listener, socks[0].getsockname()[1]))
         except BaseException:
             await runner.cleanup()
             for sock in sockets:
                 sock.close()
             self._bound.clear()
+            self.admin_bound.clear()
             raise
         self._runner = runner
 

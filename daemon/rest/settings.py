@@ -129,8 +129,18 @@ class RestSettings:
     """``access.control.allow.methods``; empty: Jetty's GET,POST,HEAD."""
     header_config: str = ""
     """``response.http.headers.config``."""
-    admin_endpoints: bool = True
-    """``/admin/loggers`` served (``admin.listeners`` unset) or not (empty)."""
+    admin_listeners: tuple[Listener, ...] | None = None
+    """``admin.listeners``: None, ``/admin`` on the main listeners; empty, nowhere; else only
+    on these."""
+
+    @property
+    def admin_endpoints(self) -> bool:
+        """Whether ``/admin/loggers`` is served at all."""
+        return self.admin_listeners is None or bool(self.admin_listeners)
+
+    @property
+    def separate_admin(self) -> bool:
+        return bool(self.admin_listeners)
 
     def cors(self) -> Cors | None:
         return Cors.parse(self.cors_origins, self.cors_methods)
@@ -169,12 +179,13 @@ class RestSettings:
             cors_origins=config.access_control_allow_origin,
             cors_methods=config.access_control_allow_methods,
             header_config=config.response_http_headers_config,
-            admin_endpoints=config.admin_listeners is None,
+            admin_listeners=config.admin_listeners,
         )
 
     def check(self) -> None:
         """``ConfigError`` if an ``https://`` listener has no key store to serve with."""
-        if any(listener.scheme == "https" for listener in self.listeners) and self.tls is None:
+        every = (*self.listeners, *(self.admin_listeners or ()))
+        if any(listener.scheme == "https" for listener in every) and self.tls is None:
             raise ConfigError(
                 "listeners has an https:// listener but neither listeners.https.ssl.keystore."
                 "location nor ssl.keystore.location is set; expected a key store (PEM, PKCS12 or"

@@ -50,6 +50,8 @@ from daemon.rest.errors import error_response
 from daemon.rest.front.mirror import Mirror
 from daemon.rest.front.protocol import (
     ACCESS_LOGGER,
+    ADMIN_HEADER,
+    ADMIN_SCHEME,
     FORWARDED_PROTO,
     SNAPSHOT_PATH,
     TOKEN_HEADER,
@@ -77,7 +79,7 @@ _HOP_BY_HOP = frozenset(
     )
 )
 _NOT_RELAYED = _HOP_BY_HOP | {"date", "server"}
-_DROPPED_FROM_CLIENTS = {TOKEN_HEADER.lower(), FORWARDED_PROTO.lower()}
+_DROPPED_FROM_CLIENTS = {TOKEN_HEADER.lower(), FORWARDED_PROTO.lower(), ADMIN_HEADER.lower()}
 _READ_ONLY = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
@@ -154,6 +156,16 @@ class Front:
         app.router.add_route("*", "/{tail:.*}", self.handle)
         return app
 
+    def admin_app(self) -> web.Application:
+        """An admin listener's (``admin.listeners``): ``/admin`` relayed, marked as coming from
+        there; no CORS or configured headers, as Connect's admin listeners have none."""
+        app = web.Application(client_max_size=0)
+        app.router.add_route("*", "/{tail:.*}", self.handle_admin)
+        return app
+
+    async def handle_admin(self, request: web.Request) -> web.StreamResponse:
+        return await self._pass_on(request, admin=True)
+
     async def open(self) -> None:
         self._session = aiohttp.ClientSession(
             # No cap on connections to the worker: its own server has none either, and a
@@ -195,7 +207,7 @@ class Front:
             self.lines.add(request.method, request.rel_url.raw_path, 200, elapsed)
         return web.Response(body=body, content_type="application/json", charset="utf-8")
 
-    async def _pass_on(self, request: web.Request) -> web.StreamResponse:
+    async def _pass_on(self, request: web.Request, *, admin: bool = False) -> web.StreamResponse:
         headers = CIMultiDict(
             (k, v)
             for k, v in request.headers.items()
@@ -203,6 +215,8 @@ class Front:
         )
         headers[FORWARDED_PROTO] = request.scheme
         headers["Host"] = request.host  # the client's, or this listener's address
+        if admin:
+            headers[ADMIN_HEADER] = "1"
         body = await _body(request, self.spec.max_body_bytes)
         try:
             async with self.session.request(
@@ -317,10 +331,23 @@ async def serve(spec: Spec, stdin: asyncio.StreamReader) -> None:
     await runner.setup()
     tls = spec.tls_settings()
     ssl_context = tls.context() if tls is not None else None
+    admin_runner: web.AppRunner | None = None
     for fd, scheme in spec.listeners:
         sock = socket.socket(fileno=fd)
         sock.setblocking(False)
-        site = web.SockSite(runner, sock, ssl_context=ssl_context if scheme == "https" else None)
+        serving = runner
+        if scheme.startswith(ADMIN_SCHEME):
+            scheme = scheme[len(ADMIN_SCHEME) :]
+            if admin_runner is None:
+                admin_runner = web.AppRunner(
+                    front.admin_app(),
+                    access_log=None,
+                    shutdown_timeout=spec.shutdown_timeout,
+                    auto_decompress=False,
+                )
+                await admin_runner.setup()
+            serving = admin_runner
+        site = web.SockSite(serving, sock, ssl_context=ssl_context if scheme == "https" else None)
         await site.start()
     await front.refresh()
     settle_heap()  # as the daemon does
@@ -340,6 +367,8 @@ async def serve(spec: Spec, stdin: asyncio.StreamReader) -> None:
         for task in (watcher, refresher):
             await _cancelled(task)
         await runner.cleanup()  # requests in flight finish
+        if admin_runner is not None:
+            await admin_runner.cleanup()
         front.lines.flush()
         await front.close()
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from aiohttp import web
 
 from daemon.errors import ConnectdError
-from daemon.rest.front.protocol import Spec
+from daemon.rest.front.protocol import ADMIN_SCHEME, Spec
 from daemon.rest.server import Bound, Listening, bind
 from daemon.rest.settings import RestSettings
 
@@ -66,6 +66,8 @@ class FrontedRestServer(Listening):
         self._dir: str | None = None
         self._sockets: list[tuple[socket.socket, str]] = []
         self._bound: list[Bound] = []
+        self.admin_bound: list[Bound] = []
+        """The admin listeners (``admin.listeners``) as bound."""
         self._proc: asyncio.subprocess.Process | None = None
         self._supervisor: asyncio.Task[None] | None = None
         self._closing = False
@@ -98,6 +100,10 @@ class FrontedRestServer(Listening):
                 socks = await bind(listener)
                 self._sockets += [(sock, listener.scheme) for sock in socks]
                 self._bound.append(Bound(listener, socks[0].getsockname()[1]))
+            for listener in settings.admin_listeners or ():  # the front serves /admin there
+                socks = await bind(listener)
+                self._sockets += [(sock, ADMIN_SCHEME + listener.scheme) for sock in socks]
+                self.admin_bound.append(Bound(listener, socks[0].getsockname()[1]))
             for sock, _ in self._sockets:
                 sock.listen(128)
             self._proc = await self._spawn()
@@ -209,6 +215,7 @@ class FrontedRestServer(Listening):
             sock.close()
         self._sockets.clear()
         self._bound.clear()
+        self.admin_bound.clear()
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()

@@ -36,6 +36,11 @@ TOKEN_HEADER = "X-Connectd-Front-Token"
 FORWARDED_PROTO = "X-Forwarded-Proto"
 """Set by the front to the scheme its client used (the worker's ``Location`` headers name it)."""
 ACCESS_LOGGER = "connectd.rest.access"
+ADMIN_HEADER = "X-Connectd-Admin-Listener"
+"""Set by the REST front process on what it relays from an admin listener (and dropped from
+what clients send), so the worker knows where a request came in."""
+ADMIN_SCHEME = "admin+"
+"""Prefixes the scheme of an admin listener's socket in ``Spec.listeners``."""
 
 
 @web.middleware

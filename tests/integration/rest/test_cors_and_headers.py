@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
 from support.daemon import ProcessFactory, wait_until, worker_properties
+from support.kafka import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -100,22 +102,85 @@ async def test_cors_headers_and_a_disabled_admin_api_as_connect_answers_them(
     assert "Traceback" not in p.log()
 
 
+@pytest.mark.parametrize(
+    ("settings", "said"),
+    [
+        (
+            {"response.http.headers.config": "set X-A: b:c"},
+            [
+                "response.http.headers.config: Invalid format of header name and header value"
+                " pair 'X-A: b:c'. Expected: '[header name]:[header value]'"
+            ],
+        ),
+        (
+            {
+                "admin.listeners": "http://127.0.0.1:18084,",
+                "admin.listeners.https.ssl.keystore.location": "/etc/admin.p12",
+            },
+            [
+                "admin.listeners: Empty URL found when parsing admin.listeners list.",
+                "admin.listeners.https.ssl.keystore.location: connectd's admin listeners use",
+            ],
+        ),
+    ],
+    ids=["header-rule", "admin-listeners"],
+)
 async def test_bad_values_are_refused_with_connects_messages(
-    daemon_process: ProcessFactory, kafka_bootstrap: str, tmp_path: Path
+    daemon_process: ProcessFactory,
+    kafka_bootstrap: str,
+    tmp_path: Path,
+    settings: dict[str, str],
+    said: list[str],
 ) -> None:
+    worker = worker_properties(kafka_bootstrap, tmp_path / "state", **settings)
+    p = daemon_process(worker, [], wait=False)
+    assert p.wait(60) == 78
+    log = p.log()
+    for message in said:
+        assert message in log, log
+
+
+@pytest.mark.parametrize("front", ["true", "false"])
+async def test_separate_admin_listeners_serve_admin_and_nothing_else(
+    daemon_process: ProcessFactory, kafka_bootstrap: str, tmp_path: Path, front: str
+) -> None:
+    """As a Connect 4.1.2 worker answered: /admin/loggers only on the admin listener, Jersey's
+    404 for every other path there and for /admin on the main listener; no CORS or configured
+    headers on the admin listener."""
+    admin_port = free_port()
     worker = worker_properties(
         kafka_bootstrap,
         tmp_path / "state",
         **{
-            "response.http.headers.config": "set X-A: b:c",
-            "admin.listeners": "http://127.0.0.1:18084",
+            "rest.front.process": front,
+            "admin.listeners": f"http://127.0.0.1:{admin_port}",
+            "access.control.allow.origin": "*",
+            "response.http.headers.config": "add X-Frame-Options: DENY",
         },
     )
-    p = daemon_process(worker, [], wait=False)
-    assert p.wait(60) == 78
-    log = p.log()
-    assert (
-        "response.http.headers.config: Invalid format of header name and header value pair"
-        " 'X-A: b:c'. Expected: '[header name]:[header value]'"
-    ) in log
-    assert "admin.listeners: separate admin listeners are not supported by connectd" in log
+    p = daemon_process(worker, [])
+    admin = f"http://127.0.0.1:{admin_port}"
+    not_found = {"error_code": 404, "message": "HTTP 404 Not Found"}
+    async with aiohttp.ClientSession() as http:
+
+        async def ask(
+            method: str, url: str, body: Any = None
+        ) -> tuple[int, Any, aiohttp.typedefs.LooseHeaders]:
+            async with http.request(method, url, json=body, headers={"Origin": ORIGIN}) as r:
+                return r.status, json.loads(await r.read() or b"null"), r.headers
+
+        status, body, headers = await ask("GET", f"{admin}/admin/loggers")
+        assert status == 200 and "root" in body, body
+        assert "Vary" not in headers and "X-Frame-Options" not in headers
+        status, body, _ = await ask("PUT", f"{admin}/admin/loggers/connectd.admintest", {
+            "level": "DEBUG"})  # fmt: skip
+        assert status == 200 and "connectd.admintest" in body, body
+        for path in ("/", "/connectors", "/nope"):
+            status, body, _ = await ask("GET", admin + path)
+            assert (status, body) == (404, not_found), path
+        status, body, headers = await ask("GET", f"{p.url}/admin/loggers")
+        assert (status, body) == (404, not_found)
+        assert headers["X-Frame-Options"] == "DENY" and headers["Vary"] == "Origin"
+        status, _, _ = await ask("GET", f"{p.url}/connectors")
+        assert status == 200
+    assert "Traceback" not in p.log()

@@ -79,11 +79,15 @@ def test_a_worker_file_names_the_key_at_fault() -> None:
             {
                 "bootstrap.servers": "127.0.0.1:9092",
                 "access.control.allow.origin": "https://(",
-                "admin.listeners": "http://127.0.0.1:8084",
             }
         )
     said = str(raised.value)
     assert "access.control.allow.origin: 'https://(' is not a regular expression" in said
-    assert "admin.listeners: separate admin listeners are not supported" in said
+    with pytest.raises(InvalidConfig, match=r"admin\.listeners: 'ftp://x:1' is not an http"):
+        parse_worker({"bootstrap.servers": "127.0.0.1:9092", "admin.listeners": "ftp://x:1"})
     config, warnings = parse_worker({"bootstrap.servers": "127.0.0.1:9092", "admin.listeners": ""})
     assert config.admin_listeners == () and warnings == []
+    config, _ = parse_worker(
+        {"bootstrap.servers": "127.0.0.1:9092", "admin.listeners": "https://127.0.0.1:8084"}
+    )
+    assert [str(x) for x in config.admin_listeners or ()] == ["https://127.0.0.1:8084"]
