@@ -10,7 +10,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,13 @@ def tool(name: str) -> Path:
 class Prometheus:
     """One Prometheus server; ``query`` and ``alerts`` read its HTTP API."""
 
-    def __init__(self, workdir: Path, targets: Sequence[str], rules: Sequence[Path]) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        targets: Sequence[str],
+        rules: Sequence[Path],
+        labels: Mapping[str, str] | None = None,
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         workdir.mkdir(parents=True, exist_ok=True)
@@ -53,7 +59,10 @@ class Prometheus:
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
             "rule_files": [str(r) for r in rules],
             "scrape_configs": [
-                {"job_name": "connectd", "static_configs": [{"targets": list(targets)}]}
+                {
+                    "job_name": "connectd",
+                    "static_configs": [{"targets": list(targets), "labels": dict(labels or {})}],
+                }
             ],
         }
         cfg = workdir / "prometheus.yml"
@@ -106,8 +115,12 @@ def prometheus(tmp_path: Path) -> Iterator[Any]:
     its PID) when the test ends."""
     made: list[Prometheus] = []
 
-    def start(targets: Sequence[str], rules: Sequence[Path] = ()) -> Prometheus:
-        p = Prometheus(tmp_path / f"prometheus-{len(made)}", targets, rules)
+    def start(
+        targets: Sequence[str],
+        rules: Sequence[Path] = (),
+        labels: Mapping[str, str] | None = None,
+    ) -> Prometheus:
+        p = Prometheus(tmp_path / f"prometheus-{len(made)}", targets, rules, labels)
         made.append(p)
         deadline = time.monotonic() + 60
         while not p.ready():
