@@ -36,6 +36,7 @@ log = logging.getLogger("connectd.tls")
 DEFAULT_PROTOCOL = "TLSv1.3"
 DEFAULT_ENABLED = ("TLSv1.2", "TLSv1.3")
 
+_WARNED: set[tuple[str, str]] = set()
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 _OFF_IN_JAVA = ("TLSv1", "TLSv1.1")  # disabled by the JDK 17's own defaults as well
 _CONTEXT_PROTOCOLS = ("TLS", "TLSv1.2", "TLSv1.3", *_OFF_IN_JAVA)
@@ -130,17 +131,21 @@ def parse(
             f"{protocol} is disabled by OpenSSL 3 (and by Java 17's own"
             " defaults); expected TLSv1.3 or TLSv1.2",
         )
-    names = [n.strip() for n in (DEFAULT_ENABLED if enabled is None else enabled) if n.strip()]
+    names = [n.strip() for n in enabled or () if n.strip()]
+    if not names:  # unset or empty: Kafka's defaults (DefaultSslEngineFactory does the same)
+        names = list(DEFAULT_ENABLED)
     versions: set[str] = set()
     for name in names:
         if name in _VERSIONS:
             versions.add(name)
         elif name in _OFF_IN_JAVA:
-            log.warning(
-                "%s.enabled.protocols: %s is left out: OpenSSL 3 disables it, as Java 17 does",
-                prefix,
-                name,
-            )
+            if (prefix, name) not in _WARNED:  # once: this runs at every client's start
+                _WARNED.add((prefix, name))
+                log.warning(
+                    "%s.enabled.protocols: %s is left out: OpenSSL 3 disables it, as Java 17 does",
+                    prefix,
+                    name,
+                )
         else:
             raise TlsSettingError(
                 f"{prefix}.enabled.protocols",

@@ -71,10 +71,13 @@ def configured(
     (reads the file's first bytes)."""
     if location is None:
         return None
+    explicit = kind is not None
     if kind is None:
         kind = "PEM" if _looks_pem(location) else "JKS"
-    if kind == "PEM" and password:
+    if kind == "PEM" and password and explicit:
         # Kafka's DefaultSslEngineFactory refuses the same: a PEM file has no store password.
+        # (A PEM file found by its text, the type unset, keeps the password connectd ignored
+        # there before: Kafka would have read the file as JKS and failed anyway.)
         if prefix.endswith("keystore"):
             why = f"only its key's password may be, {prefix[: -len('keystore')]}key.password"
         else:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import email.utils
 import re
+import time
 from dataclasses import dataclass
 
 from daemon.errors import ConfigError
@@ -139,9 +140,12 @@ def parse_header_rules(config: str) -> tuple[HeaderRule, ...]:
         value = pair[1].strip()
         if jetty.endswith("Date"):
             try:
-                int(value)
-            except ValueError:
-                _refuse(f"'{item}': a {action} value is milliseconds from now, an integer")
+                email.utils.formatdate(time.time() + int(value) / 1000, usegmt=True)
+            except (ValueError, OverflowError, OSError):
+                _refuse(
+                    f"'{item}': a {action} value is milliseconds from now, an integer within"
+                    " the calendar (years 1970 to 9999)"
+                )
         rules.append(HeaderRule(jetty, name, value))
     return tuple(rules)
 

@@ -113,6 +113,17 @@ WORKER_REFUSED.update(
 )
 _TLS_PREFIXES = ("ssl.", "listeners.https.ssl.")
 WORKER_KEYS.update({p + k: _JVM_TLS for p in _TLS_PREFIXES for k in SSL_JVM_KEYS})
+#: Broker-side TLS keys that worker files copied from a broker's often carry.
+WORKER_KEYS.update(
+    {
+        f"ssl.{key}": "a broker's TLS setting; a Connect worker does not use it either; ignored"
+        for key in ("principal.mapping.rules", "allow.dn.changes", "allow.san.changes")
+    }
+)
+WORKER_KEYS["listeners.https.ssl.endpoint.identification.algorithm"] = (
+    "the host name check of Connect's REST client between workers; connectd's forwarding"
+    " between workers uses the worker URLs each one advertises; ignored"
+)
 WORKER_REFUSED.update(
     {
         p + k: why.replace("ssl.", p) if p != "ssl." else why

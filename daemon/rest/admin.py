@@ -76,23 +76,29 @@ async def set_logger(request: web.Request) -> web.Response:
 
 # ---- admin.listeners ----
 
-ADMIN_PORTS = web.AppKey("admin_ports", set[int])
-"""The ports of the admin listeners the app is served on directly (``RestServer``)."""
+ADMIN_PORTS = web.AppKey("admin_ports", set[tuple[str, int]])
+"""The (address, port) of each admin listener socket the app is served on directly
+(``RestServer``)."""
 
 
 def is_admin_path(path: str) -> bool:
     return path == "/admin" or path.startswith("/admin/")
 
 
+TRUSTS_FRONT = web.AppKey("trusts_front", bool)
+"""The app is served behind the REST front process (which alone sets ``ADMIN_HEADER``)."""
+
+
 def on_admin(request: web.Request) -> bool:
-    """Whether ``request`` came in on an admin listener."""
-    if request.headers.get(ADMIN_HEADER) == "1":
-        return True
-    ports = request.app.get(ADMIN_PORTS)
-    if not ports or request.transport is None:
+    """Whether ``request`` came in on an admin listener: as the REST front process says (it
+    drops the header from what clients send), or by the socket it arrived on."""
+    if request.app.get(TRUSTS_FRONT):
+        return request.headers.get(ADMIN_HEADER) == "1"
+    sockets = request.app.get(ADMIN_PORTS)
+    if not sockets or request.transport is None:
         return False
     sockname = request.transport.get_extra_info("sockname")
-    return bool(sockname) and sockname[1] in ports
+    return bool(sockname) and tuple(sockname[:2]) in sockets
 
 
 @web.middleware

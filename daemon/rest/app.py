@@ -1,10 +1,11 @@
 """``create_app``: Kafka Connect's REST API over a ``Herder``, as an aiohttp application.
 
-Middlewares, outermost first: the access log, the CORS and configured response headers (here
-unless the REST front process adds them), Connect's error mapping, 503 instead of 404 for a
+Middlewares, outermost first: the access log, Connect's error mapping, 503 instead of 404 for a
 connector asked for before the connectors are loaded, basic authentication (when a credentials
 file is configured), Jersey's automatic ``OPTIONS`` answer. Each operation then checks its own
-request (see ``daemon.rest.api``) before its handler calls the worker.
+request (see ``daemon.rest.api``) before its handler calls the worker. The CORS and configured
+response headers are added as each answer is prepared (here unless the REST front process
+serves the listeners: it adds them to its own answers).
 """
 
 from __future__ import annotations
@@ -16,13 +17,13 @@ from daemon.connectors.api import ConnectorRegistry, default_registry
 from daemon.metrics import Metrics
 from daemon.rest import admin, connectors, control, offsets, plugins, root
 from daemon.rest.access import access_log
-from daemon.rest.admin import ADMIN_PORTS, admin_split, on_admin
+from daemon.rest.admin import ADMIN_PORTS, TRUSTS_FRONT, admin_split, on_admin
 from daemon.rest.api import Operation, register
 from daemon.rest.auth import BasicAuth
 from daemon.rest.context import CONTEXT, RestContext, forwarded_request, not_loaded_yet
 from daemon.rest.errors import error_middleware
 from daemon.rest.front.protocol import SNAPSHOT_PATH, forwarded_scheme, snapshot_route
-from daemon.rest.headers import automatic_options, response_headers
+from daemon.rest.headers import automatic_options, install_response_headers
 from daemon.rest.openapi import build
 from daemon.rest.settings import RestSettings
 from daemon.runtime.model import Herder
@@ -73,9 +74,6 @@ def create_app(
     ]
     if front_token is not None:
         middlewares.insert(0, forwarded_scheme)
-    else:  # behind the front process, the front adds them to every answer it gives
-        headers = response_headers(settings.cors(), settings.header_rules(), skip=on_admin)
-        middlewares.insert(1, headers)
     if auth is not None:
         public = [path for op in ops if op.public for path in (op.path, op.path + "/")]
         if front_token is not None:
@@ -83,9 +81,12 @@ def create_app(
         middlewares.append(auth.middleware(public))
     if settings.separate_admin:
         middlewares.append(admin_split)
-    ports: set[int] = set()  # the admin listeners' (RestServer adds them as it binds)
+    ports: set[tuple[str, int]] = set()  # the admin sockets' (RestServer adds them as it binds)
     middlewares.append(automatic_options)
     app = web.Application(middlewares=middlewares, client_max_size=settings.max_body_bytes)
+    if front_token is None:  # behind the front process, the front adds them to its answers
+        install_response_headers(app, settings.cors(), settings.header_rules(), skip=on_admin)
+    app[TRUSTS_FRONT] = front_token is not None
     register(app.router, ops, settings.max_body_bytes)
     if front_token is not None:
         app.router.add_routes([snapshot_route(herder, front_token)])

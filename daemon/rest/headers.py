@@ -1,5 +1,5 @@
-"""The middlewares that give REST answers Connect's cross-origin and configured headers
-(``daemon.config.httpheaders`` says what each setting means), and Jersey's ``OPTIONS``."""
+"""Connect's cross-origin and configured headers on REST answers (``daemon.config.httpheaders``
+says what each setting means), and Jersey's automatic ``OPTIONS``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 
 from aiohttp import web
-from aiohttp.typedefs import Handler, Middleware
+from aiohttp.typedefs import Handler
 from multidict import CIMultiDict
 
 from daemon.config.httpheaders import Cors, HeaderRule
@@ -27,42 +27,40 @@ def cors_headers(cors: Cors, request: web.Request) -> CIMultiDict[str]:
     return out
 
 
-def response_headers(
+def install_response_headers(
+    app: web.Application,
     cors: Cors | None,
     rules: tuple[HeaderRule, ...],
     skip: Callable[[web.Request], bool] | None = None,
-) -> Middleware:
-    """A middleware adding ``cors``'s and ``rules``' headers to every answer (errors too),
-    except to requests ``skip`` names (an admin listener's: Connect adds none there)."""
+) -> None:
+    """Add ``cors``'s and ``rules``' headers to every answer ``app`` gives (errors and HEAD
+    answers too: at ``on_response_prepare``, just before the headers go out), except to the
+    requests ``skip`` names (an admin listener's: Connect adds none there)."""
+    if cors is None and not rules:
+        return
 
-    @web.middleware
-    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    async def on_prepare(request: web.Request, response: web.StreamResponse) -> None:
         if skip is not None and skip(request):
-            return await handler(request)
+            return
         extra = cors_headers(cors, request) if cors is not None else CIMultiDict[str]()
-        try:
-            response = await handler(request)
-        except web.HTTPException as exc:
-            _decorate(exc, extra, rules)
-            raise
         _decorate(response, extra, rules)
-        return response
 
-    return middleware
+    app.on_response_prepare.append(on_prepare)
 
 
 def _decorate(
     response: web.StreamResponse, extra: CIMultiDict[str], rules: tuple[HeaderRule, ...]
 ) -> None:
-    if response.prepared:  # streamed already: nothing can be added
-        return
     headers = response.headers
     app_set = frozenset(k.lower() for k in headers)
     for name, value in extra.items():
         headers.add(name, value)
     now = time.time()
     for rule in rules:  # before the API's own headers in Jetty: the API's win over a set
-        value = rule.rendered(now)
+        try:
+            value = rule.rendered(now)
+        except (ValueError, OverflowError, OSError):  # a date past what a calendar holds
+            continue
         if rule.action.startswith("add"):
             headers.add(rule.name, value)
         elif rule.name.lower() not in app_set:

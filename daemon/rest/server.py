@@ -115,7 +115,11 @@ class RestServer(Listening):
                 for sock in socks:
                     tls = ssl_context if listener.scheme == "https" else None
                     await web.SockSite(runner, sock, ssl_context=tls).start()
-                self._app[ADMIN_PORTS].add(socks[0].getsockname()[1])
+                ports = self._app.get(ADMIN_PORTS)
+                if ports is None:
+                    raise RuntimeError("admin listeners need an app made by create_app")
+                for sock in socks:
+                    ports.add(tuple(sock.getsockname()[:2]))
                 self.admin_bound.append(Bound(listener, socks[0].getsockname()[1]))
         except BaseException:
             await runner.cleanup()
@@ -132,6 +136,10 @@ class RestServer(Listening):
         if runner is not None:
             await runner.cleanup()
         self._bound.clear()
+        self.admin_bound.clear()
+        ports = self._app.get(ADMIN_PORTS)
+        if ports is not None:
+            ports.clear()
 
 
 class BindError(OSError):

@@ -152,7 +152,9 @@ class RestSettings:
     def from_worker_config(cls, config: WorkerConfig) -> RestSettings:
         """The REST settings a worker configuration asks for (see the module docstring)."""
         tls = None
-        keystore, truststore = rest_tls_stores(config)
+        every = (*config.listeners, *(config.admin_listeners or ()))
+        https = any(listener.scheme == "https" for listener in every)
+        keystore, truststore = rest_tls_stores(config) if https else (None, None)
         if keystore is not None:
             prefix = rest_tls_prefix(config)
             tls = TlsSettings(

@@ -151,3 +151,40 @@ def test_the_rest_listener_takes_the_workers_ssl_settings_when_it_has_none(
     assert settings.tls is None
     with pytest.raises(ConfigError, match=r"listeners\.https\.ssl\.keystore\.location"):
         settings.check()
+
+
+def test_an_empty_protocol_list_is_kafkas_defaults() -> None:
+    assert parse("ssl", enabled=[]).versions == ("TLSv1.2", "TLSv1.3")
+    assert parse("ssl", enabled=[" "], cipher_suites=[]).versions == ("TLSv1.2", "TLSv1.3")
+    config, warnings = parse_worker(
+        {
+            "bootstrap.servers": "127.0.0.1:9092",
+            "ssl.enabled.protocols": "",
+            "ssl.cipher.suites": "",
+        }
+    )
+    assert config.tls_protocols().versions == ("TLSv1.2", "TLSv1.3") and warnings == []
+
+
+def test_broker_tls_keys_and_the_rest_clients_check_are_ignored_with_a_warning() -> None:
+    keys = [
+        "ssl.principal.mapping.rules",
+        "ssl.allow.dn.changes",
+        "listeners.https.ssl.endpoint.identification.algorithm",
+    ]
+    _, warnings = parse_worker({"bootstrap.servers": "127.0.0.1:9092", **dict.fromkeys(keys, "")})
+    assert sorted(w.key for w in warnings) == sorted(keys)
+
+
+def test_no_rest_tls_without_an_https_listener(tmp_path: Path) -> None:
+    """The worker's ssl.* serve the Kafka clients; with http listeners only, no REST TLS is
+    built from them (no key store read at the REST server's start)."""
+    config, _ = parse_worker(
+        {
+            "bootstrap.servers": "127.0.0.1:9092",
+            "security.protocol": "SSL",
+            "ssl.keystore.location": str(tmp_path / "kafka-client.jks"),
+            "ssl.client.auth": "required",
+        }
+    )
+    assert RestSettings.from_worker_config(config).tls is None

@@ -57,7 +57,7 @@ from daemon.rest.front.protocol import (
     TOKEN_HEADER,
     Spec,
 )
-from daemon.rest.headers import response_headers
+from daemon.rest.headers import install_response_headers
 from daemon.runtime.looplag import settle_heap
 
 log = logging.getLogger("connectd.rest.front")
@@ -150,9 +150,9 @@ class Front:
     def app(self) -> web.Application:
         # No body limit here: ``_body`` reads at most max+1 bytes and the worker answers 413.
         spec = self.spec
+        app = web.Application(client_max_size=0)
         cors = Cors.parse(spec.cors_origins, spec.cors_methods)
-        headers = response_headers(cors, parse_header_rules(spec.header_config))
-        app = web.Application(client_max_size=0, middlewares=[headers])
+        install_response_headers(app, cors, parse_header_rules(spec.header_config))
         app.router.add_route("*", "/{tail:.*}", self.handle)
         return app
 

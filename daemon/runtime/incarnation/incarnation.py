@@ -203,13 +203,13 @@ class Incarnation:
             await self._close_after_failure()
         finally:
             self.running = False
-            self._record_state("stopped")
             if self.context is not None:  # the sink's writer: a write it holds is killed
                 await self.context.end_background()
             self.binding.close("the incarnation is over")
             await self._close_consumer()
             if self.pipeline is not None:
                 await self.pipeline.close()
+            self._record_state("stopped")
 
     async def _startup(self) -> None:
         conn = await self._resolve(self._raw_connector)
@@ -353,9 +353,11 @@ class Incarnation:
         began = time.monotonic()
         await self._call("put", self.task.put(batch))
         if self._metrics is not None:
-            self._metrics.record_put(
-                self.id.connector, self.id.task, len(batch), time.monotonic() - began
-            )
+            took = time.monotonic() - began
+            try:
+                self._metrics.record_put(self.id.connector, self.id.task, len(batch), took)
+            except Exception:  # a figure is never worth a task
+                log.exception("Task %s: recording a put for /metrics failed", self.id)
 
     async def _commit(
         self, *, closing: bool, partitions: frozenset[TopicPartition] | None = None
@@ -393,12 +395,18 @@ class Incarnation:
 
     def _record_state(self, state: str) -> None:
         if self._metrics is not None:
-            self._metrics.record_task_state(self.id.connector, self.id.task, state)
+            try:
+                self._metrics.record_task_state(self.id.connector, self.id.task, state)
+            except Exception:  # a figure is never worth a task
+                log.exception("Task %s: recording its state for /metrics failed", self.id)
 
     def _record_commit(self, began: float, *, ok: bool) -> None:
         if self._metrics is not None:
             took = time.monotonic() - began
-            self._metrics.record_commit_attempt(self.id.connector, self.id.task, took, ok)
+            try:
+                self._metrics.record_commit_attempt(self.id.connector, self.id.task, took, ok)
+            except Exception:
+                log.exception("Task %s: recording a commit for /metrics failed", self.id)
 
     async def call(self, name: str, coro: Awaitable[T]) -> T:
         """A sink callback under its deadline (for the parts: ``gaps``)."""

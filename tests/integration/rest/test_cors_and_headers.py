@@ -90,6 +90,11 @@ async def test_cors_headers_and_a_disabled_admin_api_as_connect_answers_them(
             assert answer.headers["Access-Control-Allow-Headers"] == "Content-Type"
             assert answer.headers["Access-Control-Max-Age"] == "60"
             configured(answer)
+        # HEAD answers carry them too.
+        async with http.head("/connectors", headers={"Origin": ORIGIN}) as head:
+            assert head.status == 200
+            assert head.headers["Access-Control-Allow-Origin"] == ORIGIN
+            configured(head)
         # admin.listeners empty: /admin is an unknown path, Jersey's 404
         for method, path in (("GET", "/admin/loggers"), ("PUT", "/admin/loggers/root")):
             async with http.request(method, path, json={"level": "DEBUG"}) as answer:
@@ -180,6 +185,11 @@ async def test_separate_admin_listeners_serve_admin_and_nothing_else(
             assert (status, body) == (404, not_found), path
         status, body, headers = await ask("GET", f"{p.url}/admin/loggers")
         assert (status, body) == (404, not_found)
+        # A client cannot pass for the admin listener on the main one.
+        async with http.get(
+            f"{p.url}/admin/loggers", headers={"X-Connectd-Admin-Listener": "1"}
+        ) as r:
+            assert r.status == 404
         assert headers["X-Frame-Options"] == "DENY" and headers["Vary"] == "Origin"
         status, _, _ = await ask("GET", f"{p.url}/connectors")
         assert status == 200

@@ -55,6 +55,8 @@ def test_header_rules_as_jetty_reads_them() -> None:
     assert when.timestamp() == 1_700_000_000 + 3600
     with pytest.raises(HttpSettingError, match="milliseconds"):
         parse_header_rules("setDate X-A: notanumber")
+    with pytest.raises(HttpSettingError, match="within the calendar"):
+        parse_header_rules("setDate Expires: 1000000000000000")  # year 33715
 
 
 def test_origins_are_whole_case_insensitive_regular_expressions() -> None:
