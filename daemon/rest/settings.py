@@ -151,24 +151,9 @@ class RestSettings:
     @classmethod
     def from_worker_config(cls, config: WorkerConfig) -> RestSettings:
         """The REST settings a worker configuration asks for (see the module docstring)."""
-        tls = None
         every = (*config.listeners, *(config.admin_listeners or ()))
         https = any(listener.scheme == "https" for listener in every)
-        keystore, truststore = rest_tls_stores(config) if https else (None, None)
-        if keystore is not None:
-            prefix = rest_tls_prefix(config)
-            tls = TlsSettings(
-                keystore_location=keystore.location,
-                key_password=keystore.key_password,
-                truststore_location=truststore.location if truststore else None,
-                client_auth=rest_client_auth(config),
-                keystore_type=keystore.type,
-                keystore_password=keystore.password,
-                truststore_type=truststore.type if truststore else "PEM",
-                truststore_password=truststore.password if truststore else None,
-                protocols=rest_tls_protocols(config),
-                prefix=prefix,
-            )
+        tls = rest_tls(config) if https else None
         return cls(
             listeners=tuple(config.listeners),
             max_body_bytes=config.rest_request_max_bytes,
@@ -199,61 +184,58 @@ class RestSettings:
         self.header_rules()
 
 
-def rest_tls_prefix(config: WorkerConfig) -> str:
-    """Where the HTTPS listeners' TLS settings come from. As Connect's
-    ``valuesWithPrefixAllOrNothing``: ``listeners.https.ssl`` when any ``listeners.https.*``
-    setting is given, else the worker's own ``ssl.*`` (those of its Kafka clients)."""
-    given = any(name.startswith("listeners_https_") for name in config.model_fields_set)
-    return "listeners.https.ssl" if given else "ssl"
-
-
-def rest_tls_stores(config: WorkerConfig) -> tuple[Store | None, Store | None]:
-    """The HTTPS listeners' key store and trust store, as configured (``rest_tls_prefix``)."""
-    if rest_tls_prefix(config) == "ssl":
-        return config.tls_stores()
+def rest_tls(config: WorkerConfig) -> TlsSettings | None:
+    """The HTTPS listeners' TLS, or None without a key store. As Connect's
+    ``valuesWithPrefixAllOrNothing``: the ``listeners.https.ssl.*`` settings when any
+    ``listeners.https.*`` setting is given, else the worker's own ``ssl.*`` (those of its Kafka
+    clients), ``ssl.client.auth`` among them."""
     given = config.model_fields_set
-    return (
-        store(
-            "listeners.https.ssl.keystore",
+    if not any(name.startswith("listeners_https_") for name in given):
+        prefix = "ssl"
+        keystore, truststore = config.tls_stores()
+        protocol, enabled, suites = (
+            config.ssl_protocol,
+            config.ssl_enabled_protocols,
+            config.ssl_cipher_suites,
+        )
+        client_auth = config.ssl_client_auth
+    else:
+        prefix = "listeners.https.ssl"
+        keystore = store(
+            f"{prefix}.keystore",
             config.listeners_https_ssl_keystore_location,
             config.listeners_https_ssl_keystore_type
             if "listeners_https_ssl_keystore_type" in given
             else None,
             config.listeners_https_ssl_keystore_password,
             config.listeners_https_ssl_key_password,
-        ),
-        store(
-            "listeners.https.ssl.truststore",
+        )
+        truststore = store(
+            f"{prefix}.truststore",
             config.listeners_https_ssl_truststore_location,
             config.listeners_https_ssl_truststore_type
             if "listeners_https_ssl_truststore_type" in given
             else None,
             config.listeners_https_ssl_truststore_password,
             None,
-        ),
-    )
-
-
-def rest_tls_protocols(config: WorkerConfig) -> TlsProtocols:
-    """The HTTPS listeners' TLS versions and suites (``TlsSettingError`` if none is left)."""
-    if rest_tls_prefix(config) == "ssl":
-        protocol, enabled, suites = (
-            config.ssl_protocol,
-            config.ssl_enabled_protocols,
-            config.ssl_cipher_suites,
         )
-    else:
         protocol, enabled, suites = (
             config.listeners_https_ssl_protocol,
             config.listeners_https_ssl_enabled_protocols,
             config.listeners_https_ssl_cipher_suites,
         )
-    prefix = rest_tls_prefix(config)
-    return tlsprotocols.parse(prefix, protocol, enabled, suites, client=False)
-
-
-def rest_client_auth(config: WorkerConfig) -> ClientAuth:
-    """Whether HTTPS clients must present a certificate (``rest_tls_prefix``)."""
-    if rest_tls_prefix(config) == "ssl":
-        return config.ssl_client_auth
-    return config.listeners_https_ssl_client_auth
+        client_auth = config.listeners_https_ssl_client_auth
+    if keystore is None:
+        return None
+    return TlsSettings(
+        keystore_location=keystore.location,
+        key_password=keystore.key_password,
+        truststore_location=truststore.location if truststore else None,
+        client_auth=client_auth,
+        keystore_type=keystore.type,
+        keystore_password=keystore.password,
+        truststore_type=truststore.type if truststore else "PEM",
+        truststore_password=truststore.password if truststore else None,
+        protocols=tlsprotocols.parse(prefix, protocol, enabled, suites, client=False),
+        prefix=prefix,
+    )

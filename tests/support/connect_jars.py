@@ -56,6 +56,11 @@ def connect_libs(version: str = CONNECT_VERSION) -> Path:
 
 
 def _java(libs: Path, program: Path, request: str) -> Any:
+    return json.loads(_run_java(libs, program, request))
+
+
+def _run_java(libs: Path, program: Path, request: str) -> str:
+    """What the single-file Java ``program`` prints for ``request`` on its standard input."""
     out = subprocess.run(
         ["java", "-cp", f"{libs}/*", str(program)],
         input=request,
@@ -66,7 +71,7 @@ def _java(libs: Path, program: Path, request: str) -> Any:
     )
     if out.returncode != 0:
         raise RuntimeError(f"{program.name} failed ({out.returncode}): {out.stderr[-4000:]}")
-    return json.loads(out.stdout)
+    return out.stdout
 
 
 def kafka_stats(libs: Path, steps: Sequence[tuple[str, int, float]]) -> list[tuple[float, ...]]:
@@ -75,17 +80,8 @@ def kafka_stats(libs: Path, steps: Sequence[tuple[str, int, float]]) -> list[tup
     request = "".join(
         f"record {ms} {value!r}\n" if op == "record" else f"read {ms}\n" for op, ms, value in steps
     )
-    out = subprocess.run(
-        ["java", "-cp", f"{libs}/*", str(STATS)],
-        input=request,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"Stats.java failed ({out.returncode}): {out.stderr[-4000:]}")
-    return [tuple(float(v) for v in line.split()) for line in out.stdout.splitlines()]
+    printed = _run_java(libs, STATS, request)
+    return [tuple(float(v) for v in line.split()) for line in printed.splitlines()]
 
 
 def refused_overrides(

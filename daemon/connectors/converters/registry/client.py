@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from daemon import tlsprotocols
+from daemon.config.fields import parse_list
 from daemon.config.ignored import SSL_JVM_KEYS, SSL_REFUSED
 from daemon.connectors.converters.base import positive_option
 from daemon.errors import ConfigError, RetriableError
@@ -333,14 +334,10 @@ def _ssl_context(options: Mapping[str, str], prefix: str) -> ssl.SSLContext:
     protocols = tlsprotocols.parse(
         f"{prefix}{_SSL}".rstrip("."),
         options.get(f"{_SSL}protocol"),
-        _listed(options.get(f"{_SSL}enabled.protocols")),
-        _listed(options.get(f"{_SSL}cipher.suites")),
+        parse_list(options.get(f"{_SSL}enabled.protocols", "")),
+        parse_list(options.get(f"{_SSL}cipher.suites", "")),
     )
     return client_context(stores["keystore"], stores["truststore"], check == "https", protocols)
-
-
-def _listed(value: str | None) -> list[str] | None:
-    return None if value is None else [v.strip() for v in value.split(",") if v.strip()]
 
 
 class RegistryClient:
