@@ -23,13 +23,20 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.errors import for_code
+from aiokafka.errors import (
+    CommitFailedError,
+    IllegalGenerationError,
+    RebalanceInProgressError,
+    UnknownMemberIdError,
+    for_code,
+)
 from aiokafka.protocol.admin import DeleteGroupsRequest
 from aiokafka.structs import OffsetAndMetadata
 
 from daemon.config import WorkerConfig
 from daemon.connectors.api import ExecutorCall, SinkConnector
 from daemon.connectors.records import TopicPartition
+from daemon.errors import Conflict
 from daemon.kafka.client import send_to_node
 from daemon.runtime.executors import ExecutorBinding, Executors
 from daemon.runtime.incarnation.consumer import client_settings, group_id, to_kafka
@@ -40,7 +47,36 @@ log = logging.getLogger("connectd.offsets")
 TIMEOUT = 30.0
 #: Deadline of a connector's offsets hook (it may wait for an executor, then run a job in it).
 HOOK_TIMEOUT = 150.0
+#: Seconds past the task consumers' session timeout that an offsets change waits for the
+#: connector's stopping tasks to leave its group (a crashed member is dropped at the session's end).
+LEAVE_MARGIN = 5.0
 _GROUP_ID_NOT_FOUND = 69
+_GROUP_NOT_EMPTY = 68
+#: Errors of a commit made while the group still has members (only members may commit then).
+_MEMBERS_LEFT = (
+    CommitFailedError,
+    IllegalGenerationError,
+    RebalanceInProgressError,
+    UnknownMemberIdError,
+)
+
+
+class GroupNotEmpty(Conflict):
+    """The connector is STOPPED but its consumer group still has members (tasks that have not
+    finished stopping, or zombies), so its offsets cannot be changed yet. Answered 500 with
+    Connect's message; the request can be retried."""
+
+    def __init__(self, name: str, verb: str, members: Sequence[str] = ()) -> None:
+        who = f" (members still in group {group_id(name)}: {', '.join(members)})" if members else ""
+        super().__init__(
+            f"Failed to {verb} consumer group offsets for connector {name} either because its"
+            f" tasks haven't stopped completely yet or the connector was resumed before the"
+            f" request to {verb} its offsets could be successfully completed{who}. If the"
+            f" connector is in a stopped state, this operation can be safely retried. If it"
+            f" doesn't eventually succeed, the Connect cluster may need to be restarted to get"
+            f" rid of the zombie sink tasks.",
+            status=500,
+        )
 
 
 def executor_call(executors: Executors | None, name: str, timeout: float) -> ExecutorCall | None:
@@ -104,6 +140,7 @@ async def alter_offsets(
     """Set partitions' next offsets in the sink (if it keeps them) and in the group. The caller
     checked that the connector is STOPPED (no task may commit meanwhile)."""
     wanted = {TopicPartition(o.topic, o.partition): o.offset for o in offsets}
+    await wait_until_group_empty(worker, name, "alter")
     run = _run(worker, executors, name)
     async with asyncio.timeout(HOOK_TIMEOUT):
         await connector.alter_offsets(config, dict(wanted), run_in_executor=run)
@@ -120,10 +157,65 @@ async def reset_offsets(
 ) -> None:
     """Forget every committed offset: in the sink (if it keeps them) and in the group (which
     is deleted, as Connect does)."""
+    await wait_until_group_empty(worker, name, "reset")
     async with asyncio.timeout(HOOK_TIMEOUT):
         await connector.reset_offsets(config, run_in_executor=_run(worker, executors, name))
     async with asyncio.timeout(TIMEOUT):
         await delete_group(worker, name)
+
+
+async def wait_until_group_empty(
+    worker: WorkerConfig, name: str, verb: str, timeout: float | None = None
+) -> None:
+    """Wait until the connector's consumer group has no members, polling with a backoff.
+
+    A STOPPED connector's tasks may still be finishing their last write and leaving the group
+    (on another worker, in distributed mode), and while any member remains only members may
+    commit. Nothing is changed before the group is empty, so a change that cannot be made
+    leaves the sink and the group as they were. ``timeout`` defaults to the task consumers'
+    session timeout plus ``LEAVE_MARGIN``, after which the broker has dropped a crashed member;
+    a member still there is a live zombie and ``GroupNotEmpty`` names it.
+    """
+    if timeout is None:
+        timeout = worker.session_timeout.total_seconds() + LEAVE_MARGIN
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    admin = AIOKafkaAdminClient(**_client_kwargs(worker, name))
+    await admin.start()
+    try:
+        pause = 0.05
+        while True:
+            async with asyncio.timeout(TIMEOUT):
+                members = await _group_members(admin, group_id(name))
+            if not members:
+                return
+            left = deadline - loop.time()
+            if left <= 0:
+                raise GroupNotEmpty(name, verb, members)
+            log.info(
+                "offsets of %s: waiting for %d member(s) to leave group %s",
+                name,
+                len(members),
+                group_id(name),
+            )
+            await asyncio.sleep(min(pause, left))
+            pause = min(pause * 2, 1.0)
+    finally:
+        await admin.close()
+
+
+async def _group_members(admin: AIOKafkaAdminClient, group: str) -> list[str]:
+    """The client ids of the group's members (none for a group that does not exist)."""
+    members: list[str] = []
+    for response in await admin.describe_consumer_groups([group]):
+        for described in response.groups:
+            code, _group, _state, _ptype, _protocol, found = described[:6]
+            if code == _GROUP_ID_NOT_FOUND:
+                continue
+            if code:
+                raise for_code(code)(f"could not describe consumer group {group}")
+            members.extend(str(m[1]) or str(m[0]) for m in found)
+    return sorted(members)
 
 
 async def commit_group_offsets(
@@ -137,7 +229,12 @@ async def commit_group_offsets(
     await consumer.start()
     try:
         consumer.assign([to_kafka(tp) for tp in offsets])
-        await consumer.commit({to_kafka(tp): OffsetAndMetadata(o, "") for tp, o in offsets.items()})
+        try:
+            await consumer.commit(
+                {to_kafka(tp): OffsetAndMetadata(o, "") for tp, o in offsets.items()}
+            )
+        except _MEMBERS_LEFT as exc:  # a member joined since the group was seen empty
+            raise GroupNotEmpty(name, "alter") from exc
     finally:
         await consumer.stop()
 
@@ -151,6 +248,8 @@ async def delete_group(worker: WorkerConfig, name: str) -> None:
         node = await admin.find_coordinator(group_id(name))
         response = await send_to_node(admin, node, DeleteGroupsRequest([group_id(name)]))
         for _, code in response.results:
+            if code == _GROUP_NOT_EMPTY:
+                raise GroupNotEmpty(name, "reset")
             if code and code != _GROUP_ID_NOT_FOUND:
                 raise for_code(code)(f"could not delete consumer group {group_id(name)}")
     finally:
