@@ -213,6 +213,37 @@ OptPositiveInt = Annotated[
     BeforeValidator(_parse_int(1, None, none_at=-1)),
     Expect("an integer ≥ 1, or -1 for the default"),
 ]
+
+
+def _parse_float(lo: float, hi: float) -> Callable[[object], float]:
+    def parse(value: object) -> float:
+        if isinstance(value, bool):
+            raise ValueError(f"{value!r} is not a number")
+        try:
+            number = float(value.strip() if isinstance(value, str) else value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise ValueError(f"{value!r} is not a number") from None
+        if not lo <= number <= hi:
+            raise ValueError(f"{value!r} is out of range")
+        return number
+
+    return parse
+
+
+#: Kafka's ``sasl.login.refresh.window.factor`` and ``.jitter`` ranges.
+RefreshFactor = Annotated[
+    float, BeforeValidator(_parse_float(0.5, 1.0)), Expect("a number from 0.5 to 1.0")
+]
+RefreshJitter = Annotated[
+    float, BeforeValidator(_parse_float(0.0, 0.25)), Expect("a number from 0 to 0.25")
+]
+#: Kafka's ``sasl.login.refresh.min.period.seconds`` and ``.buffer.seconds`` ranges.
+RefreshMinPeriod = Annotated[
+    int, BeforeValidator(_parse_int(0, 900)), Expect("an integer from 0 to 900")
+]
+RefreshBuffer = Annotated[
+    int, BeforeValidator(_parse_int(0, 3600)), Expect("an integer from 0 to 3600")
+]
 #: connectd's bound on one connector's tasks (``tasks.max.limit``).
 TasksLimit = Annotated[
     int, BeforeValidator(_parse_int(1, 10_000)), Expect("an integer from 1 to 10000")

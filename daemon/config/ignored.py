@@ -153,3 +153,32 @@ CONNECTOR_CLIENT_PREFIXES: dict[str, KafkaClient] = {
     "producer.override.": KafkaClient.PRODUCER,
     "admin.override.": KafkaClient.ADMIN,
 }
+#: Kafka's client SASL keys that name Java classes or a grant connectd does not make: refused.
+_SASL_JAVA_CLASS = (
+    "a Java class that Kafka's clients load; connectd runs no Java plug-ins, so it cannot"
+    " honour it: remove it (OAUTHBEARER tokens come from Kafka's unsecured login or from"
+    " sasl.oauthbearer.token.endpoint.url with the client credentials grant)"
+)
+WORKER_REFUSED.update(
+    {
+        key: _SASL_JAVA_CLASS
+        for key in (
+            "sasl.login.class",
+            "sasl.client.callback.handler.class",
+            "sasl.oauthbearer.jwt.retriever.class",
+            "sasl.oauthbearer.jwt.validator.class",
+        )
+    }
+)
+WORKER_REFUSED.update(
+    {
+        f"sasl.oauthbearer.assertion.{key}": "the JWT bearer grant (KIP-1139) is not made by"
+        " connectd: its tokens come from the client credentials grant"
+        " (sasl.oauthbearer.client.credentials.client.id and .secret) or Kafka's unsecured login"
+        for key in (
+            "algorithm", "claim.aud", "claim.exp.seconds", "claim.iss", "claim.jti.include",
+            "claim.nbf.seconds", "claim.sub", "file", "private.key.file",
+            "private.key.passphrase", "template.file",
+        )
+    }
+)  # fmt: skip

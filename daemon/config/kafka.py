@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, SecretStr
@@ -21,6 +23,8 @@ from daemon.config.values import (
     StoreType,
     jaas_options,
 )
+from daemon.kafka import oauthbearer
+from daemon.kafka.oauthbearer import Endpoint, OAuthBearerError, Refresh
 from daemon.tlsprotocols import TlsProtocols, TlsSettingError
 from daemon.tlsstores import Store, configured
 
@@ -32,9 +36,18 @@ _KAFKA = "Kafka"
 _UNSUPPORTED_SASL = {
     SaslMechanism.GSSAPI: "Kerberos needs the gssapi package and a Kerberos setup that connectd"
     " does not configure from sasl.kerberos.* or a JAAS keytab",
-    SaslMechanism.OAUTHBEARER: "its tokens come from a login callback handler"
-    " (sasl.login.callback.handler.class, sasl.oauthbearer.*) that runs only on the JVM",
 }
+#: Kafka's OAUTHBEARER login callback handler for tokens from a token endpoint (its name since
+#: Kafka 3.4, and the older one), and its default, unsecured one.
+OAUTH_LOGIN_HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
+_OAUTH_LOGIN_HANDLERS = (
+    OAUTH_LOGIN_HANDLER,
+    "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler",
+)
+_UNSECURED_LOGIN_HANDLER = (
+    "org.apache.kafka.common.security.oauthbearer.internals.unsecured."
+    "OAuthBearerUnsecuredLoginCallbackHandler"
+)
 
 
 class KafkaSettings(BaseModel):
@@ -78,6 +91,122 @@ class KafkaSettings(BaseModel):
         group=_KAFKA,
         expected='a JAAS line with username="..." password="..."',
         description='Credentials, as a JAAS line: ... required username="u" password="p";',
+    )
+    sasl_login_callback_handler_class: f.OptStr = setting(
+        None,
+        key="sasl.login.callback.handler.class",
+        example=OAUTH_LOGIN_HANDLER,
+        group=_KAFKA,
+        expected=f"{OAUTH_LOGIN_HANDLER} (or unset)",
+        description="OAUTHBEARER's token source, by Kafka's class name: unset for Kafka's"
+        " unsecured tokens (unsecuredLogin* options in sasl.jaas.config),"
+        " OAuthBearerLoginCallbackHandler for tokens from sasl.oauthbearer.token.endpoint.url"
+        " (client credentials). Other classes are refused: connectd runs no Java plug-ins.",
+    )
+    sasl_oauthbearer_token_endpoint_url: f.OptStr = setting(
+        None,
+        key="sasl.oauthbearer.token.endpoint.url",
+        example="https://login.example.com/oauth2/token",
+        group=_KAFKA,
+        expected="an http, https or file URL",
+        description="OAUTHBEARER: the OAuth 2 token endpoint asked with the client credentials"
+        " grant, or a file: URL of a file that holds the token.",
+    )
+    sasl_oauthbearer_client_credentials_client_id: f.OptStr = setting(
+        None,
+        key="sasl.oauthbearer.client.credentials.client.id",
+        group=_KAFKA,
+        default_doc="the JAAS option clientId",
+        description="OAUTHBEARER: the client id of the client credentials grant (Kafka 4.1).",
+    )
+    sasl_oauthbearer_client_credentials_client_secret: f.Password | None = setting(
+        None,
+        key="sasl.oauthbearer.client.credentials.client.secret",
+        group=_KAFKA,
+        default_doc="the JAAS option clientSecret",
+        description="OAUTHBEARER: the client secret of the client credentials grant (Kafka 4.1).",
+    )
+    sasl_oauthbearer_scope: f.OptStr = setting(
+        None,
+        key="sasl.oauthbearer.scope",
+        group=_KAFKA,
+        default_doc="the JAAS option scope",
+        description="OAUTHBEARER: the scope the token is asked for (Kafka 4.1).",
+    )
+    sasl_oauthbearer_sub_claim_name: f.Str = setting(
+        "sub",
+        key="sasl.oauthbearer.sub.claim.name",
+        group=_KAFKA,
+        description="OAUTHBEARER: the claim of a fetched token that names its principal.",
+    )
+    sasl_oauthbearer_scope_claim_name: f.Str = setting(
+        "scope",
+        key="sasl.oauthbearer.scope.claim.name",
+        group=_KAFKA,
+        description="OAUTHBEARER: the claim of a fetched token that holds its scope.",
+    )
+    sasl_oauthbearer_header_urlencode: f.Bool = setting(
+        False,
+        key="sasl.oauthbearer.header.urlencode",
+        group=_KAFKA,
+        description="OAUTHBEARER: URL-encode the client id and secret in the token request's"
+        " Basic authorization header (RFC 6749 section 2.3.1).",
+    )
+    sasl_login_connect_timeout: f.Millis | None = setting(
+        None,
+        key="sasl.login.connect.timeout.ms",
+        example=10000,
+        group=_KAFKA,
+        default_doc="none",
+        description="OAUTHBEARER: how long connecting to the token endpoint may take.",
+    )
+    sasl_login_read_timeout: f.Millis | None = setting(
+        None,
+        key="sasl.login.read.timeout.ms",
+        example=10000,
+        group=_KAFKA,
+        default_doc="none",
+        description="OAUTHBEARER: how long the token endpoint's answer may take.",
+    )
+    sasl_login_retry_backoff: f.Millis = setting(
+        timedelta(milliseconds=100),
+        key="sasl.login.retry.backoff.ms",
+        group=_KAFKA,
+        description="OAUTHBEARER: the first pause before asking the token endpoint again (it"
+        " doubles).",
+    )
+    sasl_login_retry_backoff_max: f.Millis = setting(
+        timedelta(seconds=10),
+        key="sasl.login.retry.backoff.max.ms",
+        group=_KAFKA,
+        description="OAUTHBEARER: how long the token endpoint is asked again in all, and the"
+        " longest pause.",
+    )
+    sasl_login_refresh_window_factor: f.RefreshFactor = setting(
+        0.8,
+        key="sasl.login.refresh.window.factor",
+        group=_KAFKA,
+        description="OAUTHBEARER: a token is replaced at this fraction of its lifetime.",
+    )
+    sasl_login_refresh_window_jitter: f.RefreshJitter = setting(
+        0.05,
+        key="sasl.login.refresh.window.jitter",
+        group=_KAFKA,
+        description="OAUTHBEARER: up to this fraction of a token's lifetime is added at random"
+        " to its replacement time.",
+    )
+    sasl_login_refresh_min_period_seconds: f.RefreshMinPeriod = setting(
+        60,
+        key="sasl.login.refresh.min.period.seconds",
+        group=_KAFKA,
+        description="OAUTHBEARER: the least time between two tokens, in seconds.",
+    )
+    sasl_login_refresh_buffer_seconds: f.RefreshBuffer = setting(
+        300,
+        key="sasl.login.refresh.buffer.seconds",
+        group=_KAFKA,
+        description="OAUTHBEARER: a token is replaced at least this many seconds before it"
+        " expires (when its lifetime allows).",
     )
     ssl_truststore_location: f.FilePath | None = setting(
         None,
@@ -208,6 +337,10 @@ class KafkaSettings(BaseModel):
             return options["username"], options["password"]
         return None
 
+    def oauth_settings(self) -> OAuthSettings:
+        """The OAUTHBEARER token source's settings (``OAuthSettingError`` if wrong)."""
+        return oauth_settings(self)
+
     def kafka_problems(self) -> list[Problem]:
         """Problems between the security settings."""
         problems: list[Problem] = []
@@ -232,6 +365,11 @@ class KafkaSettings(BaseModel):
                         'a JAAS line with username="..." password="..."',
                     )
                 )
+        elif sasl and self.sasl_mechanism is SaslMechanism.OAUTHBEARER:
+            try:
+                self.oauth_settings()
+            except OAuthSettingError as exc:
+                problems.append(error(exc.key, exc.reason))
         elif sasl and self.sasl_mechanism in _UNSUPPORTED_SASL:
             problems.append(
                 error(
@@ -248,6 +386,116 @@ class KafkaSettings(BaseModel):
                 )
             )
         return problems
+
+
+class OAuthSettingError(ValueError):
+    """An OAUTHBEARER setting connectd cannot honour: ``key`` and why."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(f"{key}: {reason}")
+        self.key = key
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class OAuthSettings:
+    """What the OAUTHBEARER token source is made from (``daemon.kafka.oauthbearer``)."""
+
+    jaas: tuple[tuple[str, str], ...]
+    endpoint: Endpoint | None
+    principal_claim: str
+    scope_claim: str
+    refresh: Refresh
+
+
+def oauth_settings(kafka: KafkaSettings) -> OAuthSettings:
+    """The OAUTHBEARER settings checked (``OAuthSettingError`` names the first wrong one)."""
+    jaas_text = kafka.sasl_jaas_config.get_secret_value() if kafka.sasl_jaas_config else ""
+    if "OAuthBearerLoginModule" not in jaas_text:
+        raise OAuthSettingError(
+            "sasl.jaas.config",
+            "OAUTHBEARER needs org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+            " required ...;",
+        )
+    jaas = jaas_options(jaas_text)
+    handler = kafka.sasl_login_callback_handler_class
+    url = kafka.sasl_oauthbearer_token_endpoint_url
+    endpoint: Endpoint | None = None
+    if handler in _OAUTH_LOGIN_HANDLERS:
+        if not url:
+            raise OAuthSettingError(
+                "sasl.oauthbearer.token.endpoint.url", f"{handler} needs the token endpoint's URL"
+            )
+        endpoint = _endpoint(kafka, url, jaas)
+    elif handler not in (None, _UNSECURED_LOGIN_HANDLER):
+        raise OAuthSettingError(
+            "sasl.login.callback.handler.class",
+            f"{handler} is a Java class connectd cannot load; it makes OAUTHBEARER tokens"
+            f" unsecured (unset) or from a token endpoint ({OAUTH_LOGIN_HANDLER})",
+        )
+    elif url:
+        raise OAuthSettingError(
+            "sasl.login.callback.handler.class",
+            f"sasl.oauthbearer.token.endpoint.url is set, so Kafka needs {OAUTH_LOGIN_HANDLER}"
+            " here; without it the token would be the unsecured one",
+        )
+    refresh = Refresh(
+        kafka.sasl_login_refresh_window_factor,
+        kafka.sasl_login_refresh_window_jitter,
+        float(kafka.sasl_login_refresh_min_period_seconds),
+        float(kafka.sasl_login_refresh_buffer_seconds),
+    )
+    try:
+        oauthbearer.extensions(jaas, secured=endpoint is not None)
+        if endpoint is None:
+            oauthbearer.unsecured_token(jaas)
+    except OAuthBearerError as exc:
+        key, _, reason = str(exc).partition(": ")
+        raise OAuthSettingError(key, reason) from None
+    return OAuthSettings(
+        tuple(sorted(jaas.items())),
+        endpoint,
+        kafka.sasl_oauthbearer_sub_claim_name,
+        kafka.sasl_oauthbearer_scope_claim_name,
+        refresh,
+    )
+
+
+def _endpoint(kafka: KafkaSettings, url: str, jaas: dict[str, str]) -> Endpoint:
+    scheme = url.partition(":")[0].lower()
+    if scheme not in ("http", "https", "file"):
+        raise OAuthSettingError(
+            "sasl.oauthbearer.token.endpoint.url", f"{url!r} is not an http, https or file URL"
+        )
+    secret = kafka.sasl_oauthbearer_client_credentials_client_secret
+    client_id = kafka.sasl_oauthbearer_client_credentials_client_id or jaas.get("clientId", "")
+    client_secret = secret.get_secret_value() if secret else jaas.get("clientSecret", "")
+    scope = kafka.sasl_oauthbearer_scope or jaas.get("scope", "")
+    if scheme != "file":
+        for value, key, option in (
+            (client_id, "sasl.oauthbearer.client.credentials.client.id", "clientId"),
+            (client_secret, "sasl.oauthbearer.client.credentials.client.secret", "clientSecret"),
+        ):
+            if not value.strip():
+                raise OAuthSettingError(
+                    key,
+                    f'the client credentials grant needs it (or {option}="..." in the JAAS line)',
+                )
+
+    def seconds(value: timedelta | None) -> float | None:
+        return None if value is None else value.total_seconds()
+
+    return Endpoint(
+        url,
+        client_id,
+        client_secret,
+        scope,
+        kafka.sasl_oauthbearer_header_urlencode,
+        seconds(kafka.sasl_login_connect_timeout),
+        seconds(kafka.sasl_login_read_timeout),
+        kafka.sasl_login_retry_backoff.total_seconds(),
+        kafka.sasl_login_retry_backoff_max.total_seconds(),
+    )
 
 
 def _secret(value: SecretStr | None) -> str | None:

@@ -49,6 +49,8 @@ READY_TIMEOUT = 90.0
 STOP_TIMEOUT = 20.0
 EX_UNAVAILABLE = 69
 LIBS_MARKER = ".complete"
+#: Extra JVM options of one broker (``up(jvm_options=...)``), one per line, in its run directory.
+JVM_OPTIONS_FILE = "jvm.options"
 JVM_OPTS = ["-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-Djava.awt.headless=true"]
 
 
@@ -256,10 +258,12 @@ def _cluster_id() -> str:
 
 
 def _java_cmd(java: str, libs: Path, run_dir: Path, *extra: str) -> list[str]:
+    own = run_dir / JVM_OPTIONS_FILE  # up(jvm_options=...): kept for restart too
     return [
         java,
         *JVM_OPTS,
         *os.environ.get("KAFKA_JVM_OPTS", "").split(),
+        *(own.read_text().split() if own.is_file() else ()),
         f"-Dlog4j2.configurationFile={run_dir / 'log4j2.properties'}",
         f"-Dkafka.logs.dir={run_dir / 'logs'}",
         "-cp",
@@ -291,6 +295,7 @@ def up(
     listeners: Mapping[str, int] | None = None,
     properties: Mapping[str, str] | None = None,
     format_args: Sequence[str] = (),
+    jvm_options: Sequence[str] = (),
 ) -> Broker:
     """Start a broker on 127.0.0.1:`port` (or reuse the live one of `run_dir`); wait until ready.
 
@@ -300,7 +305,9 @@ def up(
     `listeners` adds listeners besides PLAINTEXT on `port` (name -> port, each named after its
     security protocol: SSL, SASL_SSL, SASL_PLAINTEXT), `properties` broker settings they need
     (key stores, SASL mechanisms, JAAS lines), `format_args` arguments of the storage format
-    (`--add-scram 'SCRAM-SHA-256=[name=u,password=p]'`): for the security tests.
+    (`--add-scram 'SCRAM-SHA-256=[name=u,password=p]'`), `jvm_options` the broker's JVM
+    options besides the usual ones (system properties such as
+    `-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=...`): for the security tests.
     """
     run_dir = (run_dir or default_run_dir(port)).resolve()
     with locked(run_dir / ".lock"):
@@ -315,7 +322,9 @@ def up(
             log(f"broker pid {pid} in {run_dir} does not answer on port {port}; restarting it")
             kill_and_reap(pid)
         (run_dir / "broker.pid").unlink(missing_ok=True)
-        extra = Extra(dict(listeners or {}), dict(properties or {}), tuple(format_args))
+        extra = Extra(
+            dict(listeners or {}), dict(properties or {}), tuple(format_args), tuple(jvm_options)
+        )
         return _start(port, version, run_dir, ready_timeout, die_with_parent, extra)
 
 
@@ -326,9 +335,15 @@ class Extra:
     listeners: dict[str, int]
     properties: dict[str, str]
     format_args: tuple[str, ...]
+    jvm_options: tuple[str, ...] = ()
 
     def apply(self, properties: Path) -> None:
-        """Add the listeners to server.properties and append the settings."""
+        """Add the listeners to server.properties and append the settings; write the JVM
+        options where `_java_cmd` reads them."""
+        options = properties.with_name(JVM_OPTIONS_FILE)
+        options.unlink(missing_ok=True)
+        if self.jvm_options:
+            options.write_text("\n".join(self.jvm_options) + "\n")
         if not self.listeners and not self.properties:
             return
         lines = properties.read_text().splitlines()

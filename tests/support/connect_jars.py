@@ -31,25 +31,36 @@ STATS = POM.with_name("Stats.java")
 
 def connect_libs(version: str = CONNECT_VERSION) -> Path:
     """The directory of Connect's jars, resolved with Maven the first time."""
-    pom = hashlib.sha256(POM.read_bytes()).hexdigest()[:12]
-    libs = ROOT / ".cache" / f"connect-conformance-{version}-{pom}" / "libs"
+    return maven_libs(
+        POM,
+        f"connect-conformance-{version}",
+        "connect-transforms-*.jar",
+        {"kafka.version": version},
+    )
+
+
+def maven_libs(
+    pom: Path, name: str, expect: str, properties: Mapping[str, str] | None = None
+) -> Path:
+    """The jars of ``pom``'s dependencies, copied by Maven once into
+    ``.cache/<name>-<pom hash>/libs`` (a stamp file marks it complete; a changed pom resolves
+    anew); ``expect``: a glob that must match a jar there."""
+    digest = hashlib.sha256(pom.read_bytes()).hexdigest()[:12]
+    libs = ROOT / ".cache" / f"{name}-{digest}" / "libs"
     if (libs / ".complete").exists():
         return libs
     mvn = shutil.which("mvn")
     if mvn is None:
-        raise RuntimeError(
-            "mvn not found: the conformance tests need Maven (apt-get install maven)"
-        )
+        raise RuntimeError(f"mvn not found: {name} needs Maven (apt-get install maven)")
     partial = libs.with_name("libs.partial")
     shutil.rmtree(partial, ignore_errors=True)
-    cmd = [mvn, "-q", "-B", "-f", str(POM), f"-Dkafka.version={version}"]
+    cmd = [mvn, "-q", "-B", "-f", str(pom)]
+    cmd += [f"-D{k}={v}" for k, v in (properties or {}).items()]
     cmd += ["dependency:copy-dependencies", f"-DoutputDirectory={partial}"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
-    if out.returncode != 0 or not list(partial.glob("connect-transforms-*.jar")):
-        raise RuntimeError(
-            f"could not resolve Connect {version}: {out.stdout[-2000:]}{out.stderr[-2000:]}"
-        )
-    (partial / ".complete").write_text(f"connect-transforms {version}\n")
+    if out.returncode != 0 or not list(partial.glob(expect)):
+        raise RuntimeError(f"could not resolve {name}: {out.stdout[-2000:]}{out.stderr[-2000:]}")
+    (partial / ".complete").write_text(f"{name}\n")
     shutil.rmtree(libs, ignore_errors=True)
     partial.rename(libs)
     return libs

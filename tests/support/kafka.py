@@ -79,14 +79,16 @@ class KafkaBroker:
         listeners: Sequence[str] = (),
         properties: Mapping[str, str] | None = None,
         format_args: Sequence[str] = (),
+        jvm_options: Sequence[str] = (),
     ) -> None:
         """``listeners``: more listeners besides PLAINTEXT, by security protocol (SSL,
         SASL_SSL...), each on a free port (``listener_ports``); ``properties`` and
-        ``format_args``: what they need (``kafkactl.up``)."""
+        ``format_args``, ``jvm_options``: what they need (``kafkactl.up``)."""
         self.version = version or os.environ.get("KAFKA_VERSION") or kafkactl.DEFAULT_VERSION
         self.listeners = tuple(listeners)
         self.properties = dict(properties or {})
         self.format_args = tuple(format_args)
+        self.jvm_options = tuple(jvm_options)
         self.listener_ports: dict[str, int] = {}
         self.ready_timeout = ready_timeout
         self.stop_timeout = stop_timeout
@@ -121,6 +123,7 @@ class KafkaBroker:
                     listeners=self.listener_ports,
                     properties=self.properties,
                     format_args=self.format_args,
+                    jvm_options=self.jvm_options,
                 )
             except kafkactl.PortTaken:
                 if attempt == 2:

@@ -36,7 +36,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import replace
 from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
@@ -46,10 +48,13 @@ from aiokafka.structs import ConsumerRecord, OffsetAndMetadata
 
 from daemon.config import ConnectorConfig, WorkerConfig
 from daemon.config.clients import CONSUMER_KEYS, KafkaClient, ignored_reason
+from daemon.config.kafka import OAuthSettings
+from daemon.config.values import SaslMechanism
 from daemon.connectors.api import TaskId
 from daemon.connectors.records import TopicPartition
 from daemon.errors import TaskTimeout
 from daemon.kafka.client import client_of
+from daemon.kafka.oauthbearer import TokenSource
 from daemon.kafka.outages import BrokerOutageFilter
 from daemon.kafka.positions import fetch_state, fetch_states, request_reset
 
@@ -141,7 +146,9 @@ def security_settings(worker: WorkerConfig) -> dict[str, Any]:
     if worker.security_protocol.value in ("SASL_PLAINTEXT", "SASL_SSL"):
         out["sasl_mechanism"] = worker.sasl_mechanism.value
         credentials = worker.sasl_credentials()
-        if credentials is not None:
+        if worker.sasl_mechanism is SaslMechanism.OAUTHBEARER:
+            out["sasl_oauth_token_provider"] = token_source(worker)
+        elif credentials is not None:
             out["sasl_plain_username"], out["sasl_plain_password"] = credentials
     if worker.security_protocol.value in ("SSL", "SASL_SSL"):
         from daemon.tlsstores import client_context
@@ -154,6 +161,36 @@ def security_settings(worker: WorkerConfig) -> dict[str, Any]:
             keystore, truststore, check_hostname, worker.tls_protocols()
         )
     return out
+
+
+#: One token source per process for the same OAUTHBEARER settings (every client shares it).
+_TOKEN_SOURCES: dict[OAuthSettings, TokenSource] = {}
+
+
+def token_source(worker: WorkerConfig) -> TokenSource:
+    """The OAUTHBEARER token source of the worker's settings, shared by its clients. A token
+    endpoint on https is checked against ssl.truststore.* if set, else the system's CAs."""
+    settings = worker.oauth_settings()
+    found = _TOKEN_SOURCES.get(settings)
+    if found is None:
+        endpoint = settings.endpoint
+        if endpoint is not None and endpoint.url.lower().startswith("https:"):
+            from daemon.tlsstores import load_truststore
+
+            context = ssl.create_default_context()
+            truststore = worker.tls_stores()[1]
+            if truststore is not None:
+                load_truststore(context, truststore)
+            endpoint = replace(endpoint, ssl_context=context)
+        found = TokenSource(
+            dict(settings.jaas),
+            endpoint=endpoint,
+            principal_claim=settings.principal_claim,
+            scope_claim=settings.scope_claim,
+            refresh=settings.refresh,
+        )
+        _TOKEN_SOURCES[settings] = found
+    return found
 
 
 class OutOfRange(Exception):

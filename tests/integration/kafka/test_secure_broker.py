@@ -26,6 +26,7 @@ from aiokafka.structs import TopicPartition
 from support import procs
 from support.daemon import ProcessFactory, wait_until, worker_properties
 from support.kafka import KafkaBroker, produce
+from support.oidc import OidcProvider
 from support.tls import STORE_PASS, TRUST_PASS, Stores, make_stores
 
 from daemon.config.parse import parse_worker
@@ -35,6 +36,9 @@ from daemon.tlsprotocols import TLS13_SUITES
 pytestmark = pytest.mark.integration
 
 USER, PASSWORD = "alice", "alice-secret"
+OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required"
+OAUTH_HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
+SCOPE = "kafka"
 RECORDS = 200
 NARROW_SUITE = "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"  # the SASL_SSL listener's only suite
 
@@ -45,7 +49,18 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> Stores:
 
 
 @pytest.fixture(scope="module")
-def secure_broker(stores: Stores) -> Iterator[KafkaBroker]:
+def oidc() -> Iterator[OidcProvider]:
+    provider = OidcProvider()
+    unregister = procs.register_session_owner(provider.pids)
+    try:
+        yield provider.start()
+    finally:
+        provider.stop()
+        unregister()
+
+
+@pytest.fixture(scope="module")
+def secure_broker(stores: Stores, oidc: OidcProvider) -> Iterator[KafkaBroker]:
     scram = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
     properties = {
         "ssl.keystore.type": "JKS",
@@ -56,7 +71,22 @@ def secure_broker(stores: Stores) -> Iterator[KafkaBroker]:
         "ssl.truststore.location": str(stores.trust_jks),
         "ssl.truststore.password": TRUST_PASS,
         "listener.name.ssl.ssl.client.auth": "required",
-        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER",
+        # OAUTHBEARER on SASL_SSL: Kafka's default, unsecured validator, requiring a scope.
+        "listener.name.sasl_ssl.oauthbearer.sasl.jaas.config": (
+            f'{OAUTH_MODULE} unsecuredLoginStringClaim_sub="broker"'
+            f' unsecuredValidatorRequiredScope="{SCOPE}";'
+        ),
+        # OAUTHBEARER alone on SASL_PLAINTEXT: signed tokens of the OIDC provider, checked
+        # against its keys (JWKS), issuer and audience.
+        "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "OAUTHBEARER",
+        "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": f"{OAUTH_MODULE};",
+        "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": (
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+        ),
+        "sasl.oauthbearer.jwks.endpoint.url": oidc.jwks_url,
+        "sasl.oauthbearer.expected.issuer": oidc.issuer,
+        "sasl.oauthbearer.expected.audience": SCOPE,
         "listener.name.sasl_ssl.plain.sasl.jaas.config": (
             "org.apache.kafka.common.security.plain.PlainLoginModule required"
             f' user_{USER}="{PASSWORD}";'
@@ -74,7 +104,11 @@ def secure_broker(stores: Stores) -> Iterator[KafkaBroker]:
         for arg in ("--add-scram", f"{mechanism}=[name={USER},password={PASSWORD}]")
     ]
     broker = KafkaBroker(
-        listeners=("SSL", "SASL_SSL"), properties=properties, format_args=format_args
+        listeners=("SSL", "SASL_SSL", "SASL_PLAINTEXT"),
+        properties=properties,
+        format_args=format_args,
+        # Kafka 4 reaches only the URLs this allows (CVE-2025-27817).
+        jvm_options=[f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={oidc.jwks_url}"],
     )
     unregister = procs.register_session_owner(broker.pids)
     try:
@@ -113,7 +147,7 @@ async def _reads_everything(
     security: dict[str, str],
 ) -> None:
     topic = await _topic_with_records(broker, f"secure-{name}")
-    listener = "SSL" if security["security.protocol"] == "SSL" else "SASL_SSL"
+    listener = security["security.protocol"]
     worker = worker_properties(
         f"127.0.0.1:{broker.listener_ports[listener]}", tmp_path / "state", **security
     )
@@ -173,6 +207,99 @@ async def test_sasl_ssl_with_plain_and_a_pkcs12_trust_store(
             "ssl.truststore.password": TRUST_PASS,
         },
     )
+
+
+async def test_sasl_ssl_with_oauthbearer_unsecured_tokens_that_carry_the_required_scope(
+    secure_broker: KafkaBroker, stores: Stores, daemon_process: ProcessFactory, tmp_path: Path
+) -> None:
+    """Kafka's default OAUTHBEARER login (unsigned tokens from the JAAS options) against the
+    broker's default validator, which requires the scope ``kafka``."""
+    await _reads_everything(
+        secure_broker,
+        daemon_process,
+        tmp_path,
+        "oauth-unsecured",
+        {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "OAUTHBEARER",
+            "sasl.jaas.config": (
+                f'{OAUTH_MODULE} unsecuredLoginStringClaim_sub="{USER}"'
+                f' unsecuredLoginListClaim_scope=",{SCOPE},other";'
+            ),
+            "ssl.truststore.location": str(stores.trust_jks),
+            "ssl.truststore.password": TRUST_PASS,
+        },
+    )
+
+
+async def test_sasl_plaintext_with_oauthbearer_tokens_from_an_oidc_provider(
+    secure_broker: KafkaBroker, oidc: OidcProvider, daemon_process: ProcessFactory, tmp_path: Path
+) -> None:
+    """The client credentials grant against a real OIDC provider; the broker checks each
+    token's signature against the provider's keys, its issuer and its audience."""
+    await _reads_everything(
+        secure_broker,
+        daemon_process,
+        tmp_path,
+        "oauth-oidc",
+        {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "OAUTHBEARER",
+            "sasl.login.callback.handler.class": OAUTH_HANDLER,
+            "sasl.oauthbearer.token.endpoint.url": oidc.token_url,
+            "sasl.jaas.config": (
+                f'{OAUTH_MODULE} clientId="connect-worker" clientSecret="s3cret" scope="{SCOPE}";'
+            ),
+        },
+    )
+
+
+async def _authenticates(broker: KafkaBroker, listener: str, worker: dict[str, str]) -> bool:
+    """Whether an admin client with ``worker``'s security settings gets through ``listener``."""
+    config, _ = parse_worker(
+        {"bootstrap.servers": f"127.0.0.1:{broker.listener_ports[listener]}", **worker}
+    )
+    admin = AIOKafkaAdminClient(
+        **security_settings(config),
+        bootstrap_servers=list(config.bootstrap_servers),
+        request_timeout_ms=5000,
+    )
+    try:  # a request answered, not only a started client
+        await asyncio.wait_for(admin.start(), 20)
+        await asyncio.wait_for(admin.list_topics(), 20)
+    except (KafkaError, TimeoutError):
+        return False
+    else:
+        return True
+    finally:
+        await admin.close()
+
+
+async def test_the_broker_refuses_oauthbearer_tokens_without_its_scope_or_audience(
+    secure_broker: KafkaBroker, stores: Stores, oidc: OidcProvider
+) -> None:
+    """The checks the broker makes are real: a token short of them is refused, so the two
+    tests above prove connectd's tokens carry what they must."""
+    trust = {
+        "ssl.truststore.location": str(stores.trust_jks),
+        "ssl.truststore.password": TRUST_PASS,
+    }
+    unsecured = {"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER", **trust}
+    for scope, allowed in (("other", False), (SCOPE, True)):
+        jaas = f'{OAUTH_MODULE} unsecuredLoginStringClaim_sub="u"'
+        jaas += f' unsecuredLoginListClaim_scope=",{scope}";'
+        worker = {**unsecured, "sasl.jaas.config": jaas}
+        assert await _authenticates(secure_broker, "SASL_SSL", worker) is allowed, scope
+    signed = {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "OAUTHBEARER",
+        "sasl.login.callback.handler.class": OAUTH_HANDLER,
+        "sasl.oauthbearer.token.endpoint.url": oidc.token_url,
+    }
+    for scope, allowed in (("other", False), (SCOPE, True)):
+        jaas = f'{OAUTH_MODULE} clientId="c{scope}" clientSecret="s" scope="{scope}";'
+        worker = {**signed, "sasl.jaas.config": jaas}
+        assert await _authenticates(secure_broker, "SASL_PLAINTEXT", worker) is allowed, scope
 
 
 async def test_mutual_tls_with_a_jks_key_store(

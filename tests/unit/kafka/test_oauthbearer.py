@@ -1,0 +1,345 @@
+"""OAUTHBEARER tokens (daemon.kafka.oauthbearer) and their settings (daemon.config.kafka).
+
+The token endpoint is a real aiohttp server on loopback; the broker's check of the tokens is in
+tests/integration/kafka/test_secure_broker.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from daemon.config.parse import parse_worker
+from daemon.errors import InvalidConfig
+from daemon.kafka import oauthbearer as ob
+from daemon.runtime.incarnation.consumer import security_settings, token_source
+
+MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required"
+HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
+
+
+def _parts(token: str) -> tuple[dict[str, Any], dict[str, Any], str]:
+    header, claims, signature = token.split(".")
+    return (
+        json.loads(base64.urlsafe_b64decode(header + "==")),
+        json.loads(base64.urlsafe_b64decode(claims + "==")),
+        signature,
+    )
+
+
+def _jwt(claims: dict[str, Any]) -> str:
+    def b64(value: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
+
+    return f"{b64({'alg': 'RS256'})}.{b64(claims)}.c2lnbmF0dXJl"
+
+
+def test_an_unsecured_token_is_kafkas_unsigned_jwt() -> None:
+    options = {
+        "unsecuredLoginStringClaim_sub": "alice",
+        "unsecuredLoginListClaim_scope": "|read|write",
+        "unsecuredLoginNumberClaim_level": "3",
+        "unsecuredLoginLifetimeSeconds": "60",
+    }
+    header, claims, signature = _parts(ob.unsecured_token(options, now=1000.5))
+    assert header == {"alg": "none"} and signature == ""
+    assert claims == {
+        "exp": 1060,
+        "iat": 1000.5,
+        "sub": "alice",
+        "scope": ["read", "write"],
+        "level": 3.0,
+    }
+
+
+@pytest.mark.parametrize(
+    ("value", "items"),
+    [
+        ("", []),
+        ("|", []),
+        ("|a", ["a"]),
+        (",a,b", ["a", "b"]),
+        ("|a||b", ["a", "", "b", ""]),  # Kafka appends one empty element for any empty one
+        ("|a|", ["a", ""]),
+    ],
+)
+def test_list_claims_split_as_kafka_splits_them(value: str, items: list[str]) -> None:
+    assert ob._list_claim(value) == items
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({}, 'unsecuredLoginStringClaim_sub="<principal>"'),
+        ({"unsecuredLoginExtension_x": "y"}, "unsecuredLoginStringClaim_sub"),
+        ({"unsecuredLoginStringClaim_exp": "1"}, "cannot explicitly set the 'exp' claim"),
+        (
+            {"unsecuredLoginStringClaim_sub": "a", "unsecuredLoginLifetimeSeconds": "soon"},
+            "unsecuredLoginLifetimeSeconds must be a whole number",
+        ),
+        ({"unsecuredLoginStringClaim_name": "a"}, "the unsecured token has no principal"),
+        (
+            {"unsecuredLoginStringClaim_sub": "a", "unsecuredLoginNumberClaim_n": "x"},
+            "unsecuredLoginNumberClaim_n must be a number",
+        ),
+    ],
+)
+def test_unsecured_options_that_make_no_token_are_named(
+    options: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ob.OAuthBearerError, match=r"sasl\.jaas\.config") as caught:
+        ob.unsecured_token(options)
+    assert message in str(caught.value)
+
+
+def test_extensions_are_checked_as_kafka_checks_them() -> None:
+    assert ob.extensions({"unsecuredLoginExtension_traceId": "123"}, secured=False) == {
+        "traceId": "123"
+    }
+    assert ob.extensions({"extension_logicalCluster": "lkc-1"}, secured=True) == {
+        "logicalCluster": "lkc-1"
+    }
+    for bad in ({"extension_auth": "x"}, {"extension_a1": "x"}, {"extension_a": "\x01"}):
+        with pytest.raises(ob.OAuthBearerError, match="extension"):
+            ob.extensions(bad, secured=True)
+
+
+def test_refresh_time_follows_kafkas_window_buffer_and_min_period() -> None:
+    plain = ob.Refresh(window_factor=0.8, window_jitter=0.0, min_period=60, buffer=300)
+    assert plain.due(0, 3600, now=0) == 2880  # 80 % of an hour
+    assert ob.Refresh(0.8, 0.0, 60, 1000).due(0, 3600, now=0) == 2600  # 1000 s before the end
+    assert plain.due(0, 100, now=0) == 80  # a buffer longer than the lifetime is not applied
+    assert ob.Refresh(0.5, 0.0, 60, 0).due(0, 100, now=0) == 60  # not sooner than min period
+    assert ob.Refresh(0.5, 0.0, 60, 0).due(0, 30, now=0) == 30  # never after it expires
+    jittered = ob.Refresh(0.8, 0.05, 0, 0)
+    assert all(2880 <= jittered.due(0, 3600, now=0) <= 3060 for _ in range(50))
+
+
+def _config(**values: str) -> dict[str, str]:
+    return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER", **values}
+
+
+def _error(values: dict[str, str]) -> str:
+    with pytest.raises(InvalidConfig) as caught:
+        parse_worker(values, file="w.properties")
+    [error] = [str(p) for p in caught.value.problems if p.is_error]
+    return error
+
+
+def test_an_unsecured_oauthbearer_worker_is_accepted_and_its_clients_share_one_source() -> None:
+    jaas = f'{MODULE} unsecuredLoginStringClaim_sub="alice";'
+    config, warnings = parse_worker(_config(**{"sasl.jaas.config": jaas}))
+    assert warnings == []
+    settings = config.oauth_settings()
+    assert settings.endpoint is None and dict(settings.jaas) == {
+        "unsecuredLoginStringClaim_sub": "alice"
+    }
+    one, two = security_settings(config), security_settings(config)
+    assert one["sasl_mechanism"] == "OAUTHBEARER"
+    assert one["sasl_oauth_token_provider"] is two["sasl_oauth_token_provider"]
+    assert "sasl_plain_username" not in one
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({}, "sasl.jaas.config: OAUTHBEARER needs org.apache.kafka.common.security.oauthbearer"),
+        ({"sasl.jaas.config": f"{MODULE};"}, "sasl.jaas.config: an unsecured OAUTHBEARER login"),
+        (
+            {
+                "sasl.jaas.config": f'{MODULE} unsecuredLoginStringClaim_sub="a";',
+                "sasl.login.callback.handler.class": "com.example.MyHandler",
+            },
+            "sasl.login.callback.handler.class: com.example.MyHandler is a Java class",
+        ),
+        (
+            {
+                "sasl.jaas.config": f'{MODULE} clientId="c" clientSecret="s";',
+                "sasl.login.callback.handler.class": HANDLER,
+            },
+            "sasl.oauthbearer.token.endpoint.url: " + HANDLER + " needs the token endpoint's URL",
+        ),
+        (
+            {
+                "sasl.jaas.config": f'{MODULE} clientId="c" clientSecret="s";',
+                "sasl.oauthbearer.token.endpoint.url": "https://idp/token",
+            },
+            "sasl.login.callback.handler.class: sasl.oauthbearer.token.endpoint.url is set",
+        ),
+        (
+            {
+                "sasl.jaas.config": f'{MODULE} clientId="c";',
+                "sasl.login.callback.handler.class": HANDLER,
+                "sasl.oauthbearer.token.endpoint.url": "https://idp/token",
+            },
+            "sasl.oauthbearer.client.credentials.client.secret: the client credentials grant",
+        ),
+        (
+            {
+                "sasl.jaas.config": f'{MODULE} clientId="c" clientSecret="s";',
+                "sasl.login.callback.handler.class": HANDLER,
+                "sasl.oauthbearer.token.endpoint.url": "ftp://idp/token",
+            },
+            "sasl.oauthbearer.token.endpoint.url: 'ftp://idp/token' is not an http",
+        ),
+        (
+            {"sasl.jaas.config": f'{MODULE} unsecuredLoginStringClaim_sub="a";',
+             "sasl.login.class": "com.example.Login"},
+            "sasl.login.class: a Java class that Kafka's clients load",
+        ),
+        (
+            {"sasl.jaas.config": f'{MODULE} unsecuredLoginStringClaim_sub="a";',
+             "sasl.oauthbearer.assertion.file": "/a.jwt"},
+            "sasl.oauthbearer.assertion.file: the JWT bearer grant (KIP-1139)",
+        ),
+        (
+            {"sasl.jaas.config": f'{MODULE} unsecuredLoginStringClaim_sub="a";',
+             "sasl.login.refresh.window.factor": "0.3"},
+            "sasl.login.refresh.window.factor: '0.3' is out of range",
+        ),
+    ],
+)  # fmt: skip
+def test_oauthbearer_settings_connectd_cannot_honour_are_refused_by_name(
+    values: dict[str, str], message: str
+) -> None:
+    assert message in _error(_config(**values))
+
+
+def test_client_credentials_settings_of_kafka_4_1_win_over_the_jaas_options() -> None:
+    config, _ = parse_worker(
+        _config(
+            **{
+                "sasl.jaas.config": f'{MODULE} clientId="old" clientSecret="old" scope="a";',
+                "sasl.login.callback.handler.class": HANDLER,
+                "sasl.oauthbearer.token.endpoint.url": "http://127.0.0.1:1/token",
+                "sasl.oauthbearer.client.credentials.client.id": "new-id",
+                "sasl.oauthbearer.client.credentials.client.secret": "new-secret",
+                "sasl.oauthbearer.scope": "kafka",
+                "sasl.login.retry.backoff.max.ms": "2000",
+                "sasl.login.connect.timeout.ms": "500",
+            }
+        )
+    )
+    endpoint = config.oauth_settings().endpoint
+    assert endpoint is not None
+    assert (endpoint.client_id, endpoint.client_secret, endpoint.scope) == (
+        "new-id",
+        "new-secret",
+        "kafka",
+    )
+    assert (endpoint.retry_backoff_max, endpoint.connect_timeout) == (2.0, 0.5)
+
+
+Handler = Callable[[web.Request], Any]
+
+
+@pytest.fixture
+async def endpoint_server() -> AsyncIterator[Callable[[Handler], Any]]:
+    runners: list[web.AppRunner] = []
+
+    async def start(handler: Handler) -> str:
+        app = web.Application()
+        app.router.add_post("/token", handler)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        runners.append(runner)
+        port = runner.addresses[0][1]
+        return f"http://127.0.0.1:{port}/token"
+
+    yield start
+    for runner in runners:
+        await runner.cleanup()
+
+
+async def test_a_token_is_asked_with_kafkas_request_and_kept_until_its_refresh_time(
+    endpoint_server: Callable[[Handler], Any],
+) -> None:
+    seen: list[tuple[str | None, str]] = []
+    token = _jwt({"sub": "svc", "exp": 4_000_000_000, "iat": 3_999_999_000})
+
+    async def handler(request: web.Request) -> web.Response:
+        seen.append((request.headers.get("Authorization"), await request.text()))
+        return web.json_response({"access_token": token, "token_type": "Bearer"})
+
+    url = await endpoint_server(handler)
+    source = ob.TokenSource(
+        {"extension_tenant": "t1"},
+        endpoint=ob.Endpoint(url, "my id", "s&cret", "kafka write", urlencode_header=True),
+    )
+    assert await source.token() == token
+    assert await source.token() == token  # kept: one request
+    basic = base64.b64encode(b"my+id:s%26cret").decode()
+    assert seen == [(f"Basic {basic}", "grant_type=client_credentials&scope=kafka+write")]
+    assert source.extensions() == {"tenant": "t1"}
+
+
+async def test_an_endpoint_that_fails_is_asked_again_and_a_refusal_ends_it_at_once(
+    endpoint_server: Callable[[Handler], Any],
+) -> None:
+    answers = [web.Response(status=503), web.Response(status=502)]
+    token = _jwt({"sub": "svc", "exp": 4_000_000_000})
+
+    async def flaky(request: web.Request) -> web.Response:
+        return answers.pop(0) if answers else web.json_response({"access_token": token})
+
+    url = await endpoint_server(flaky)
+    endpoint = ob.Endpoint(url, "c", "s", retry_backoff=0.01, retry_backoff_max=5.0)
+    assert await ob.fetch_token(endpoint) == token and answers == []
+
+    calls: list[int] = []
+
+    async def refusing(request: web.Request) -> web.Response:
+        calls.append(1)
+        body = {"error": "invalid_client", "error_description": "bad secret", "secret": "x"}
+        return web.json_response(body, status=401)
+
+    url = await endpoint_server(refusing)
+    with pytest.raises(ob.OAuthBearerError) as caught:
+        await ob.fetch_token(ob.Endpoint(url, "c", "s", retry_backoff=0.01))
+    assert "answered 401 {invalid_client - bad secret}" in str(caught.value)
+    assert 'secret"' not in str(caught.value) and calls == [1]
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"token_type": "Bearer"}, "answered without an access_token"),
+        ({"access_token": "not-a-jwt"}, "not a JWT"),
+        ({"access_token": _jwt({"sub": "svc"})}, "no numeric 'exp' claim"),
+        ({"access_token": _jwt({"exp": 4_000_000_000})}, "no 'sub' claim"),
+    ],
+)
+async def test_an_answer_without_a_usable_token_is_named(
+    endpoint_server: Callable[[Handler], Any], body: dict[str, Any], message: str
+) -> None:
+    async def handler(request: web.Request) -> web.Response:
+        return web.json_response(body)
+
+    url = await endpoint_server(handler)
+    with pytest.raises(ob.OAuthBearerError, match=message):
+        await ob.TokenSource({}, endpoint=ob.Endpoint(url, "c", "s")).token()
+
+
+async def test_a_file_url_reads_the_token_from_the_file(tmp_path: Path) -> None:
+    token = _jwt({"sub": "svc", "exp": 4_000_000_000})
+    path = tmp_path / "token.jwt"
+    path.write_text(token + "\n")
+    source = ob.TokenSource({}, endpoint=ob.Endpoint(path.as_uri()))
+    assert await source.token() == token
+    with pytest.raises(ob.OAuthBearerError, match="cannot read the token file"):
+        await ob.TokenSource({}, endpoint=ob.Endpoint((tmp_path / "gone").as_uri())).token()
+
+
+def test_the_shared_source_is_per_settings() -> None:
+    jaas = f'{MODULE} unsecuredLoginStringClaim_sub="%s";'
+    one, _ = parse_worker(_config(**{"sasl.jaas.config": jaas % "a"}))
+    two, _ = parse_worker(_config(**{"sasl.jaas.config": jaas % "b"}))
+    assert token_source(one) is token_source(one) and token_source(one) is not token_source(two)
