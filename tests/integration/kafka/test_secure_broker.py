@@ -25,7 +25,7 @@ from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition
 from support import procs
 from support.daemon import ProcessFactory, wait_until, worker_properties
-from support.kafka import KafkaBroker, produce
+from support.kafka import KafkaBroker, free_port, produce
 from support.oidc import OidcProvider
 from support.tls import STORE_PASS, TRUST_PASS, Stores, make_stores
 
@@ -252,6 +252,30 @@ async def test_sasl_plaintext_with_oauthbearer_tokens_from_an_oidc_provider(
             ),
         },
     )
+
+
+async def test_an_unreachable_token_endpoint_is_named_when_the_daemon_cannot_start(
+    secure_broker: KafkaBroker, daemon_process: ProcessFactory, tmp_path: Path
+) -> None:
+    url = f"http://127.0.0.1:{free_port()}/token"
+    worker = worker_properties(
+        f"127.0.0.1:{secure_broker.listener_ports['SASL_PLAINTEXT']}",
+        tmp_path / "state",
+        **{
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "OAUTHBEARER",
+            "sasl.login.callback.handler.class": OAUTH_HANDLER,
+            "sasl.oauthbearer.token.endpoint.url": url,
+            "sasl.login.retry.backoff.max.ms": "500",
+            "sasl.jaas.config": f'{OAUTH_MODULE} clientId="c" clientSecret="s";',
+            "startup.kafka.timeout.ms": "5000",
+        },
+    )
+    p = daemon_process(worker, [], wait=False)
+    code = await asyncio.to_thread(p.wait, 90.0)
+    log = p.log()
+    assert code == 69, log
+    assert f"token endpoint {url} could not be reached" in log, log[-3000:]
 
 
 async def _authenticates(broker: KafkaBroker, listener: str, worker: dict[str, str]) -> bool:
