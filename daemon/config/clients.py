@@ -112,7 +112,6 @@ FIXED_CONSUMER_KEYS: Mapping[str, str] = {
     "key.deserializer": "records are read as bytes and converted by the connector's converters",
     "value.deserializer": "records are read as bytes and converted by the connector's converters",
     "bootstrap.servers": "the task consumers use the worker's bootstrap.servers",
-    "security.protocol": "the task consumers use the worker's security settings",
 }
 """Consumer keys the runtime decides itself, each with the reason an override is ignored."""
 
@@ -185,7 +184,8 @@ _JAVA_PRODUCER = (
 _JAVA_ADMIN = ("bootstrap.controllers", "default.api.timeout.ms", "retries")
 
 KNOWN_PREFIXES = ("ssl.", "sasl.")
-"""Every client's TLS and SASL settings: known, and ignored (the worker's own are used)."""
+"""Every client's TLS and SASL settings: known; the task consumers' are read as the worker's
+own (``daemon.config.parse.security_overrides``), the other clients' ignored."""
 
 KNOWN_KEYS: dict[KafkaClient, frozenset[str]] = {
     KafkaClient.CONSUMER: frozenset(
@@ -196,9 +196,6 @@ KNOWN_KEYS: dict[KafkaClient, frozenset[str]] = {
 }
 """Each client's known setting names (without the prefix); ``ssl.*``/``sasl.*`` besides."""
 
-_SECURITY = (
-    "the task consumers use the worker's security settings (security.protocol, ssl.*, sasl.*)"
-)
 _NO_SUCH = "the Python Kafka client has no such setting"
 _UNUSED: Mapping[KafkaClient, str] = {
     KafkaClient.PRODUCER: (
@@ -208,6 +205,12 @@ _UNUSED: Mapping[KafkaClient, str] = {
     KafkaClient.ADMIN: "Connect's admin client setting; connectd's admin calls use the worker's"
     " Kafka settings",
 }
+
+
+def is_security_key(key: str) -> bool:
+    """Whether a Kafka client key is one of its security settings (``security.protocol``,
+    ``ssl.*``, ``sasl.*``): a task consumer's override of it changes the worker's."""
+    return key == "security.protocol" or key.startswith(KNOWN_PREFIXES)
 
 
 def known_keys(client: str | None) -> frozenset[str] | None:
@@ -229,8 +232,8 @@ def ignored_reason(client: KafkaClient, key: str) -> str | None:
             return None
         if key in FIXED_CONSUMER_KEYS:
             return FIXED_CONSUMER_KEYS[key]
-        if key.startswith(KNOWN_PREFIXES):
-            return _SECURITY
+        if is_security_key(key):
+            return None  # honoured: daemon.config.parse.security_overrides
         return _NO_SUCH if key in KNOWN_KEYS[client] else None
     return _UNUSED[client] if is_known(client, key) else None
 
@@ -238,6 +241,8 @@ def ignored_reason(client: KafkaClient, key: str) -> str | None:
 def key_problem(prefix: str, client: KafkaClient, key: str, value: object) -> Problem | None:
     """The problem with one setting ``<prefix><key>=value`` of ``client``, if any."""
     full = prefix + key
+    if client is KafkaClient.CONSUMER and is_security_key(key):
+        return None  # checked as the worker's own: daemon.config.parse.security_overrides
     spec = CONSUMER_KEYS.get(key) if client is KafkaClient.CONSUMER else None
     if spec is not None:
         if isinstance(value, str) and has_reference(value):

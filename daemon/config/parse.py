@@ -9,16 +9,17 @@ key, unknown key), validate, and collect problems.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Generic, NamedTuple, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from daemon.config import ignored
-from daemon.config.clients import KafkaClient, key_problem
+from daemon.config.clients import KafkaClient, is_security_key, key_problem
 from daemon.config.connector import ConnectorConfig
 from daemon.config.definitions import ConnectorDefResolver
 from daemon.config.fields import SettingInfo, parse_list, settings_of
+from daemon.config.kafka import KafkaSettings
 from daemon.config.modes import Mode, mode_problems
 from daemon.config.problems import (
     Problem,
@@ -192,6 +193,8 @@ def parse_worker(
             )
         )
     config = _validate(WorkerConfig, split.data, problems)
+    if config is not None:
+        problems += security_overrides("consumer.", config.consumer)[1]
     if config is not None and mode is not None:
         problems += mode_problems(config, mode)
     return _finish(config, problems, file, lines)
@@ -266,4 +269,38 @@ def parse_connector(
         {**split.data, "connector_settings": own, "properties": dict(values)},
         problems,
     )
+    if config is not None:
+        problems += security_overrides("consumer.override.", config.consumer_override)[1]
     return _finish(config, problems, file, lines)
+
+
+def security_overrides(
+    prefix: str, settings: Mapping[str, object]
+) -> tuple[dict[str, object], list[Problem]]:
+    """The Kafka security settings among one client's ``settings`` (``security.protocol``,
+    ``ssl.*``, ``sasl.*``, given under ``prefix``: ``consumer.``, ``consumer.override.``),
+    read as the worker's own are: the ``WorkerConfig`` fields they set, and their problems
+    named with ``prefix`` (a ``${...}`` value is checked once resolved, at task start)."""
+    chosen = {
+        k: v
+        for k, v in settings.items()
+        if is_security_key(k) and not (isinstance(v, str) and has_reference(v))
+    }
+    if not chosen:
+        return {}, []
+    split = _split(
+        KafkaSettings,
+        chosen,
+        ignored.WORKER_KEYS,
+        ignored.WORKER_PREFIXES,
+        {},
+        ignored.WORKER_REFUSED,
+    )
+    problems = list(split.problems)
+    candidates = [i.key for i in settings_of(KafkaSettings)]
+    problems += [unknown_key(key, candidates, Severity.ERROR) for key in split.unknown]
+    parsed = _validate(KafkaSettings, split.data, problems)
+    named = [replace(p, key=prefix + p.key) if p.key else p for p in problems]
+    if parsed is None:
+        return {}, named
+    return {name: getattr(parsed, name) for name in parsed.model_fields_set}, named

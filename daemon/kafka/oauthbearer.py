@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aiokafka.abc import AbstractTokenProvider
+from aiokafka.conn import AIOKafkaConnection, OAuthAuthenticator
 
 if TYPE_CHECKING:
     import aiohttp
@@ -115,6 +116,43 @@ class _Token:
     due: float
 
 
+class _Authenticator(OAuthAuthenticator):  # type: ignore[misc]
+    """aiokafka's OAUTHBEARER exchange, finished as RFC 7628 (section 3.2.2) and Kafka's
+    broker expect: a refused token draws a challenge (the broker's error, as JSON) that the
+    client must answer with ``\x01`` to get the failure itself. aiokafka 0.14 stops at the
+    challenge and takes the connection as authenticated, so a refused token surfaced later as
+    "Did we not perform bootstrap?"; answered, it fails the connection with the broker's
+    SaslAuthenticationFailed and its reason."""
+
+    def __init__(self, *, sasl_oauth_token_provider: AbstractTokenProvider) -> None:
+        super().__init__(sasl_oauth_token_provider=sasl_oauth_token_provider)
+        self._answered_error = False
+
+    async def step(self, payload: bytes | None) -> tuple[bytes, bool] | None:
+        if self._token_sent and payload and not self._answered_error:
+            self._answered_error = True
+            log.warning("the broker refused the OAUTHBEARER token: %s", _text(payload))
+            return b"\x01", True
+        result: tuple[bytes, bool] | None = await super().step(payload)
+        return result
+
+
+def _text(payload: bytes) -> str:
+    return payload.decode("utf-8", errors="replace")
+
+
+def install_authenticator() -> None:
+    """Make aiokafka's connections use ``_Authenticator`` (idempotent)."""
+    if getattr(AIOKafkaConnection.authenticator_oauth, "_connectd", False):
+        return
+
+    def authenticator_oauth(self: AIOKafkaConnection) -> _Authenticator:
+        return _Authenticator(sasl_oauth_token_provider=self._sasl_oauth_token_provider)
+
+    authenticator_oauth._connectd = True  # type: ignore[attr-defined]
+    AIOKafkaConnection.authenticator_oauth = authenticator_oauth
+
+
 class TokenSource(AbstractTokenProvider):  # type: ignore[misc]
     """aiokafka's token provider for one set of OAUTHBEARER settings (see the module)."""
 
@@ -135,6 +173,7 @@ class TokenSource(AbstractTokenProvider):  # type: ignore[misc]
         self._extensions = extensions(self.jaas, secured=endpoint is not None)
         self._token: _Token | None = None
         self._locks: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
+        install_authenticator()
         if endpoint is None:
             unsecured_token(self.jaas)  # the options' errors, at once
 

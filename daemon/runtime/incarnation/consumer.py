@@ -47,12 +47,13 @@ from aiokafka.errors import NoOffsetForPartitionError, OffsetOutOfRangeError
 from aiokafka.structs import ConsumerRecord, OffsetAndMetadata
 
 from daemon.config import ConnectorConfig, WorkerConfig
-from daemon.config.clients import CONSUMER_KEYS, KafkaClient, ignored_reason
+from daemon.config.clients import CONSUMER_KEYS, KafkaClient, ignored_reason, is_security_key
 from daemon.config.kafka import OAuthSettings
+from daemon.config.parse import security_overrides
 from daemon.config.values import SaslMechanism
 from daemon.connectors.api import TaskId
 from daemon.connectors.records import TopicPartition
-from daemon.errors import TaskTimeout
+from daemon.errors import ConfigError, TaskTimeout
 from daemon.kafka.client import client_of
 from daemon.kafka.oauthbearer import TokenSource
 from daemon.kafka.outages import BrokerOutageFilter
@@ -104,12 +105,14 @@ def consumer_settings(
         "heartbeat_interval_ms": int(worker.heartbeat_interval.total_seconds() * 1000),
         "max_poll_records": 500,
     }
-    kwargs.update(security_settings(worker))
+    kwargs.update(security_settings(consumer_security(worker, connector)))
     for source, overrides in (
         ("consumer.", worker.consumer),
         ("consumer.override.", connector.consumer_override),
     ):
         for key, value in overrides.items():
+            if is_security_key(key):
+                continue  # in consumer_security
             spec = CONSUMER_KEYS.get(key)
             if spec is None:  # the loaders warned already; each task says it once more
                 why = ignored_reason(KafkaClient.CONSUMER, key) or "not a Kafka consumer setting"
@@ -128,6 +131,31 @@ def consumer_settings(
         kwargs["max_poll_interval_ms"] = least
     kwargs["rebalance_timeout_ms"] = kwargs["max_poll_interval_ms"]
     return kwargs
+
+
+def consumer_security(worker: WorkerConfig, connector: ConnectorConfig) -> WorkerConfig:
+    """The worker's settings with the security settings (``security.protocol``, ``ssl.*``,
+    ``sasl.*``) of ``consumer.*`` and then the connector's ``consumer.override.*`` applied, as
+    Connect applies them to a task's consumer: e.g. a connector's own ``sasl.jaas.config``.
+    ``ConfigError`` names a value that is wrong once resolved, or settings that do not fit
+    together."""
+    update: dict[str, object] = {}
+    problems = []
+    for prefix, settings in (
+        ("consumer.", worker.consumer),
+        ("consumer.override.", connector.consumer_override),
+    ):
+        fields, found = security_overrides(prefix, settings)
+        update.update(fields)
+        problems += found
+    if not update and not problems:
+        return worker
+    effective = worker.model_copy(update=update)
+    problems += effective.kafka_problems()
+    errors = [str(p) for p in problems if p.is_error]
+    if errors:
+        raise ConfigError(f"the task consumer's security settings: {'; '.join(errors)}")
+    return effective
 
 
 def client_settings(worker: WorkerConfig, purpose: str) -> dict[str, Any]:

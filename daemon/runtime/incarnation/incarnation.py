@@ -232,7 +232,10 @@ class Incarnation:
         await self._call("start", self.task.start(task_config, self.context))
         if self._stopping:
             return
-        self.consumer = TaskConsumer.for_task(
+        # Off the loop: a connector's own key or trust store (consumer.override.ssl.*) is read
+        # when its first task starts, and a JKS store costs a keytool run.
+        self.consumer = await asyncio.to_thread(
+            TaskConsumer.for_task,
             self.worker,
             cfg,
             self.id,

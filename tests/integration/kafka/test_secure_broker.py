@@ -254,6 +254,59 @@ async def test_sasl_plaintext_with_oauthbearer_tokens_from_an_oidc_provider(
     )
 
 
+async def test_each_connector_reads_with_its_own_consumer_override_credentials(
+    secure_broker: KafkaBroker, stores: Stores, daemon_process: ProcessFactory, tmp_path: Path
+) -> None:
+    """Connect's consumer.override.sasl.* (what the Principal policy exists for): the worker's
+    own clients log in with PLAIN, one connector's consumers with an OAUTHBEARER token that has
+    the scope the broker requires, another's with one that lacks it. The first reads the whole
+    topic, the second nothing: each task consumer used its connector's settings."""
+    topic = await _topic_with_records(secure_broker, "secure-overrides")
+    worker = worker_properties(
+        f"127.0.0.1:{secure_broker.listener_ports['SASL_SSL']}",
+        tmp_path / "state",
+        **{
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "PLAIN",
+            "sasl.jaas.config": (
+                "org.apache.kafka.common.security.plain.PlainLoginModule required"
+                f' username="{USER}" password="{PASSWORD}";'
+            ),
+            "ssl.truststore.location": str(stores.trust_jks),
+            "ssl.truststore.password": TRUST_PASS,
+        },
+    )
+
+    def sink(name: str, scope: str) -> dict[str, str]:
+        jaas = f'{OAUTH_MODULE} unsecuredLoginStringClaim_sub="{name}"'
+        jaas += f' unsecuredLoginListClaim_scope=",{scope}";'
+        return {
+            "name": name,
+            "connector.class": "EchoSink",
+            "topics": topic,
+            "consumer.override.sasl.mechanism": "OAUTHBEARER",
+            "consumer.override.sasl.jaas.config": jaas,
+        }
+
+    p = daemon_process(worker, [sink("tenant-ok", SCOPE), sink("tenant-denied", "other")])
+
+    async def offsets() -> tuple[int, int]:
+        return (
+            await _group_offset(secure_broker, "connect-tenant-ok", topic),
+            await _group_offset(secure_broker, "connect-tenant-denied", topic),
+        )
+
+    async def ok_caught_up() -> bool:
+        return (await offsets())[0] == RECORDS
+
+    await wait_until(ok_caught_up, 60, "tenant-ok's group at the end", interval=0.5)
+    assert (await offsets())[1] == -1, p.log()[-4000:]
+    log = p.log_path.read_text(errors="replace")
+    refused = [line for line in log.splitlines() if "refused the OAUTHBEARER token" in line]
+    assert refused and "insufficient_scope" in refused[0], log[-4000:]
+    assert "Did we not perform bootstrap" not in log
+
+
 async def test_an_unreachable_token_endpoint_is_named_when_the_daemon_cannot_start(
     secure_broker: KafkaBroker, daemon_process: ProcessFactory, tmp_path: Path
 ) -> None:

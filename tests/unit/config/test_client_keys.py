@@ -90,7 +90,6 @@ def test_an_unknown_consumer_key_is_a_warning_with_a_suggestion() -> None:
     [
         ("consumer.partition.assignment.strategy", "the Python Kafka client has no such setting"),
         ("consumer.group.id", "connect-<connector name>"),
-        ("consumer.ssl.truststore.location", "the worker's security settings"),
         ("producer.acks", "dead letter"),
         ("producer.ssl.keystore.password", "dead letter"),
         ("admin.retries", "admin"),
@@ -151,3 +150,18 @@ def test_every_passed_on_key_is_known_and_maps_to_an_aiokafka_argument() -> None
     for key, spec in CONSUMER_KEYS.items():
         assert key in consumer
         assert spec.argument in arguments, key
+
+
+def test_the_task_consumers_security_keys_are_read_as_the_workers_own() -> None:
+    assert _worker_problems({"consumer.ssl.truststore.location": "/etc/ca.pem"}) == []
+    assert _connector_problems({"consumer.override.sasl.mechanism": "SCRAM-SHA-512"}) == []
+    [bad] = _worker_problems({"consumer.sasl.mechanism": "NOPE"})
+    assert bad.is_error and bad.key == "consumer.sasl.mechanism" and "GSSAPI" in str(bad)
+    [bad] = _connector_problems({"consumer.override.ssl.keystore.type": "BKS"})
+    assert bad.is_error and bad.key == "consumer.override.ssl.keystore.type"
+    [jvm] = _worker_problems({"consumer.ssl.provider": "SunJSSE"})
+    assert not jvm.is_error and jvm.key == "consumer.ssl.provider"
+    [refused] = _connector_problems({"consumer.override.ssl.engine.factory.class": "a.B"})
+    assert refused.is_error and refused.key == "consumer.override.ssl.engine.factory.class"
+    [unknown] = _connector_problems({"consumer.override.ssl.trustsore.location": "/x"})
+    assert unknown.is_error and "did you mean 'ssl.truststore.location'" in unknown.message

@@ -5,8 +5,13 @@ from __future__ import annotations
 import pytest
 
 from daemon.config import parse_connector, parse_worker
-from daemon.errors import InvalidConfig
-from daemon.runtime.incarnation.consumer import consumer_settings, group_id, poll_bound_ms
+from daemon.errors import ConfigError, InvalidConfig
+from daemon.runtime.incarnation.consumer import (
+    consumer_settings,
+    group_id,
+    poll_bound_ms,
+    security_settings,
+)
 
 
 def _worker(**extra: str):  # type: ignore[no-untyped-def]
@@ -84,3 +89,43 @@ def test_sasl_credentials_come_from_the_jaas_line() -> None:
     s = consumer_settings(worker, _connector(), task=0, put_timeout=1.0, warn=print)
     assert s["sasl_mechanism"] == "SCRAM-SHA-256"
     assert (s["sasl_plain_username"], s["sasl_plain_password"]) == ("u", "p")
+
+
+PLAIN = (
+    'org.apache.kafka.common.security.plain.PlainLoginModule required username="%s" password="p";'
+)
+
+
+def test_a_connectors_own_credentials_reach_its_consumers_only() -> None:
+    """Connect's use of ``consumer.override.sasl.jaas.config`` (allowed by the Principal
+    policy): each connector reads with its own principal; the worker keeps its own."""
+    worker = _worker(
+        **{
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.jaas.config": PLAIN % "worker",
+            "consumer.sasl.mechanism": "SCRAM-SHA-512",
+        }
+    )
+    connector = _connector(**{"consumer.override.sasl.jaas.config": PLAIN % "tenant-a"})
+    s = consumer_settings(worker, connector, task=0, put_timeout=10.0, warn=pytest.fail)
+    assert (s["sasl_mechanism"], s["sasl_plain_username"]) == ("SCRAM-SHA-512", "tenant-a")
+    own = security_settings(worker)
+    assert (own["sasl_mechanism"], own["sasl_plain_username"]) == ("PLAIN", "worker")
+    plain = consumer_settings(worker, _connector(), task=0, put_timeout=10.0, warn=pytest.fail)
+    assert (plain["sasl_mechanism"], plain["sasl_plain_username"]) == ("SCRAM-SHA-512", "worker")
+
+
+def test_overrides_that_do_not_fit_the_workers_settings_fail_the_task_naming_them() -> None:
+    worker = _worker(**{"security.protocol": "SASL_PLAINTEXT", "sasl.jaas.config": PLAIN % "w"})
+    connector = _connector(**{"consumer.override.sasl.mechanism": "OAUTHBEARER"})
+    with pytest.raises(ConfigError) as caught:
+        consumer_settings(worker, connector, task=0, put_timeout=10.0)
+    assert "the task consumer's security settings: sasl.jaas.config: OAUTHBEARER needs" in str(
+        caught.value
+    )
+    # A ${provider:...} value is checked once resolved: at task start.
+    resolved_later = _connector().model_copy(
+        update={"consumer_override": {"sasl.mechanism": "MD5"}}
+    )
+    with pytest.raises(ConfigError, match=r"consumer\.override\.sasl\.mechanism"):
+        consumer_settings(worker, resolved_later, task=0, put_timeout=10.0)
