@@ -217,11 +217,9 @@ OptPositiveInt = Annotated[
 
 def _parse_float(lo: float, hi: float) -> Callable[[object], float]:
     def parse(value: object) -> float:
-        if isinstance(value, bool):
-            raise ValueError(f"{value!r} is not a number")
         try:
-            number = float(value.strip() if isinstance(value, str) else value)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
+            number = parse_float(value)
+        except ValueError:
             raise ValueError(f"{value!r} is not a number") from None
         if not lo <= number <= hi:
             raise ValueError(f"{value!r} is out of range")
