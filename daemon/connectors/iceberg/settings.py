@@ -113,7 +113,7 @@ class IcebergSettings:
         values = CONFIG_DEF.parse(config)
         return cls(
             table_template=values["table"].strip(),
-            table=TableSettings.parse(values, config),
+            table=TableSettings.parse(values, config).hidden_transforms(),
             compaction=Compaction.parse(values),
             catalog=catalog_settings(config),
         )

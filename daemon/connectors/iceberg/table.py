@@ -37,6 +37,7 @@ from typing import Any
 from daemon.connectors.iceberg import state as state_module
 from daemon.connectors.iceberg.catalog import Catalog
 from daemon.connectors.tables.names import quote
+from daemon.connectors.tables.timeparts import transform_of
 
 #: Attempts of ``publish`` when other commits keep landing between its read and its swap.
 ATTEMPTS = 20
@@ -60,10 +61,10 @@ def load(spark: Any, catalog: Catalog) -> Any | None:
 
 
 def create(spark: Any, catalog: Catalog, df: Any, partition_by: list[str]) -> Any:
-    """Create the table with ``df``'s columns, partitioned by ``partition_by`` (identity), if
-    it does not exist yet (another task may create it first: that one is used). The table
-    always has a snapshot on ``main`` afterwards, for ``publish`` to branch from."""
-    from pyspark.sql import functions as F
+    """Create the table with ``df``'s columns, partitioned by ``partition_by`` (identity, or
+    Iceberg's hidden ``years``/``months``/``days``/``hours`` for ``year(col)``…), if it does
+    not exist yet (another task may create it first: that one is used). The table always has
+    a snapshot on ``main`` afterwards, for ``publish`` to branch from."""
 
     table = load(spark, catalog)
     if table is None:
@@ -77,7 +78,7 @@ def create(spark: Any, catalog: Catalog, df: Any, partition_by: list[str]) -> An
             .tableProperty("write.spark.accept-any-schema", "true")
         )
         if partition_by:
-            writer = writer.partitionedBy(*[F.col(c) for c in partition_by])
+            writer = writer.partitionedBy(*[_partition_expression(c) for c in partition_by])
         try:
             writer.create()
         except Exception as exc:
@@ -89,6 +90,19 @@ def create(spark: Any, catalog: Catalog, df: Any, partition_by: list[str]) -> An
         table.newFastAppend().commit()
         table.refresh()
     return table
+
+
+def _partition_expression(item: str) -> Any:
+    """A column, or Iceberg's hidden transform of one for ``day(col)`` and the like."""
+    from pyspark.sql import functions as F
+
+    found = transform_of(item)
+    if found is None:
+        return F.col(item)
+    transform, column = found
+    # Spark 4 moved the partition transforms to functions.partitioning (the old names warn).
+    functions = getattr(F, "partitioning", F)
+    return getattr(functions, f"{transform}s")(F.col(column))
 
 
 def _newest(table: Any, key: str) -> tuple[str | None, int]:

@@ -10,6 +10,7 @@ its own table, each with its own exactly-once state.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -19,6 +20,8 @@ from daemon.config import transforms as tf
 from daemon.config.definitions import ConfigDef, ConfigType, Importance, in_range, one_of
 from daemon.config.problems import Problem, error
 from daemon.config.worker import WRITE_TIMEOUT_KEY
+from daemon.connectors.tables import timeparts
+from daemon.connectors.tables.timeparts import TimeColumn
 from daemon.connectors.tables.writer import FlushPolicy
 from daemon.connectors.transforms.routing import regex_route
 from daemon.errors import ConfigError
@@ -36,7 +39,10 @@ _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 
 
 def _check_partition_by(value: Any) -> None:
-    columns = list(value)
+    try:
+        columns = list(timeparts.split_partition_by(list(value))[0])
+    except timeparts.TimePartitionError as e:
+        raise ValueError(e.reason) from None
     if len(set(columns)) != len(columns):
         raise ValueError(f"{columns} names a column twice")
     if "headers" in columns:
@@ -52,9 +58,72 @@ def shared_keys(defn: ConfigDef) -> ConfigDef:
             [],
             Importance.MEDIUM,
             "Columns to partition the table by, e.g. kafka_partition, or fields of the value "
-            "with value.fields: Hive-style col=value directories (ParquetSink), the table's "
-            "partition columns when the sink creates it (DeltaSink, IcebergSink).",
+            "with value.fields, or time transforms of a timestamp column: year(col), "
+            "month(col), day(col), hour(col), each a column <col>_<transform> computed in UTC "
+            "(e.g. day(kafka_timestamp)). Hive-style col=value directories (ParquetSink), the "
+            "table's partition columns when the sink creates it (DeltaSink, IcebergSink).",
             validator=_check_partition_by,
+        )
+        .define(
+            "partitioner.class",
+            ConfigType.STRING,
+            "",
+            Importance.LOW,
+            "Confluent's storage partitioner, for S3/HDFS sink configs moving over: "
+            f"{timeparts.TIME_BASED} (with path.format and partition.duration.ms), "
+            "HourlyPartitioner, DailyPartitioner or DefaultPartitioner. A time-based one adds "
+            "a column per 'name'=pattern segment of path.format, after partition.by's.",
+        )
+        .define(
+            "path.format",
+            ConfigType.STRING,
+            "",
+            Importance.LOW,
+            "TimeBasedPartitioner's layout, as Confluent's sinks take it: "
+            "'year'=YYYY/'month'=MM/'day'=dd/'hour'=HH gives the columns year, month, day "
+            "and hour and those directories.",
+        )
+        .define(
+            "partition.duration.ms",
+            ConfigType.LONG,
+            -1,
+            Importance.LOW,
+            "TimeBasedPartitioner: the time a partition spans; a record's time is floored to "
+            "it (in timezone) before path.format formats it.",
+        )
+        .define(
+            "timezone",
+            ConfigType.STRING,
+            "",
+            Importance.LOW,
+            "Time-based partitioning: the time zone path.format's values are in (an id such "
+            "as UTC or Europe/Paris; required, as in Confluent's sinks).",
+        )
+        .define(
+            "locale",
+            ConfigType.STRING,
+            "",
+            Importance.LOW,
+            "Time-based partitioning: required as in Confluent's sinks; path.format's "
+            "patterns are numeric, so it changes nothing.",
+        )
+        .define(
+            "timestamp.extractor",
+            ConfigType.STRING,
+            "Wallclock",
+            Importance.LOW,
+            "Time-based partitioning: whose time places a record. Record: its Kafka "
+            "timestamp; RecordField: the value field timestamp.field; Wallclock (Confluent's "
+            "default): the time it is buffered.",
+            validator=one_of(*timeparts.EXTRACTORS),
+        )
+        .define(
+            "timestamp.field",
+            ConfigType.STRING,
+            "timestamp",
+            Importance.LOW,
+            "timestamp.extractor=RecordField: the column holding the time (a timestamp, a "
+            "date or epoch milliseconds).",
         )
         .define(
             "flush.max.records",
@@ -203,7 +272,33 @@ class TableConfigDef(ConfigDef):
             _write_timeout(config)
         except ValueError as e:
             problems.append(error(WRITE_TIMEOUT_KEY, str(e), "milliseconds as an integer > 0"))
+        try:
+            time_columns(values)
+        except timeparts.TimePartitionError as e:
+            problems.append(error(e.key, e.reason))
         return problems
+
+
+def time_columns(values: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[TimeColumn, ...]]:
+    """The table's partition columns (``partition.by``'s, then ``path.format``'s) and the time
+    columns to compute, from a format's typed ``values`` (``TimePartitionError``)."""
+    names, derived = timeparts.split_partition_by(list(values["partition.by"]))
+    partitioner = timeparts.Partitioner(
+        cls=str(values["partitioner.class"]).strip(),
+        path_format=str(values["path.format"]),
+        duration_ms=int(values["partition.duration.ms"]),
+        timezone=str(values["timezone"]),
+        locale=str(values["locale"]),
+        extractor=str(values["timestamp.extractor"]),
+        field=str(values["timestamp.field"]),
+    )
+    formatted = partitioner.columns()
+    names += tuple(c.name for c in formatted)
+    if len(set(names)) != len(names):
+        raise timeparts.TimePartitionError(
+            "path.format", f"the partition columns {list(names)} name a column twice"
+        )
+    return names, derived + formatted
 
 
 def _write_timeout(config: Mapping[str, str]) -> int:
@@ -295,7 +390,7 @@ class Routes:
 class TableSettings:
     """What the one table sink task needs of any format's configuration."""
 
-    partition_by: tuple[str, ...]
+    partition_by: tuple[str, ...]  # column names, a time transform's by its column's
     flush_policy: FlushPolicy
     merge_schema: bool  # schema.evolution
     write_timeout: float  # seconds
@@ -304,13 +399,33 @@ class TableSettings:
     #: ``table.offsets.missing=group`` (``MISSING_KEY``).
     start_at_group: bool = False
     routes: Routes = Routes()
+    #: Columns computed from each record's time (``timeparts``), appended as records arrive.
+    time_columns: tuple[TimeColumn, ...] = ()
+
+    def hidden_transforms(self) -> TableSettings:
+        """For a format that partitions by time transforms itself (Iceberg's hidden
+        partitioning): ``partition.by``'s transforms stay as ``day(col)`` in ``partition_by``
+        and are not computed as columns; ``path.format``'s columns still are."""
+        hidden = {c.name: f"{c.transform}({c.source})" for c in self.time_columns if c.transform}
+        if not hidden:
+            return self
+        return dataclasses.replace(
+            self,
+            partition_by=tuple(hidden.get(c, c) for c in self.partition_by),
+            time_columns=tuple(c for c in self.time_columns if not c.transform),
+        )
 
     @classmethod
     def parse(cls, values: Mapping[str, Any], config: Mapping[str, str]) -> TableSettings:
         """From a format's ``ConfigDef.parse(config)`` typed ``values``."""
         records = values["flush.max.records"]
+        try:
+            partition_by, computed = time_columns(values)
+        except timeparts.TimePartitionError as e:
+            raise ConfigError(str(e)) from None
         return cls(
-            partition_by=tuple(values["partition.by"]),
+            partition_by=partition_by,
+            time_columns=computed,
             flush_policy=FlushPolicy(
                 max_records=records,
                 interval=values["flush.interval.ms"] / 1000.0,

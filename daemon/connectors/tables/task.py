@@ -40,6 +40,7 @@ import pyarrow.compute as pc
 
 from daemon.connectors.api import SinkTask, SinkTaskContext
 from daemon.connectors.records import OffsetRange, RecordBatch, TopicPartition, routed
+from daemon.connectors.tables import timeparts
 from daemon.connectors.tables.buffer import RecordBuffer
 from daemon.connectors.tables.format import FormatFactory, TableFormat, TableHandle
 from daemon.connectors.tables.opening import Openings, without
@@ -124,6 +125,8 @@ class TableSinkTask(SinkTask):
         if self._openings:
             batch = without(batch, await self._openings.finish())
         if len(batch):
+            if self.settings.time_columns:
+                batch = self._with_time_columns(batch)
             self._check_partition_columns(batch)
             topics = pc.unique(batch.table.column("kafka_topic")).to_pylist()
             if len(topics) == 1:
@@ -363,10 +366,21 @@ class TableSinkTask(SinkTask):
             out.setdefault(target.name, (target, []))[1].append(tp)
         return out
 
+    def _with_time_columns(self, batch: RecordBatch) -> RecordBatch:
+        """``batch`` with partition.by's time transforms and path.format's columns."""
+        try:
+            table = timeparts.derived(
+                batch.table, self.settings.time_columns, int(time.time() * 1000)
+            )
+        except timeparts.TimePartitionError as e:
+            raise ConfigError(str(e)) from None
+        return dataclasses.replace(batch, table=table)
+
     def _check_partition_columns(self, batch: RecordBatch) -> None:
         partition_by = self.settings.partition_by
         columns = batch.table.column_names
-        missing = [c for c in partition_by if c not in columns]
+        sources = [(timeparts.transform_of(c) or ("", c))[1] for c in partition_by]
+        missing = [c for c in sources if c not in columns]
         if missing or (partition_by and len(partition_by) >= len(columns)):
             raise ConfigError(
                 f"partition.by: {missing or list(partition_by)} cannot partition records with "

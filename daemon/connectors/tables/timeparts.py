@@ -1,0 +1,300 @@
+"""Time-partitioned tables: ``partition.by``'s time transforms and Confluent's time-based layout.
+
+Two ways to partition a table by time, for every table format:
+
+- **Transforms in** ``partition.by``: ``year(col)``, ``month(col)``, ``day(col)``, ``hour(col)``
+  (Iceberg's names; ``years``… are accepted too) of a timestamp column: ``kafka_timestamp`` (the
+  record's time) or a value field. Each adds a column ``<col>_<transform>`` computed in UTC:
+  ``year`` an int32 (``2026``), ``month`` a string (``2026-11``), ``day`` a date
+  (``2026-11-30``), ``hour`` a string (``2026-11-30-17``), Iceberg's human forms. ParquetSink
+  writes them as Hive directories (``kafka_timestamp_day=2026-11-30/``).
+- **Confluent's** ``TimeBasedPartitioner`` (the S3 and HDFS sinks' keys, so their configs move
+  over): ``partitioner.class`` (``TimeBasedPartitioner``, ``HourlyPartitioner``,
+  ``DailyPartitioner``), ``path.format`` (``'year'=YYYY/'month'=MM/'day'=dd/'hour'=HH``),
+  ``partition.duration.ms``, ``timezone``, ``locale``, ``timestamp.extractor`` (``Record``,
+  ``RecordField`` with ``timestamp.field``, ``Wallclock``). Each ``'name'=pattern`` segment of
+  ``path.format`` adds a column ``name`` holding the record's time, floored to
+  ``partition.duration.ms`` in ``timezone`` as Confluent floors it, formatted by the pattern; the
+  table's directories then read as the S3 sink's do. Segments must be ``'name'=pattern``
+  (Hive style: a table's partitions are named columns); patterns take Joda's ``YYYY``/``yyyy``,
+  ``YY``/``yy``, ``MM``, ``dd``, ``HH``, ``mm``, ``ss`` and quoted literals.
+
+A timestamp column may be Arrow's timestamp (naive ones are taken as UTC), a date, or an
+int64 of epoch milliseconds; a null time gives a null partition value (Hive's default
+partition). The columns are computed from each record alone (``Wallclock``: from the time the
+batch is buffered), so a retried write places every record where the first attempt did, and
+exactly once is unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+import zoneinfo
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+TRANSFORMS = {
+    "year": "year",
+    "years": "year",
+    "month": "month",
+    "months": "month",
+    "day": "day",
+    "days": "day",
+    "hour": "hour",
+    "hours": "hour",
+}
+_CALL = re.compile(r"\s*([a-z]+)\(\s*([^()\s]+)\s*\)\s*")
+CONFLUENT = "io.confluent.connect.storage.partitioner."
+TIME_BASED = CONFLUENT + "TimeBasedPartitioner"
+#: Confluent's fixed layouts.
+FIXED = {
+    CONFLUENT + "HourlyPartitioner": ("'year'=YYYY/'month'=MM/'day'=dd/'hour'=HH", 3_600_000),
+    CONFLUENT + "DailyPartitioner": ("'year'=YYYY/'month'=MM/'day'=dd", 86_400_000),
+}
+DEFAULT = CONFLUENT + "DefaultPartitioner"
+EXTRACTORS = ("Wallclock", "Record", "RecordField")
+#: Joda pattern letters → strftime (the zero-padded forms only: strftime has no others).
+_JODA = {
+    "YYYY": "%Y",
+    "yyyy": "%Y",
+    "xxxx": "%Y",
+    "YY": "%y",
+    "yy": "%y",
+    "MM": "%m",
+    "dd": "%d",
+    "HH": "%H",
+    "mm": "%M",
+    "ss": "%S",
+}
+_SEGMENT = re.compile(r"'([A-Za-z_][A-Za-z0-9_]*)'=(.+)")
+
+
+class TimePartitionError(ValueError):
+    """A time partitioning setting that cannot be honoured: ``key`` and why."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(f"{key}: {reason}")
+        self.key = key
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class TimeColumn:
+    """One column computed from a record's time."""
+
+    name: str
+    source: str | None  # the column holding the time; None: the wall clock
+    transform: str = ""  # year, month, day, hour (partition.by), or "" for a pattern
+    pattern: str = ""  # strftime, for path.format's segments
+    timezone: str = "UTC"
+    duration_ms: int = 0  # path.format: floor the time to this in ``timezone`` first
+
+    def derive(self, table: pa.Table, now_ms: int) -> pa.Array:
+        """This column's values for ``table``'s rows."""
+        if self.source is None:
+            ts = pa.array([now_ms] * table.num_rows, pa.int64()).cast(pa.timestamp("ms", "UTC"))
+        else:
+            ts = _timestamps(table, self.source, self.name)
+        if self.transform == "year":
+            return pc.cast(pc.year(ts), pa.int32())
+        if self.transform == "day":
+            return pc.cast(ts, pa.date32())
+        if self.transform == "month":
+            return pc.strftime(ts, format="%Y-%m")
+        if self.transform == "hour":
+            return pc.strftime(ts, format="%Y-%m-%d-%H")
+        local = pc.cast(pc.local_timestamp(ts.cast(pa.timestamp("ms", self.timezone))), pa.int64())
+        if self.duration_ms > 0:
+            local = pc.subtract(local, pc.remainder(local, self.duration_ms))
+        return pc.strftime(local.cast(pa.timestamp("ms")), format=self.pattern)
+
+
+def _timestamps(table: pa.Table, source: str, name: str) -> pa.Array:
+    if source not in table.column_names:
+        raise TimePartitionError(
+            "partition.by" if name.startswith(source) else "timestamp.field",
+            f"{name} needs the column {source}, and the records have {table.column_names}"
+            " (a value's fields are columns only with value.fields or a schema)",
+        )
+    column = table.column(source).combine_chunks()
+    kind = column.type
+    if pa.types.is_timestamp(kind):
+        if kind.tz is None:
+            return (
+                column.cast(pa.timestamp(kind.unit))
+                .cast(pa.timestamp("ms"))
+                .cast(pa.timestamp("ms", "UTC"))
+            )
+        return column.cast(pa.timestamp("ms", "UTC"))
+    if pa.types.is_date(kind):
+        return column.cast(pa.timestamp("ms")).cast(pa.timestamp("ms", "UTC"))
+    if pa.types.is_integer(kind):
+        return column.cast(pa.int64()).cast(pa.timestamp("ms", "UTC"))
+    raise TimePartitionError(
+        "partition.by" if name.startswith(source) else "timestamp.field",
+        f"{name} needs a time in {source}, which holds {kind}: a timestamp, a date or epoch"
+        " milliseconds (int64)",
+    )
+
+
+def transform_of(item: str) -> tuple[str, str] | None:
+    """``(transform, column)`` of a ``partition_by`` item written as ``day(col)``, else None."""
+    call = _CALL.fullmatch(item)
+    if call is None or call.group(1) not in TRANSFORMS:
+        return None
+    return TRANSFORMS[call.group(1)], call.group(2)
+
+
+def split_partition_by(items: Sequence[str]) -> tuple[tuple[str, ...], tuple[TimeColumn, ...]]:
+    """``partition.by``'s columns in order (a transform by its column's name) and the
+    transforms' columns to compute."""
+    names: list[str] = []
+    derived: list[TimeColumn] = []
+    for item in items:
+        call = _CALL.fullmatch(item)
+        if call is None:
+            if "(" in item or ")" in item:
+                raise TimePartitionError(
+                    "partition.by", f"{item!r} is neither a column nor year|month|day|hour(col)"
+                )
+            names.append(item)
+            continue
+        function, source = call.groups()
+        transform = TRANSFORMS.get(function)
+        if transform is None:
+            raise TimePartitionError(
+                "partition.by",
+                f"{item!r}: {function} is not a time transform (year, month, day or hour)",
+            )
+        column = TimeColumn(f"{source}_{transform}", source, transform=transform)
+        names.append(column.name)
+        derived.append(column)
+    return tuple(names), tuple(derived)
+
+
+@dataclass(frozen=True)
+class Partitioner:
+    """Confluent's partitioner keys, as given."""
+
+    cls: str = ""
+    path_format: str = ""
+    duration_ms: int = -1
+    timezone: str = ""
+    locale: str = ""
+    extractor: str = "Wallclock"
+    field: str = "timestamp"
+
+    def columns(self) -> tuple[TimeColumn, ...]:
+        """The columns ``path.format`` adds (none without a time-based partitioner);
+        ``TimePartitionError`` names the key that cannot be honoured."""
+        if self.cls in ("", DEFAULT):
+            if self.path_format.strip():
+                raise TimePartitionError(
+                    "path.format",
+                    f"it is used by partitioner.class={TIME_BASED} (or Hourly/Daily);"
+                    f" partitioner.class is {self.cls or 'unset'}",
+                )
+            return ()
+        if self.cls in FIXED:
+            path_format, duration = FIXED[self.cls]
+        elif self.cls == TIME_BASED:
+            path_format, duration = self.path_format, self.duration_ms
+            if not path_format.strip():
+                raise TimePartitionError("path.format", f"{TIME_BASED} needs a path format")
+            if duration <= 0:
+                raise TimePartitionError(
+                    "partition.duration.ms",
+                    f"{TIME_BASED} needs the duration of a partition in milliseconds",
+                )
+        else:
+            raise TimePartitionError(
+                "partitioner.class",
+                f"{self.cls} is not one connectd has: {TIME_BASED}, its Hourly and Daily"
+                " forms or DefaultPartitioner (a FieldPartitioner's fields go in partition.by)",
+            )
+        if not self.timezone.strip():
+            raise TimePartitionError("timezone", "time-based partitioning needs a timezone")
+        if not self.locale.strip():
+            raise TimePartitionError("locale", "time-based partitioning needs a locale")
+        try:
+            zoneinfo.ZoneInfo(self.timezone.strip())
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise TimePartitionError(
+                "timezone", f"{self.timezone!r} is not a time zone id (e.g. UTC, Europe/Paris)"
+            ) from None
+        if self.extractor not in EXTRACTORS:
+            raise TimePartitionError(
+                "timestamp.extractor",
+                f"{self.extractor!r} is not one of {', '.join(EXTRACTORS)} (a custom extractor"
+                " class cannot be loaded)",
+            )
+        source = {"Wallclock": None, "Record": "kafka_timestamp"}.get(
+            self.extractor, self.field.strip()
+        )
+        return tuple(
+            TimeColumn(name, source, pattern=pattern, timezone=self.timezone.strip(),
+                       duration_ms=duration)
+            for name, pattern in _segments(path_format)
+        )  # fmt: skip
+
+
+def _segments(path_format: str) -> list[tuple[str, str]]:
+    out = []
+    for segment in path_format.strip().strip("/").split("/"):
+        found = _SEGMENT.fullmatch(segment.strip())
+        if found is None:
+            raise TimePartitionError(
+                "path.format",
+                f"segment {segment!r} is not 'name'=pattern: a table's partitions are named"
+                " columns (Hive style), e.g. 'year'=YYYY/'month'=MM/'day'=dd/'hour'=HH",
+            )
+        out.append((found.group(1), _strftime(found.group(2), segment)))
+    names = [n for n, _ in out]
+    if len(set(names)) != len(names):
+        raise TimePartitionError("path.format", f"{path_format!r} names a column twice")
+    return out
+
+
+def _strftime(pattern: str, segment: str) -> str:
+    """Joda's ``pattern`` as strftime: letters from ``_JODA``, quoted literals, and any
+    character that is not a letter as itself."""
+    out, i = [], 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "'":
+            end = pattern.find("'", i + 1)
+            if end < 0:
+                raise TimePartitionError("path.format", f"segment {segment!r}: unclosed quote")
+            out.append(pattern[i + 1 : end].replace("%", "%%") or "'")
+            i = end + 1
+        elif char.isalpha():
+            run = len(pattern) - i - len(pattern[i:].lstrip(char))
+            letters = pattern[i : i + run]
+            if letters not in _JODA:
+                raise TimePartitionError(
+                    "path.format",
+                    f"segment {segment!r}: {letters!r} is not a pattern connectd formats"
+                    f" (it takes {', '.join(_JODA)})",
+                )
+            out.append(_JODA[letters])
+            i += run
+        else:
+            out.append("%%" if char == "%" else char)
+            i += 1
+    return "".join(out)
+
+
+def derived(table: pa.Table, columns: Sequence[TimeColumn], now_ms: int) -> pa.Table:
+    """``table`` with the time columns appended (``TimePartitionError`` when a source column
+    is missing or holds no time, or a column is already there)."""
+    for column in columns:
+        if column.name in table.column_names:
+            raise TimePartitionError(
+                "partition.by" if column.transform else "path.format",
+                f"the time column {column.name} would replace the records' own column of that name",
+            )
+        table = table.append_column(column.name, column.derive(table, now_ms))
+    return table
