@@ -246,9 +246,21 @@ class ConnectorRuntime:
                 log.error("Stopping task %s failed: %r", slot.id, result)
                 failed.append(StopFailed(f"stopping task {slot.id} failed: {result!r}"))
             else:
-                del self.slots[index]
+                self._drop_slot(index)
         if failed:
             raise failed[0]
+
+    def _drop_slot(self, index: int) -> None:
+        """Forget a stopped task: its slot, and its metric series (as Connect removes a
+        stopped task's metrics group), so a deleted connector or a shrunk one leaves no stale
+        lag or counters on /metrics; a task started again at that index begins anew."""
+        del self.slots[index]
+        forget: Any = getattr(self.env.metrics, "forget_task", None)
+        if forget is not None:
+            try:
+                forget(self.name, index)
+            except Exception:  # metrics never fail the runtime
+                log.exception("forgetting the metrics of task %s-%d failed", self.name, index)
 
     async def _stop_instance(self) -> None:
         instance, self.instance = self.instance, None
@@ -359,7 +371,7 @@ class ConnectorRuntime:
             if isinstance(result, BaseException):
                 log.error("Stopping task %s failed: %r", self.slots[index].id, result)
             else:
-                del self.slots[index]
+                self._drop_slot(index)
         if self.runs_instance and not runs_instance:
             self._halted = True
             self.auto.cancel()

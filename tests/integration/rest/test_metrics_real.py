@@ -96,3 +96,16 @@ async def test_metrics_count_records_writes_and_lag(
     assert _total(s, "connectd_write_seconds_sum", name) > 0
     # The loop-lag histogram is fed by the daemon's own monitor.
     assert s["connectd_event_loop_lag_seconds_count"][0][1] > 0
+
+    # A deleted connector's task series go with it (as Connect removes a stopped task's
+    # metrics group): no stale lag or counters.
+    async with aiohttp.ClientSession(daemon.rest_url) as http:
+        async with http.delete(f"/connectors/{name}") as r:
+            assert r.status == 204, await r.text()
+
+        async def forgotten() -> bool:
+            async with http.get("/metrics") as r:
+                text = await r.text()
+            return f'connector="{name}"' not in text
+
+        await wait_until(forgotten, 60.0, "no series of the deleted connector")
