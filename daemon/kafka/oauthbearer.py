@@ -80,13 +80,20 @@ class Refresh:
     buffer: float = 300.0
 
     def due(self, issued: float, expires: float, now: float) -> float:
-        """The time to replace a token issued at ``issued`` that expires at ``expires``: at
-        ``window_factor`` (plus up to ``window_jitter``) of its lifetime, at least ``buffer``
-        before it expires and ``min_period`` after now, never after it expires."""
-        lifetime = max(expires - issued, 0.0)
-        due = issued + lifetime * (self.window_factor + random.uniform(0, self.window_jitter))
-        due = min(due, expires - self.buffer) if self.buffer < lifetime else due
-        return min(max(due, now + self.min_period), expires)
+        """The time to replace a token issued at ``issued`` that expires at ``expires``, as
+        Kafka's ``ExpiringCredentialRefreshingLogin.refreshMs`` places it: at ``window_factor``
+        (plus up to ``window_jitter``) of its lifetime, no later than ``buffer`` before it
+        expires and no sooner than ``min_period`` from now; when what remains of it cannot hold
+        both, at that fraction of what remains. A token already expired is replaced now."""
+        if now >= expires:
+            return now
+        pct = self.window_factor + random.uniform(0, self.window_jitter)
+        if now + self.min_period + self.buffer > expires:
+            return now + (expires - now) * pct
+        proposed = issued + (expires - issued) * pct
+        if proposed > expires - self.buffer:
+            return expires - self.buffer
+        return max(proposed, now + self.min_period)
 
 
 @dataclass(frozen=True)

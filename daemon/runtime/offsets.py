@@ -17,6 +17,7 @@ runtime has no pool). The defaults keep nothing, so the group alone answers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -26,6 +27,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import (
     CommitFailedError,
     IllegalGenerationError,
+    KafkaError,
     RebalanceInProgressError,
     UnknownMemberIdError,
     for_code,
@@ -140,7 +142,7 @@ async def alter_offsets(
     """Set partitions' next offsets in the sink (if it keeps them) and in the group. The caller
     checked that the connector is STOPPED (no task may commit meanwhile)."""
     wanted = {TopicPartition(o.topic, o.partition): o.offset for o in offsets}
-    await wait_until_group_empty(worker, name, "alter")
+    await wait_until_group_empty(worker, name, "alter", _leave_timeout(worker, config))
     run = _run(worker, executors, name)
     async with asyncio.timeout(HOOK_TIMEOUT):
         await connector.alter_offsets(config, dict(wanted), run_in_executor=run)
@@ -157,11 +159,24 @@ async def reset_offsets(
 ) -> None:
     """Forget every committed offset: in the sink (if it keeps them) and in the group (which
     is deleted, as Connect does)."""
-    await wait_until_group_empty(worker, name, "reset")
+    await wait_until_group_empty(worker, name, "reset", _leave_timeout(worker, config))
     async with asyncio.timeout(HOOK_TIMEOUT):
         await connector.reset_offsets(config, run_in_executor=_run(worker, executors, name))
     async with asyncio.timeout(TIMEOUT):
         await delete_group(worker, name)
+
+
+def _leave_timeout(worker: WorkerConfig, config: Mapping[str, str]) -> float:
+    """The task consumers' session timeout (the connector's ``consumer.override.``, else the
+    worker's ``consumer.``, else the worker's own) plus ``LEAVE_MARGIN``, in seconds."""
+    seconds = worker.session_timeout.total_seconds()
+    for raw in (
+        worker.consumer.get("session.timeout.ms"),
+        config.get("consumer.override.session.timeout.ms"),
+    ):
+        with contextlib.suppress(TypeError, ValueError):
+            seconds = int(str(raw).strip()) / 1000.0
+    return seconds + LEAVE_MARGIN
 
 
 async def wait_until_group_empty(
@@ -185,19 +200,28 @@ async def wait_until_group_empty(
     try:
         pause = 0.05
         while True:
-            async with asyncio.timeout(TIMEOUT):
-                members = await _group_members(admin, group_id(name))
-            if not members:
+            left = deadline - loop.time()
+            try:
+                async with asyncio.timeout(max(min(TIMEOUT, left), 1.0)):
+                    members = await _group_members(admin, group_id(name))
+            except (KafkaError, TimeoutError) as exc:
+                retriable = isinstance(exc, TimeoutError) or exc.retriable
+                if not retriable or deadline - loop.time() <= 0:
+                    raise
+                log.info("offsets of %s: group %s not described yet: %r", name, group_id(name), exc)
+                members = None
+            if members == []:
                 return
             left = deadline - loop.time()
             if left <= 0:
-                raise GroupNotEmpty(name, verb, members)
-            log.info(
-                "offsets of %s: waiting for %d member(s) to leave group %s",
-                name,
-                len(members),
-                group_id(name),
-            )
+                raise GroupNotEmpty(name, verb, members or ())
+            if members:
+                log.info(
+                    "offsets of %s: waiting for %d member(s) to leave group %s",
+                    name,
+                    len(members),
+                    group_id(name),
+                )
             await asyncio.sleep(min(pause, left))
             pause = min(pause * 2, 1.0)
     finally:

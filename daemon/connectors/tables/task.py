@@ -381,6 +381,10 @@ class TableSinkTask(SinkTask):
         columns = batch.table.column_names
         sources = [(timeparts.transform_of(c) or ("", c))[1] for c in partition_by]
         missing = [c for c in sources if c not in columns]
+        try:
+            timeparts.check_hidden(partition_by, batch.table.schema)
+        except timeparts.TimePartitionError as e:
+            raise ConfigError(str(e)) from None
         if missing or (partition_by and len(partition_by) >= len(columns)):
             raise ConfigError(
                 f"partition.by: {missing or list(partition_by)} cannot partition records with "

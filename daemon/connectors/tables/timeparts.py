@@ -60,7 +60,7 @@ EXTRACTORS = ("Wallclock", "Record", "RecordField")
 _JODA = {
     "YYYY": "%Y",
     "yyyy": "%Y",
-    "xxxx": "%Y",
+    "xxxx": "%G",  # the week-based year
     "YY": "%y",
     "yy": "%y",
     "MM": "%m",
@@ -121,18 +121,18 @@ def _timestamps(table: pa.Table, source: str, name: str) -> pa.Array:
         )
     column = table.column(source).combine_chunks()
     kind = column.type
+    utc_ms = pa.timestamp("ms", "UTC")
+    if pa.types.is_null(kind):  # no record of the batch has a time: all in the null partition
+        return pa.nulls(len(column), utc_ms)
     if pa.types.is_timestamp(kind):
-        if kind.tz is None:
-            return (
-                column.cast(pa.timestamp(kind.unit))
-                .cast(pa.timestamp("ms"))
-                .cast(pa.timestamp("ms", "UTC"))
-            )
-        return column.cast(pa.timestamp("ms", "UTC"))
+        # Down to milliseconds by truncation (microseconds would fail a safe cast).
+        naive = column.cast(pa.timestamp(kind.unit)) if kind.tz is not None else column
+        millis = pc.floor_temporal(naive, unit="millisecond").cast(pa.timestamp("ms"))
+        return millis.cast(utc_ms)
     if pa.types.is_date(kind):
-        return column.cast(pa.timestamp("ms")).cast(pa.timestamp("ms", "UTC"))
+        return column.cast(pa.timestamp("ms")).cast(utc_ms)
     if pa.types.is_integer(kind):
-        return column.cast(pa.int64()).cast(pa.timestamp("ms", "UTC"))
+        return column.cast(pa.int64()).cast(utc_ms)
     raise TimePartitionError(
         "partition.by" if name.startswith(source) else "timestamp.field",
         f"{name} needs a time in {source}, which holds {kind}: a timestamp, a date or epoch"
@@ -146,6 +146,25 @@ def transform_of(item: str) -> tuple[str, str] | None:
     if call is None or call.group(1) not in TRANSFORMS:
         return None
     return TRANSFORMS[call.group(1)], call.group(2)
+
+
+def check_hidden(partition_by: Sequence[str], schema: pa.Schema) -> None:
+    """For a format's own transforms (``day(col)`` left in ``partition_by``: Iceberg's hidden
+    partitions): their columns must hold timestamps (or dates, except for ``hour``)."""
+    for item in partition_by:
+        found = transform_of(item)
+        if found is None or found[1] not in schema.names:
+            continue
+        transform, source = found
+        kind = schema.field(source).type
+        dated = pa.types.is_date(kind) and transform != "hour"
+        if not (pa.types.is_timestamp(kind) or dated or pa.types.is_null(kind)):
+            raise TimePartitionError(
+                "partition.by",
+                f"{item} is the table format's own transform, which takes a timestamp column"
+                f"{'' if transform == 'hour' else ' or a date'}; {source} holds {kind} (epoch"
+                " milliseconds become a timestamp through a TimestampConverter transform)",
+            )
 
 
 def split_partition_by(items: Sequence[str]) -> tuple[tuple[str, ...], tuple[TimeColumn, ...]]:
@@ -264,12 +283,19 @@ def _strftime(pattern: str, segment: str) -> str:
     out, i = [], 0
     while i < len(pattern):
         char = pattern[i]
-        if char == "'":
-            end = pattern.find("'", i + 1)
-            if end < 0:
-                raise TimePartitionError("path.format", f"segment {segment!r}: unclosed quote")
-            out.append(pattern[i + 1 : end].replace("%", "%%") or "'")
-            i = end + 1
+        if char == "'":  # a quoted literal, in which '' is a quote ('' alone too)
+            literal, i = [], i + 1
+            while True:
+                end = pattern.find("'", i)
+                if end < 0:
+                    raise TimePartitionError("path.format", f"segment {segment!r}: unclosed quote")
+                literal.append(pattern[i:end])
+                if pattern[end + 1 : end + 2] != "'":
+                    i = end + 1
+                    break
+                literal.append("'")
+                i = end + 2
+            out.append("".join(literal).replace("%", "%%") or "'")
         elif char.isalpha():
             run = len(pattern) - i - len(pattern[i:].lstrip(char))
             letters = pattern[i : i + run]

@@ -133,6 +133,12 @@ def consumer_settings(
     return kwargs
 
 
+_STORE_FIELDS = {
+    "ssl_keystore": ("ssl_keystore_type", "ssl_keystore_password", "ssl_key_password"),
+    "ssl_truststore": ("ssl_truststore_type", "ssl_truststore_password"),
+}
+
+
 def consumer_security(worker: WorkerConfig, connector: ConnectorConfig) -> WorkerConfig:
     """The worker's settings with the security settings (``security.protocol``, ``ssl.*``,
     ``sasl.*``) of ``consumer.*`` and then the connector's ``consumer.override.*`` applied, as
@@ -150,7 +156,17 @@ def consumer_security(worker: WorkerConfig, connector: ConnectorConfig) -> Worke
         problems += found
     if not update and not problems:
         return worker
-    effective = worker.model_copy(update=update)
+    # A store of the consumer's own takes none of the worker's store's type or passwords.
+    unset = [
+        name
+        for store, own in _STORE_FIELDS.items()
+        if f"{store}_location" in update
+        for name in own
+        if name not in update
+    ]
+    defaults = {name: type(worker).model_fields[name].default for name in unset}
+    effective = worker.model_copy(update={**update, **defaults})
+    effective.model_fields_set.difference_update(unset)  # as if never given
     problems += effective.kafka_problems()
     errors = [str(p) for p in problems if p.is_error]
     if errors:
@@ -191,22 +207,24 @@ def security_settings(worker: WorkerConfig) -> dict[str, Any]:
     return out
 
 
-#: One token source per process for the same OAUTHBEARER settings (every client shares it).
-_TOKEN_SOURCES: dict[OAuthSettings, TokenSource] = {}
+#: One token source per process for the same OAUTHBEARER settings and trust store (the token
+#: endpoint's, when it is https): every client with those shares it.
+_TOKEN_SOURCES: dict[tuple[OAuthSettings, object], TokenSource] = {}
 
 
 def token_source(worker: WorkerConfig) -> TokenSource:
     """The OAUTHBEARER token source of the worker's settings, shared by its clients. A token
     endpoint on https is checked against ssl.truststore.* if set, else the system's CAs."""
     settings = worker.oauth_settings()
-    found = _TOKEN_SOURCES.get(settings)
+    truststore = worker.tls_stores()[1]
+    key = (settings, truststore)
+    found = _TOKEN_SOURCES.get(key)
     if found is None:
         endpoint = settings.endpoint
         if endpoint is not None and endpoint.url.lower().startswith("https:"):
             from daemon.tlsstores import load_truststore
 
             context = ssl.create_default_context()
-            truststore = worker.tls_stores()[1]
             if truststore is not None:
                 load_truststore(context, truststore)
             endpoint = replace(endpoint, ssl_context=context)
@@ -217,7 +235,7 @@ def token_source(worker: WorkerConfig) -> TokenSource:
             scope_claim=settings.scope_claim,
             refresh=settings.refresh,
         )
-        _TOKEN_SOURCES[settings] = found
+        _TOKEN_SOURCES[key] = found
     return found
 
 

@@ -111,12 +111,16 @@ def test_extensions_are_checked_as_kafka_checks_them() -> None:
 
 
 def test_refresh_time_follows_kafkas_window_buffer_and_min_period() -> None:
+    """ExpiringCredentialRefreshingLogin.refreshMs, branch by branch."""
     plain = ob.Refresh(window_factor=0.8, window_jitter=0.0, min_period=60, buffer=300)
     assert plain.due(0, 3600, now=0) == 2880  # 80 % of an hour
     assert ob.Refresh(0.8, 0.0, 60, 1000).due(0, 3600, now=0) == 2600  # 1000 s before the end
-    assert plain.due(0, 100, now=0) == 80  # a buffer longer than the lifetime is not applied
-    assert ob.Refresh(0.5, 0.0, 60, 0).due(0, 100, now=0) == 60  # not sooner than min period
-    assert ob.Refresh(0.5, 0.0, 60, 0).due(0, 30, now=0) == 30  # never after it expires
+    # What remains cannot hold min period + buffer: that fraction of what remains.
+    assert plain.due(0, 320, now=0) == 256
+    assert plain.due(0, 30, now=0) == 24
+    assert plain.due(0, 1000, now=900) == 980
+    assert ob.Refresh(0.5, 0.0, 600, 0).due(0, 1000, now=0) == 600  # not sooner than min period
+    assert plain.due(0, 100, now=150) == 150  # expired: replaced at once
     jittered = ob.Refresh(0.8, 0.05, 0, 0)
     assert all(2880 <= jittered.due(0, 3600, now=0) <= 3060 for _ in range(50))
 

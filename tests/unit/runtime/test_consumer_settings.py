@@ -7,11 +7,13 @@ import pytest
 from daemon.config import parse_connector, parse_worker
 from daemon.errors import ConfigError, InvalidConfig
 from daemon.runtime.incarnation.consumer import (
+    consumer_security,
     consumer_settings,
     group_id,
     poll_bound_ms,
     security_settings,
 )
+from daemon.runtime.offsets import _leave_timeout
 
 
 def _worker(**extra: str):  # type: ignore[no-untyped-def]
@@ -129,3 +131,33 @@ def test_overrides_that_do_not_fit_the_workers_settings_fail_the_task_naming_the
     )
     with pytest.raises(ConfigError, match=r"consumer\.override\.sasl\.mechanism"):
         consumer_settings(worker, resolved_later, task=0, put_timeout=10.0)
+
+
+def test_a_connectors_own_key_store_takes_nothing_of_the_workers_store() -> None:
+    worker = _worker(
+        **{
+            "security.protocol": "SSL",
+            "ssl.keystore.location": "/etc/hosts",
+            "ssl.keystore.type": "PKCS12",
+            "ssl.keystore.password": "worker",
+            "ssl.key.password": "worker-key",
+        }
+    )
+    connector = _connector(
+        **{
+            "consumer.override.ssl.keystore.location": "/etc/passwd",
+            "consumer.override.ssl.keystore.password": "own",
+        }
+    )
+    store = consumer_security(worker, connector).tls_stores()[0]
+    assert store is not None
+    assert (str(store.location), store.password, store.key_password) == ("/etc/passwd", "own", None)
+    assert store.type == "JKS"  # Kafka's default for a store given without its type
+    assert worker.tls_stores()[0].type == "PKCS12"  # the worker's own is unchanged
+
+
+def test_the_offsets_wait_follows_the_task_consumers_session_timeout() -> None:
+    worker = _worker(**{"consumer.session.timeout.ms": "20000"})
+    assert _leave_timeout(worker, {}) == 25.0
+    assert _leave_timeout(worker, {"consumer.override.session.timeout.ms": "60000"}) == 65.0
+    assert _leave_timeout(_worker(), {}) == _worker().session_timeout.total_seconds() + 5

@@ -196,3 +196,26 @@ def test_iceberg_keeps_transforms_hidden_and_computes_only_the_layouts_columns()
     assert settings.table.time_columns == ()
     assert tp.transform_of("hour(kafka_timestamp)") == ("hour", "kafka_timestamp")
     assert tp.transform_of("kafka_partition") is None
+
+
+def test_microseconds_and_batches_without_any_time_are_taken() -> None:
+    _, columns = tp.split_partition_by(["hour(ts)"])
+    micros = pa.array([DST_EVE * 1000 + 999, None], pa.timestamp("us", "UTC"))
+    hours = tp.derived(_table(ts=micros), columns, 0).column("ts_hour").to_pylist()
+    assert hours == ["2026-03-08-06", None]  # truncated to milliseconds, never refused
+    empty = tp.derived(_table(ts=pa.nulls(2)), columns, 0).column("ts_hour")
+    assert empty.to_pylist() == [None, None] and empty.type == pa.string()
+
+
+def test_joda_literals_and_the_week_year() -> None:
+    assert tp._strftime("'it''s'-xxxx''", "s") == "it's-%G'"
+    assert tp._strftime("YYYY'%'MM", "s") == "%Y%%%m"
+
+
+def test_a_formats_own_transforms_take_timestamps_and_dates_only() -> None:
+    schema = pa.schema([("ts", pa.timestamp("ms", "UTC")), ("d", pa.date32()), ("n", pa.int64())])
+    tp.check_hidden(["day(ts)", "hour(ts)", "month(d)", "kafka_partition"], schema)
+    with pytest.raises(tp.TimePartitionError, match="n holds int64"):
+        tp.check_hidden(["day(n)"], schema)
+    with pytest.raises(tp.TimePartitionError, match="takes a timestamp column; d holds date32"):
+        tp.check_hidden(["hour(d)"], schema)
