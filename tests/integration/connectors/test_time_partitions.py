@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import uuid
 import zoneinfo
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,7 +53,7 @@ class Format:
     pool: str
     config: Callable[[Path], dict[str, str]]
     table: Callable[[Path], Path]
-    committed: Callable[[Path], int]
+    committed: Callable[[Path, str], int]  # (table, connector)
     rows: Callable[[Path, list[str]], Any]
     partition_columns: Callable[[Path], list[str]]
 
@@ -82,7 +83,7 @@ FORMATS = [
         "sink_pool",
         lambda where: {"path": str(where / "t")},
         lambda where: where / "t",
-        tables.committed,
+        lambda t, _: tables.committed(t),
         lambda t, cols: ds.dataset(t, format="parquet", partitioning="hive").to_table(columns=cols),
         _parquet_partitions,
     ),
@@ -91,7 +92,7 @@ FORMATS = [
         "delta_pool",
         lambda where: {"path": str(where / "t")},
         lambda where: where / "t",
-        delta.committed,
+        lambda t, _: delta.committed(t),
         delta.rows_with_deltalake,
         _delta_partitions,
     ),
@@ -100,7 +101,7 @@ FORMATS = [
         "iceberg_pool",
         lambda where: {"table": "db.timed", "catalog.warehouse": str(where / "wh")},
         lambda where: where / "wh" / "db" / "timed",
-        lambda t: iceberg.committed(t, "timed"),
+        iceberg.committed,
         iceberg.rows_with_pyiceberg,
         _iceberg_partitions,
     ),
@@ -130,9 +131,10 @@ async def test_day_of_the_record_time_partitions_every_format(
         **fmt.config(tmp_path),
     }
     assert daemon.herder is not None
-    await daemon.herder.create_connector("timed", config)
+    name = f"timed-{uuid.uuid4().hex[:8]}"
+    await daemon.herder.create_connector(name, config)
     table = fmt.table(tmp_path)
-    await wait_until(lambda: fmt.committed(table) == len(STAMPS), 180, "every record in")
+    await wait_until(lambda: fmt.committed(table, name) == len(STAMPS), 180, "every record in")
     assert fmt.partition_columns(table) == ["kafka_timestamp_day"]
     if fmt.name == "IcebergSink":  # hidden: no such column, Iceberg's days() places the files
         rows = fmt.rows(table, ["kafka_offset", "kafka_timestamp"]).to_pylist()
@@ -176,7 +178,7 @@ async def test_confluents_hourly_layout_in_a_time_zone(
         "timestamp.extractor": "Record",
     }
     assert daemon.herder is not None
-    await daemon.herder.create_connector("hourly", config)
+    await daemon.herder.create_connector(f"hourly-{uuid.uuid4().hex[:8]}", config)
     await wait_until(lambda: tables.committed(table) == len(STAMPS), 180, "every record in")
     zone = zoneinfo.ZoneInfo("America/New_York")
     expected = {

@@ -10,6 +10,7 @@ nothing is changed.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -59,7 +60,7 @@ async def test_an_alter_waits_for_the_last_member_then_commits(
     kafka_bootstrap: str, kafka_topic: TopicFactory
 ) -> None:
     topic = await kafka_topic(partitions=1)
-    name = "leaving"
+    name = f"leaving-{uuid.uuid4().hex[:8]}"  # the broker is the session's: a group of its own
     worker = WorkerConfig.model_validate({"bootstrap.servers": kafka_bootstrap})
     wanted = [SinkOffset(topic, 0, 7)]
     async with _member(kafka_bootstrap, name, topic) as consumer:
@@ -79,7 +80,7 @@ async def test_a_member_that_stays_ends_the_wait_with_connects_message_and_nothi
     kafka_bootstrap: str, kafka_topic: TopicFactory
 ) -> None:
     topic = await kafka_topic(partitions=1)
-    name = "zombie"
+    name = f"zombie-{uuid.uuid4().hex[:8]}"
     worker = WorkerConfig.model_validate({"bootstrap.servers": kafka_bootstrap})
     async with _member(kafka_bootstrap, name, topic):
         with pytest.raises(Conflict) as caught:
