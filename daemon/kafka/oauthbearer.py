@@ -209,20 +209,16 @@ class TokenSource(AbstractTokenProvider):  # type: ignore[misc]
                 value = (await asyncio.to_thread(_read_token_file, path)).strip()
             else:
                 value = await fetch_token(self.endpoint)
-            claims = checked_claims(value, self.principal_claim)
+            claims = checked_claims(value, self.principal_claim, self.scope_claim)
         expires = float(claims["exp"])
         issued = float(claims.get("iat", now))
+        principal = self.principal_claim if self.endpoint else unsecured_principal(self.jaas)
         log.info(
             "OAUTHBEARER token for principal %s, expires in %.0f s",
-            claims.get(self._principal_name()),
+            claims.get(principal),
             expires - now,
         )
         return _Token(value, self.refresh.due(issued, expires, now))
-
-    def _principal_name(self) -> str:
-        if self.endpoint is None:
-            return self.jaas.get("unsecuredLoginPrincipalClaimName", "").strip() or "sub"
-        return self.principal_claim
 
 
 def _read_token_file(path: Path) -> str:
@@ -274,13 +270,18 @@ def unsecured_token(options: Mapping[str, str], now: float | None = None) -> str
                         f"sasl.jaas.config: {key}: cannot explicitly set the '{name}' claim"
                     )
                 claims[name] = _claim(key, prefix, value)
-    principal = options.get("unsecuredLoginPrincipalClaimName", "").strip() or "sub"
+    principal = unsecured_principal(options)
     if not isinstance(claims.get(principal), str) or not claims[principal].strip():
         raise OAuthBearerError(
             f"sasl.jaas.config: the unsecured token has no principal: set"
             f' unsecuredLoginStringClaim_{principal}="<principal>"'
         )
     return f"{_b64(_json({'alg': 'none'}).encode())}.{_b64(_json(claims).encode())}."
+
+
+def unsecured_principal(options: Mapping[str, str]) -> str:
+    """The claim naming an unsecured token's principal (``unsecuredLoginPrincipalClaimName``)."""
+    return options.get("unsecuredLoginPrincipalClaimName", "").strip() or "sub"
 
 
 def _claim(key: str, prefix: str, value: str) -> Any:
@@ -344,8 +345,10 @@ def payload(token: str) -> dict[str, Any]:
     return claims
 
 
-def checked_claims(token: str, principal_claim: str) -> dict[str, Any]:
-    """A fetched token's claims, checked as Kafka's ``LoginAccessTokenValidator`` does."""
+def checked_claims(token: str, principal_claim: str, scope_claim: str = "scope") -> dict[str, Any]:
+    """A fetched token's claims, checked as Kafka's ``LoginAccessTokenValidator`` does: a
+    numeric ``exp`` (and ``iat`` if there), a principal, and a scope claim that, as a string or
+    a list, holds non-empty scopes without duplicates (another type counts as no scope)."""
     claims = payload(token)
     exp = claims.get("exp")
     if isinstance(exp, bool) or not isinstance(exp, int | float):
@@ -359,6 +362,20 @@ def checked_claims(token: str, principal_claim: str) -> dict[str, Any]:
         isinstance(claims["iat"], bool) or not isinstance(claims["iat"], int | float)
     ):
         raise OAuthBearerError("the access token's 'iat' claim is not a number")
+    scope = claims.get(scope_claim)
+    scopes = [scope] if isinstance(scope, str) else scope if isinstance(scope, list) else []
+    seen: set[str] = set()
+    for item in scopes:
+        if not isinstance(item, str) or not item.strip():
+            raise OAuthBearerError(
+                f"the access token's '{scope_claim}' claim (sasl.oauthbearer.scope.claim.name)"
+                " holds an empty scope"
+            )
+        if item.strip() in seen:
+            raise OAuthBearerError(
+                f"the access token's '{scope_claim}' claim holds {item.strip()!r} twice"
+            )
+        seen.add(item.strip())
     return claims
 
 

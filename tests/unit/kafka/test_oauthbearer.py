@@ -319,6 +319,14 @@ async def test_an_endpoint_that_fails_is_asked_again_and_a_refusal_ends_it_at_on
         ({"access_token": "not-a-jwt"}, "not a JWT"),
         ({"access_token": _jwt({"sub": "svc"})}, "no numeric 'exp' claim"),
         ({"access_token": _jwt({"exp": 4_000_000_000})}, "no 'sub' claim"),
+        (
+            {"access_token": _jwt({"sub": "s", "exp": 4_000_000_000, "scope": ["a", " "]})},
+            "'scope' claim .* holds an empty scope",
+        ),
+        (
+            {"access_token": _jwt({"sub": "s", "exp": 4_000_000_000, "scope": ["a", "a "]})},
+            "holds 'a' twice",
+        ),
     ],
 )
 async def test_an_answer_without_a_usable_token_is_named(
@@ -347,3 +355,20 @@ def test_the_shared_source_is_per_settings() -> None:
     one, _ = parse_worker(_config(**{"sasl.jaas.config": jaas % "a"}))
     two, _ = parse_worker(_config(**{"sasl.jaas.config": jaas % "b"}))
     assert token_source(one) is token_source(one) and token_source(one) is not token_source(two)
+
+
+async def test_the_scope_claim_name_chooses_which_claim_is_checked(
+    endpoint_server: Callable[[Handler], Any],
+) -> None:
+    """sasl.oauthbearer.scope.claim.name: the same token passes or fails by which claim holds
+    the scopes (Kafka's LoginAccessTokenValidator checks the named one only)."""
+    token = _jwt({"sub": "s", "exp": 4_000_000_000, "scp": ["a", "a"], "scope": "kafka"})
+
+    async def handler(request: web.Request) -> web.Response:
+        return web.json_response({"access_token": token})
+
+    url = await endpoint_server(handler)
+    assert await ob.TokenSource({}, endpoint=ob.Endpoint(url, "c", "s")).token() == token
+    source = ob.TokenSource({}, endpoint=ob.Endpoint(url, "c", "s"), scope_claim="scp")
+    with pytest.raises(ob.OAuthBearerError, match="'scp' claim holds 'a' twice"):
+        await source.token()
