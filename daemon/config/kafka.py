@@ -410,7 +410,7 @@ class OAuthSettings:
 
 def oauth_settings(kafka: KafkaSettings) -> OAuthSettings:
     """The OAUTHBEARER settings checked (``OAuthSettingError`` names the first wrong one)."""
-    jaas_text = kafka.sasl_jaas_config.get_secret_value() if kafka.sasl_jaas_config else ""
+    jaas_text = _secret(kafka.sasl_jaas_config) or ""
     if "OAuthBearerLoginModule" not in jaas_text:
         raise OAuthSettingError(
             "sasl.jaas.config",
@@ -467,9 +467,10 @@ def _endpoint(kafka: KafkaSettings, url: str, jaas: dict[str, str]) -> Endpoint:
         raise OAuthSettingError(
             "sasl.oauthbearer.token.endpoint.url", f"{url!r} is not an http, https or file URL"
         )
-    secret = kafka.sasl_oauthbearer_client_credentials_client_secret
     client_id = kafka.sasl_oauthbearer_client_credentials_client_id or jaas.get("clientId", "")
-    client_secret = secret.get_secret_value() if secret else jaas.get("clientSecret", "")
+    client_secret = _secret(kafka.sasl_oauthbearer_client_credentials_client_secret) or jaas.get(
+        "clientSecret", ""
+    )
     scope = kafka.sasl_oauthbearer_scope or jaas.get("scope", "")
     if scheme != "file":
         for value, key, option in (

@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient
@@ -36,6 +36,7 @@ from aiokafka.protocol.admin import DeleteGroupsRequest
 from aiokafka.structs import OffsetAndMetadata
 
 from daemon.config import WorkerConfig
+from daemon.config.clients import CONSUMER_KEYS
 from daemon.connectors.api import ExecutorCall, SinkConnector
 from daemon.connectors.records import TopicPartition
 from daemon.errors import Conflict
@@ -170,29 +171,26 @@ def _leave_timeout(worker: WorkerConfig, config: Mapping[str, str]) -> float:
     """The task consumers' session timeout (the connector's ``consumer.override.``, else the
     worker's ``consumer.``, else the worker's own) plus ``LEAVE_MARGIN``, in seconds."""
     seconds = worker.session_timeout.total_seconds()
-    for raw in (
-        worker.consumer.get("session.timeout.ms"),
-        config.get("consumer.override.session.timeout.ms"),
-    ):
-        with contextlib.suppress(TypeError, ValueError):
-            seconds = int(str(raw).strip()) / 1000.0
+    key = "session.timeout.ms"
+    for raw in (worker.consumer.get(key), config.get(f"consumer.override.{key}")):
+        if raw is not None:
+            with contextlib.suppress(ValueError):  # checked when the tasks start
+                seconds = cast(int, CONSUMER_KEYS[key].parse(raw)) / 1000.0
     return seconds + LEAVE_MARGIN
 
 
 async def wait_until_group_empty(
-    worker: WorkerConfig, name: str, verb: str, timeout: float | None = None
+    worker: WorkerConfig, name: str, verb: str, timeout: float
 ) -> None:
     """Wait until the connector's consumer group has no members, polling with a backoff.
 
     A STOPPED connector's tasks may still be finishing their last write and leaving the group
     (on another worker, in distributed mode), and while any member remains only members may
     commit. Nothing is changed before the group is empty, so a change that cannot be made
-    leaves the sink and the group as they were. ``timeout`` defaults to the task consumers'
-    session timeout plus ``LEAVE_MARGIN``, after which the broker has dropped a crashed member;
-    a member still there is a live zombie and ``GroupNotEmpty`` names it.
+    leaves the sink and the group as they were. ``timeout`` (``_leave_timeout``: past the
+    task consumers' session, when the broker has dropped a crashed member): a member still
+    there then is a live zombie, and ``GroupNotEmpty`` names it.
     """
-    if timeout is None:
-        timeout = worker.session_timeout.total_seconds() + LEAVE_MARGIN
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     admin = AIOKafkaAdminClient(**_client_kwargs(worker, name))

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import ssl
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import replace
 from typing import Any, Protocol
@@ -189,10 +188,9 @@ def security_settings(worker: WorkerConfig) -> dict[str, Any]:
     out: dict[str, Any] = {"security_protocol": worker.security_protocol.value}
     if worker.security_protocol.value in ("SASL_PLAINTEXT", "SASL_SSL"):
         out["sasl_mechanism"] = worker.sasl_mechanism.value
-        credentials = worker.sasl_credentials()
         if worker.sasl_mechanism is SaslMechanism.OAUTHBEARER:
             out["sasl_oauth_token_provider"] = token_source(worker)
-        elif credentials is not None:
+        elif (credentials := worker.sasl_credentials()) is not None:
             out["sasl_plain_username"], out["sasl_plain_password"] = credentials
     if worker.security_protocol.value in ("SSL", "SASL_SSL"):
         from daemon.tlsstores import client_context
@@ -222,12 +220,9 @@ def token_source(worker: WorkerConfig) -> TokenSource:
     if found is None:
         endpoint = settings.endpoint
         if endpoint is not None and endpoint.url.lower().startswith("https:"):
-            from daemon.tlsstores import load_truststore
+            from daemon.tlsstores import client_context
 
-            context = ssl.create_default_context()
-            if truststore is not None:
-                load_truststore(context, truststore)
-            endpoint = replace(endpoint, ssl_context=context)
+            endpoint = replace(endpoint, ssl_context=client_context(None, truststore, True))
         found = TokenSource(
             dict(settings.jaas),
             endpoint=endpoint,
