@@ -355,12 +355,8 @@ class Incarnation:
         assert self.task is not None
         began = time.monotonic()
         await self._call("put", self.task.put(batch))
-        if self._metrics is not None:
-            took = time.monotonic() - began
-            try:
-                self._metrics.record_put(self.id.connector, self.id.task, len(batch), took)
-            except Exception:  # a figure is never worth a task
-                log.exception("Task %s: recording a put for /metrics failed", self.id)
+        took = time.monotonic() - began
+        self._record("a put", lambda m, c, t: m.record_put(c, t, len(batch), took))
 
     async def _commit(
         self, *, closing: bool, partitions: frozenset[TopicPartition] | None = None
@@ -396,20 +392,21 @@ class Incarnation:
 
     # ---- helpers ----
 
-    def _record_state(self, state: str) -> None:
+    def _record(self, what: str, record: Callable[[TaskMetrics, str, int], object]) -> None:
+        """Feed /metrics (``record(metrics, connector, task)``): a failure is logged, since a
+        figure is never worth a task."""
         if self._metrics is not None:
             try:
-                self._metrics.record_task_state(self.id.connector, self.id.task, state)
-            except Exception:  # a figure is never worth a task
-                log.exception("Task %s: recording its state for /metrics failed", self.id)
+                record(self._metrics, self.id.connector, self.id.task)
+            except Exception:
+                log.exception("Task %s: recording %s for /metrics failed", self.id, what)
+
+    def _record_state(self, state: str) -> None:
+        self._record("its state", lambda m, c, t: m.record_task_state(c, t, state))
 
     def _record_commit(self, began: float, *, ok: bool) -> None:
-        if self._metrics is not None:
-            took = time.monotonic() - began
-            try:
-                self._metrics.record_commit_attempt(self.id.connector, self.id.task, took, ok)
-            except Exception:
-                log.exception("Task %s: recording a commit for /metrics failed", self.id)
+        took = time.monotonic() - began
+        self._record("a commit", lambda m, c, t: m.record_commit_attempt(c, t, took, ok))
 
     async def call(self, name: str, coro: Awaitable[T]) -> T:
         """A sink callback under its deadline (for the parts: ``gaps``)."""
