@@ -419,10 +419,7 @@ class TableSettings:
     def parse(cls, values: Mapping[str, Any], config: Mapping[str, str]) -> TableSettings:
         """From a format's ``ConfigDef.parse(config)`` typed ``values``."""
         records = values["flush.max.records"]
-        try:
-            partition_by, computed = time_columns(values)
-        except timeparts.TimePartitionError as e:
-            raise ConfigError(str(e)) from None
+        partition_by, computed = time_columns(values)  # TimePartitionError is a ConfigError
         return cls(
             partition_by=partition_by,
             time_columns=computed,

@@ -36,6 +36,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from daemon.errors import ConfigError
+
 TRANSFORMS = {
     "year": "year",
     "years": "year",
@@ -72,8 +74,9 @@ _JODA = {
 _SEGMENT = re.compile(r"'([A-Za-z_][A-Za-z0-9_]*)'=(.+)")
 
 
-class TimePartitionError(ValueError):
-    """A time partitioning setting that cannot be honoured: ``key`` and why."""
+class TimePartitionError(ConfigError):
+    """A time partitioning setting that cannot be honoured: ``key`` and why (a task that meets
+    it fails, not retried)."""
 
     def __init__(self, key: str, reason: str) -> None:
         super().__init__(f"{key}: {reason}")
@@ -92,51 +95,72 @@ class TimeColumn:
     timezone: str = "UTC"
     duration_ms: int = 0  # path.format: floor the time to this in ``timezone`` first
 
-    def derive(self, table: pa.Table, now_ms: int) -> pa.Array:
-        """This column's values for ``table``'s rows."""
-        if self.source is None:
-            ts = pa.array([now_ms] * table.num_rows, pa.int64()).cast(pa.timestamp("ms", "UTC"))
-        else:
-            ts = _timestamps(table, self.source, self.name)
-        if self.transform == "year":
-            return pc.cast(pc.year(ts), pa.int32())
-        if self.transform == "day":
-            return pc.cast(ts, pa.date32())
-        if self.transform == "month":
-            return pc.strftime(ts, format="%Y-%m")
-        if self.transform == "hour":
-            return pc.strftime(ts, format="%Y-%m-%d-%H")
+    @property
+    def key(self) -> str:
+        """The setting that asked for this column's source: ``partition.by`` for a transform,
+        ``timestamp.field`` for path.format's (the extractor's field)."""
+        return "partition.by" if self.transform else "timestamp.field"
+
+    @property
+    def basis_key(self) -> tuple[str | None, str, int]:
+        """Columns with the same basis (``basis``) share it: path.format's segments do."""
+        return (self.source, "" if self.transform else self.timezone, self.duration_ms)
+
+    def basis(self, ts: pa.Array) -> pa.Array:
+        """What ``render`` formats: the UTC times for a transform; for a pattern, the local
+        times in ``timezone``, floored to ``duration_ms`` as Confluent floors them."""
+        if self.transform:
+            return ts
         local = pc.cast(pc.local_timestamp(ts.cast(pa.timestamp("ms", self.timezone))), pa.int64())
         if self.duration_ms > 0:
             local = pc.subtract(local, pc.remainder(local, self.duration_ms))
-        return pc.strftime(local.cast(pa.timestamp("ms")), format=self.pattern)
+        return local.cast(pa.timestamp("ms"))
+
+    def render(self, basis: pa.Array) -> pa.Array:
+        """This column's values from its ``basis``."""
+        if self.transform == "year":
+            return pc.cast(pc.year(basis), pa.int32())
+        if self.transform == "day":
+            return pc.cast(basis, pa.date32())
+        if self.transform == "month":
+            return pc.strftime(basis, format="%Y-%m")
+        if self.transform == "hour":
+            return pc.strftime(basis, format="%Y-%m-%d-%H")
+        return pc.strftime(basis, format=self.pattern)
 
 
-def _timestamps(table: pa.Table, source: str, name: str) -> pa.Array:
+_UTC_MS = pa.timestamp("ms", "UTC")
+
+
+def _timestamps(table: pa.Table, column: TimeColumn, now_ms: int) -> pa.Array:
+    """The times ``column`` is computed from, as timestamp[ms, UTC]."""
+    source = column.source
+    if source is None:  # Wallclock
+        return pa.repeat(pa.scalar(now_ms, _UTC_MS), table.num_rows)
     if source not in table.column_names:
         raise TimePartitionError(
-            "partition.by" if name.startswith(source) else "timestamp.field",
-            f"{name} needs the column {source}, and the records have {table.column_names}"
-            " (a value's fields are columns only with value.fields or a schema)",
+            column.key,
+            f"{column.name} needs the column {source}, and the records have"
+            f" {table.column_names} (a value's fields are columns only with value.fields or a"
+            " schema)",
         )
-    column = table.column(source).combine_chunks()
-    kind = column.type
-    utc_ms = pa.timestamp("ms", "UTC")
+    values = table.column(source).combine_chunks()
+    kind = values.type
     if pa.types.is_null(kind):  # no record of the batch has a time: all in the null partition
-        return pa.nulls(len(column), utc_ms)
+        return pa.nulls(len(values), _UTC_MS)
     if pa.types.is_timestamp(kind):
         # Down to milliseconds by truncation (microseconds would fail a safe cast).
-        naive = column.cast(pa.timestamp(kind.unit)) if kind.tz is not None else column
+        naive = values.cast(pa.timestamp(kind.unit)) if kind.tz is not None else values
         millis = pc.floor_temporal(naive, unit="millisecond").cast(pa.timestamp("ms"))
-        return millis.cast(utc_ms)
+        return millis.cast(_UTC_MS)
     if pa.types.is_date(kind):
-        return column.cast(pa.timestamp("ms")).cast(utc_ms)
+        return values.cast(pa.timestamp("ms")).cast(_UTC_MS)
     if pa.types.is_integer(kind):
-        return column.cast(pa.int64()).cast(utc_ms)
+        return values.cast(pa.int64()).cast(_UTC_MS)
     raise TimePartitionError(
-        "partition.by" if name.startswith(source) else "timestamp.field",
-        f"{name} needs a time in {source}, which holds {kind}: a timestamp, a date or epoch"
-        " milliseconds (int64)",
+        column.key,
+        f"{column.name} needs a time in {source}, which holds {kind}: a timestamp, a date or"
+        " epoch milliseconds (int64)",
     )
 
 
@@ -315,12 +339,20 @@ def _strftime(pattern: str, segment: str) -> str:
 
 def derived(table: pa.Table, columns: Sequence[TimeColumn], now_ms: int) -> pa.Table:
     """``table`` with the time columns appended (``TimePartitionError`` when a source column
-    is missing or holds no time, or a column is already there)."""
+    is missing or holds no time, or a column is already there). Each source's times, and
+    each shared basis, are computed once for the batch."""
+    times: dict[str | None, pa.Array] = {}
+    bases: dict[tuple[str | None, str, int], pa.Array] = {}
     for column in columns:
         if column.name in table.column_names:
             raise TimePartitionError(
                 "partition.by" if column.transform else "path.format",
                 f"the time column {column.name} would replace the records' own column of that name",
             )
-        table = table.append_column(column.name, column.derive(table, now_ms))
+        basis = bases.get(column.basis_key)
+        if basis is None:
+            if column.source not in times:
+                times[column.source] = _timestamps(table, column, now_ms)
+            basis = bases[column.basis_key] = column.basis(times[column.source])
+        table = table.append_column(column.name, column.render(basis))
     return table
