@@ -97,30 +97,26 @@ class RestServer(Listening):
         )
         await runner.setup()
         sockets: list[socket.socket] = []
+
+        async def serve(listener: Listener) -> Bound:
+            socks = await bind(listener)
+            sockets.extend(socks)
+            tls = ssl_context if listener.scheme == "https" else None
+            for sock in socks:
+                await web.SockSite(runner, sock, ssl_context=tls).start()
+            return Bound(listener, socks[0].getsockname()[1])
+
         try:
             for listener in settings.listeners:
-                socks = await bind(listener)
-                sockets += socks
-                for sock in socks:
-                    site = web.SockSite(
-                        runner,
-                        sock,
-                        ssl_context=ssl_context if listener.scheme == "https" else None,
-                    )
-                    await site.start()
-                self._bound.append(Bound(listener, socks[0].getsockname()[1]))
-            for listener in settings.admin_listeners or ():
-                socks = await bind(listener)
-                sockets += socks
-                for sock in socks:
-                    tls = ssl_context if listener.scheme == "https" else None
-                    await web.SockSite(runner, sock, ssl_context=tls).start()
+                self._bound.append(await serve(listener))
+            if settings.admin_listeners:
                 ports = self._app.get(ADMIN_PORTS)
                 if ports is None:
                     raise RuntimeError("admin listeners need an app made by create_app")
-                for sock in socks:
-                    ports.add(tuple(sock.getsockname()[:2]))
-                self.admin_bound.append(Bound(listener, socks[0].getsockname()[1]))
+                for listener in settings.admin_listeners:
+                    first = len(sockets)
+                    self.admin_bound.append(await serve(listener))
+                    ports.update(tuple(sock.getsockname()[:2]) for sock in sockets[first:])
         except BaseException:
             await runner.cleanup()
             for sock in sockets:

@@ -321,14 +321,16 @@ async def _body(request: web.Request, limit: int) -> bytes:
 async def serve(spec: Spec, stdin: asyncio.StreamReader) -> None:
     front = Front(spec)
     await front.open()
-    # Bodies go on as received (a gzip body stays gzip, with its Content-Encoding).
-    runner = web.AppRunner(
-        front.app(),
-        access_log=None,
-        shutdown_timeout=spec.shutdown_timeout,
-        auto_decompress=False,
-    )
-    await runner.setup()
+
+    async def runner_of(app: web.Application) -> web.AppRunner:
+        # Bodies go on as received (a gzip body stays gzip, with its Content-Encoding).
+        runner = web.AppRunner(
+            app, access_log=None, shutdown_timeout=spec.shutdown_timeout, auto_decompress=False
+        )
+        await runner.setup()
+        return runner
+
+    runner = await runner_of(front.app())
     tls = spec.tls_settings()
     ssl_context = tls.context() if tls is not None else None
     admin_runner: web.AppRunner | None = None
@@ -339,13 +341,7 @@ async def serve(spec: Spec, stdin: asyncio.StreamReader) -> None:
         if scheme.startswith(ADMIN_SCHEME):
             scheme = scheme[len(ADMIN_SCHEME) :]
             if admin_runner is None:
-                admin_runner = web.AppRunner(
-                    front.admin_app(),
-                    access_log=None,
-                    shutdown_timeout=spec.shutdown_timeout,
-                    auto_decompress=False,
-                )
-                await admin_runner.setup()
+                admin_runner = await runner_of(front.admin_app())
             serving = admin_runner
         site = web.SockSite(serving, sock, ssl_context=ssl_context if scheme == "https" else None)
         await site.start()
