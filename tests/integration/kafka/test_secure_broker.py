@@ -39,6 +39,10 @@ USER, PASSWORD = "alice", "alice-secret"
 OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required"
 OAUTH_HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
 SCOPE = "kafka"
+PLAIN_JAAS = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule required"
+    f' username="{USER}" password="{PASSWORD}";'
+)
 RECORDS = 200
 NARROW_SUITE = "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"  # the SASL_SSL listener's only suite
 
@@ -198,10 +202,7 @@ async def test_sasl_ssl_with_plain_and_a_pkcs12_trust_store(
         {
             "security.protocol": "SASL_SSL",
             "sasl.mechanism": "PLAIN",
-            "sasl.jaas.config": (
-                "org.apache.kafka.common.security.plain.PlainLoginModule required"
-                f' username="{USER}" password="{PASSWORD}";'
-            ),
+            "sasl.jaas.config": PLAIN_JAAS,
             "ssl.truststore.type": "PKCS12",
             "ssl.truststore.location": str(stores.trust_pkcs12),
             "ssl.truststore.password": TRUST_PASS,
@@ -268,10 +269,7 @@ async def test_each_connector_reads_with_its_own_consumer_override_credentials(
         **{
             "security.protocol": "SASL_SSL",
             "sasl.mechanism": "PLAIN",
-            "sasl.jaas.config": (
-                "org.apache.kafka.common.security.plain.PlainLoginModule required"
-                f' username="{USER}" password="{PASSWORD}";'
-            ),
+            "sasl.jaas.config": PLAIN_JAAS,
             "ssl.truststore.location": str(stores.trust_jks),
             "ssl.truststore.password": TRUST_PASS,
         },
@@ -525,10 +523,7 @@ async def test_a_daemon_with_the_listeners_one_suite_reads_everything(
         {
             "security.protocol": "SASL_SSL",
             "sasl.mechanism": "PLAIN",
-            "sasl.jaas.config": (
-                "org.apache.kafka.common.security.plain.PlainLoginModule required"
-                f' username="{USER}" password="{PASSWORD}";'
-            ),
+            "sasl.jaas.config": PLAIN_JAAS,
             "ssl.truststore.location": str(stores.trust_jks),
             "ssl.truststore.password": TRUST_PASS,
             "ssl.protocol": "TLSv1.2",
