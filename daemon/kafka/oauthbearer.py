@@ -260,7 +260,7 @@ def unsecured_token(options: Mapping[str, str], now: float | None = None) -> str
             f"sasl.jaas.config: unsecuredLoginLifetimeSeconds must be a whole number of"
             f" seconds, not {lifetime_text!r}"
         ) from None
-    claims: dict[str, Any] = {"exp": int(now) + lifetime, "iat": now}
+    claims: dict[str, Any] = {"exp": now + lifetime, "iat": now}  # seconds as doubles, as Kafka
     for key, value in options.items():
         for prefix in (_STRING_CLAIM, _NUMBER_CLAIM, _LIST_CLAIM):
             if key.startswith(prefix) and len(key) > len(prefix):

@@ -27,6 +27,7 @@ HARNESS = POM.with_name("Harness.java")
 POLICIES = POM.with_name("Policies.java")
 CONVERTERS = POM.with_name("Converters.java")
 STATS = POM.with_name("Stats.java")
+UNSECURED = POM.with_name("Unsecured.java")
 
 
 def connect_libs(version: str = CONNECT_VERSION) -> Path:
@@ -93,6 +94,13 @@ def kafka_stats(libs: Path, steps: Sequence[tuple[str, int, float]]) -> list[tup
     )
     printed = _run_java(libs, STATS, request)
     return [tuple(float(v) for v in line.split()) for line in printed.splitlines()]
+
+
+def unsecured_logins(libs: Path, requests: Sequence[Mapping[str, str]]) -> list[dict[str, Any]]:
+    """Kafka's own unsecured OAUTHBEARER login (``Unsecured.java``) on each JAAS option map:
+    ``{"token", "extensions"}`` or ``{"error"}`` per request."""
+    result: list[dict[str, Any]] = _java(libs, UNSECURED, json.dumps(list(map(dict, requests))))
+    return result
 
 
 def refused_overrides(

@@ -6,6 +6,7 @@ tests/integration/kafka/test_secure_broker.py.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from collections.abc import AsyncIterator, Callable
@@ -50,7 +51,7 @@ def test_an_unsecured_token_is_kafkas_unsigned_jwt() -> None:
     header, claims, signature = _parts(ob.unsecured_token(options, now=1000.5))
     assert header == {"alg": "none"} and signature == ""
     assert claims == {
-        "exp": 1060,
+        "exp": 1060.5,
         "iat": 1000.5,
         "sub": "alice",
         "scope": ["read", "write"],
@@ -226,11 +227,21 @@ def test_client_credentials_settings_of_kafka_4_1_win_over_the_jaas_options() ->
                 "sasl.oauthbearer.client.credentials.client.secret": "new-secret",
                 "sasl.oauthbearer.scope": "kafka",
                 "sasl.login.retry.backoff.max.ms": "2000",
+                "sasl.login.retry.backoff.ms": "50",
                 "sasl.login.connect.timeout.ms": "500",
+                "sasl.login.read.timeout.ms": "700",
+                "sasl.oauthbearer.header.urlencode": "true",
+                "sasl.oauthbearer.sub.claim.name": "client_id",
+                "sasl.oauthbearer.scope.claim.name": "scp",
+                "sasl.login.refresh.window.factor": "0.9",
+                "sasl.login.refresh.window.jitter": "0.1",
+                "sasl.login.refresh.min.period.seconds": "30",
+                "sasl.login.refresh.buffer.seconds": "120",
             }
         )
     )
-    endpoint = config.oauth_settings().endpoint
+    settings = config.oauth_settings()
+    endpoint = settings.endpoint
     assert endpoint is not None
     assert (endpoint.client_id, endpoint.client_secret, endpoint.scope) == (
         "new-id",
@@ -238,6 +249,54 @@ def test_client_credentials_settings_of_kafka_4_1_win_over_the_jaas_options() ->
         "kafka",
     )
     assert (endpoint.retry_backoff_max, endpoint.connect_timeout) == (2.0, 0.5)
+    assert (endpoint.retry_backoff, endpoint.read_timeout, endpoint.urlencode_header) == (
+        0.05,
+        0.7,
+        True,
+    )
+    assert (settings.principal_claim, settings.scope_claim) == ("client_id", "scp")
+    assert settings.refresh == ob.Refresh(0.9, 0.1, 30.0, 120.0)
+    source = token_source(config)
+    assert (source.principal_claim, source.scope_claim, source.refresh) == (
+        "client_id",
+        "scp",
+        settings.refresh,
+    )
+
+
+async def test_the_principal_claim_name_chooses_which_claim_names_the_principal(
+    endpoint_server: Callable[[Handler], Any],
+) -> None:
+    token = _jwt({"client_id": "svc", "exp": 4_000_000_000})
+
+    async def handler(request: web.Request) -> web.Response:
+        return web.json_response({"access_token": token})
+
+    url = await endpoint_server(handler)
+    with pytest.raises(ob.OAuthBearerError, match="no 'sub' claim"):
+        await ob.TokenSource({}, endpoint=ob.Endpoint(url, "c", "s")).token()
+    source = ob.TokenSource({}, endpoint=ob.Endpoint(url, "c", "s"), principal_claim="client_id")
+    assert await source.token() == token
+
+
+async def test_an_answer_slower_than_the_read_timeout_is_asked_again_then_given_up(
+    endpoint_server: Callable[[Handler], Any],
+) -> None:
+    """sasl.login.read.timeout.ms bounds each answer; the retries end at retry.backoff.max."""
+    asked: list[float] = []
+
+    async def slow(request: web.Request) -> web.Response:
+        asked.append(1.0)
+        await asyncio.sleep(1.0)  # the server's slowness, not the test's synchronisation
+        return web.json_response({})
+
+    url = await endpoint_server(slow)
+    endpoint = ob.Endpoint(
+        url, "c", "s", read_timeout=0.2, retry_backoff=0.05, retry_backoff_max=0.6
+    )
+    with pytest.raises(ob.OAuthBearerError, match="could not be reached"):
+        await ob.fetch_token(endpoint)
+    assert len(asked) >= 2  # asked again after a timed-out answer
 
 
 Handler = Callable[[web.Request], Any]
