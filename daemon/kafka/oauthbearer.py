@@ -31,6 +31,7 @@ import asyncio
 import base64
 import json
 import logging
+import math
 import random
 import re
 import ssl
@@ -251,7 +252,9 @@ def unsecured_token(options: Mapping[str, str], now: float | None = None) -> str
             " with sasl.login.callback.handler.class=org.apache.kafka.common.security.oauthbearer."
             "OAuthBearerLoginCallbackHandler)"
         )
-    now = time.time() if now is None else now
+    # Whole milliseconds, as Kafka's clock gives them: the broker's validator refuses an iat
+    # past its own millisecond clock (no skew allowed by default), which a finer time can be.
+    now = math.floor((time.time() if now is None else now) * 1000) / 1000
     lifetime_text = options.get("unsecuredLoginLifetimeSeconds", "3600")
     try:
         lifetime = int(lifetime_text)

@@ -301,7 +301,8 @@ async def test_each_connector_reads_with_its_own_consumer_override_credentials(
     assert (await offsets())[1] == -1, p.log()[-4000:]
     log = p.log_path.read_text(errors="replace")
     refused = [line for line in log.splitlines() if "refused the OAUTHBEARER token" in line]
-    assert refused and "insufficient_scope" in refused[0], log[-4000:]
+    assert refused and all("[tenant-denied|" in line for line in refused), log[-4000:]
+    assert "insufficient_scope" in refused[0], log[-4000:]
     assert "Did we not perform bootstrap" not in log
 
 

@@ -41,6 +41,13 @@ def _jwt(claims: dict[str, Any]) -> str:
     return f"{b64({'alg': 'RS256'})}.{b64(claims)}.c2lnbmF0dXJl"
 
 
+def test_an_unsecured_tokens_times_are_whole_milliseconds() -> None:
+    """The broker refuses an iat past its millisecond clock: a finer one may be, for up to a
+    millisecond after it was made."""
+    _, claims, _ = _parts(ob.unsecured_token({"unsecuredLoginStringClaim_sub": "a"}, 5.1234567))
+    assert (claims["iat"], claims["exp"]) == (5.123, 3605.123)
+
+
 def test_an_unsecured_token_is_kafkas_unsigned_jwt() -> None:
     options = {
         "unsecuredLoginStringClaim_sub": "alice",
