@@ -30,6 +30,11 @@ upgrade is a deliberate step: re-read what each module relies on (below; paths u
   group)`` → connection) and ``_request_timeout_ms`` (L140); each connection's
   ``_last_action`` (conn.py: ``time.monotonic()`` when made, L170, and on every answer, L577);
   ``AIOKafkaAdminClient._send_request_to_node(node, request)`` (admin/client.py L160).
+- ``traffic`` (Kafka's ``consumer-metrics`` figures of a task's consumer: bytes and responses
+  received, live connections): ``AIOKafkaConnection._handle_frame`` (conn.py L531, called by
+  ``_read`` L509 with each response's bytes after their 4-byte size), wrapped once per process;
+  the connection's ``_client_id`` (L149); the client's ``_conns`` (client.py L155) and each
+  connection's ``connected()`` (conn.py L467).
 - ``outages`` (the broker-outage filter on aiokafka's loggers): no attribute of its own, but
   the wording of aiokafka's lines it recognises (client.py L216, L223, L305, L325, L435;
   consumer/fetcher.py L749, L987; consumer/group_coordinator.py L312, L566, L810, L957;

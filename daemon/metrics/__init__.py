@@ -44,7 +44,11 @@ Names (counters get ``_total`` on export):
   ``kafka_connect_connector_task_offset_commit_{avg,max}_time_ms`` and
   ``..._offset_commit_{success,failure}_percentage``, and the worker's
   ``kafka_connect_worker_{connector,task}_startup_*``; in distributed mode the
-  ``kafka_connect_worker_rebalance_*`` group (``collectors.rebalance_families``)
+  ``kafka_connect_worker_rebalance_*`` group (``collectors.rebalance_families``); per task
+  consumer ``{clientid}`` (``<client.id or connectd>-<connector>-<task>``), Kafka's
+  ``consumer-metrics`` group: ``kafka_consumer_incoming_byte_total``,
+  ``kafka_consumer_response_total``, ``kafka_consumer_connection_count``
+  (``daemon.kafka.traffic``)
 - on scrape: ``connectd_connector_state{connector,state}``, ``connectd_task_state{...,state}``,
   ``connectd_task_incarnation``, ``connectd_task_auto_restarts``, ``connectd_task_stalled``,
   per task and partition (``{connector,task,topic,partition}``, from the task's freshness:
@@ -71,7 +75,9 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
 from daemon.connectors.records import OffsetRange, TopicPartition
+from daemon.kafka.traffic import ClientTraffic
 from daemon.metrics.collectors import (
+    ClientCollector,
     ClusterCollector,
     ClusterView,
     PoolCollector,
@@ -231,6 +237,8 @@ class Metrics:
         self._counted: set[tuple[str, str]] = set()  # tasks with their TASK_COUNTS series
         self._lag_labels: dict[tuple[str, str], set[tuple[str, str]]] = {}
         self._watched: dict[tuple[int, type[Collector]], Collector] = {}
+        self._clients: dict[str, ClientTraffic] = {}
+        r.register(ClientCollector(self._clients))
         self._consumed_total = 0
         self._written_total = 0
 
@@ -361,6 +369,13 @@ class Metrics:
             self._lag_labels[key] = set(now)
         else:
             self._lag_labels.pop(key, None)
+
+    def watch_client(self, traffic: ClientTraffic) -> None:
+        self._clients[traffic.client_id] = traffic
+
+    def forget_client(self, traffic: ClientTraffic) -> None:
+        if self._clients.get(traffic.client_id) is traffic and traffic.users <= 1:
+            del self._clients[traffic.client_id]
 
     def forget_task(self, connector: str, task: int) -> None:
         """Drop a task's series (its connector was deleted or shrank): no stale lag."""

@@ -14,6 +14,7 @@ from prometheus_client.registry import Collector
 
 from daemon.errors import ConnectdError
 from daemon.executor.info import ExecutorInfo, PoolStatus
+from daemon.kafka.traffic import ClientTraffic
 from daemon.metrics.sampled import Sampled
 from daemon.runtime.model import ConnectorStatus, Herder, PartitionFreshness, State
 
@@ -230,6 +231,42 @@ class _FreshnessFamilies:
 
     def families(self) -> Iterator[Metric]:
         yield from (self.committed, self.log_end, self.lag, self.last_commit, self.event_time)
+
+
+class ClientCollector(Collector):
+    """Kafka's ``consumer-metrics`` group of each task's consumer, as Strimzi's rules export it
+    (``kafka.consumer<type=consumer-metrics, client-id=…>``: ``-total`` attributes as counters,
+    ``-count`` ones as gauges, the client id as ``clientid``): what the Strimzi dashboard's
+    "Incoming bytes per second" and "Connection count" panels read."""
+
+    def __init__(self, clients: Mapping[str, ClientTraffic]) -> None:
+        self._clients = clients
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        label = ["clientid"]
+        received = CounterMetricFamily(
+            "kafka_consumer_incoming_byte",
+            "Kafka's incoming-byte-total: bytes read off all sockets of a task's consumer.",
+            labels=label,
+        )
+        responses = CounterMetricFamily(
+            "kafka_consumer_response",
+            "Kafka's response-total: responses a task's consumer received.",
+            labels=label,
+        )
+        connections = GaugeMetricFamily(
+            "kafka_consumer_connection_count",
+            "Kafka's connection-count: a task's consumer's live connections.",
+            labels=label,
+        )
+        for client_id, traffic in list(self._clients.items()):
+            received.add_metric([client_id], traffic.bytes_in)
+            responses.add_metric([client_id], traffic.responses)
+            connections.add_metric([client_id], traffic.connections())
+        yield from (received, responses, connections)
 
 
 class PoolCollector(Collector):

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from daemon.config import WorkerConfig
 from daemon.connectors.records import OffsetRange, TopicPartition
+from daemon.kafka.traffic import ClientTraffic
 
 
 class TaskMetrics(Protocol):
@@ -63,6 +64,12 @@ class TaskMetrics(Protocol):
     ) -> None:
         """After a poll: every assigned partition's end (highwater), ``None`` if not known."""
         ...
+
+    def watch_client(self, traffic: ClientTraffic) -> None:
+        """A task's consumer started: export its network figures until ``forget_client``."""
+        ...
+
+    def forget_client(self, traffic: ClientTraffic) -> None: ...
 
     def record_put(self, connector: str, task: int, records: int, seconds: float) -> None:
         """One ``put`` of a batch of ``records`` that returned after ``seconds``."""

@@ -29,7 +29,8 @@ as ``OutOfRange`` with the offsets: ``errors.offset.out.of.range`` decides what 
 Consumer lag: with ``metrics``, every poll refreshes, for each assigned partition whose end is
 known, ``highwater - position`` (records in the log that the task has not been handed yet; the
 highwater comes with every fetch response); partitions no longer assigned lose their series,
-and closing the consumer drops the task's.
+and closing the consumer drops the task's. The consumer's network figures (bytes and responses
+received, live connections: ``daemon.kafka.traffic``) are exported from its start to its close.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ from daemon.kafka.client import client_of
 from daemon.kafka.oauthbearer import TokenSource
 from daemon.kafka.outages import BrokerOutageFilter
 from daemon.kafka.positions import fetch_state, fetch_states, request_reset
+from daemon.kafka.traffic import ClientTraffic, release, track
 
 log = logging.getLogger("connectd.consumer")
 #: Bound on reading the consumer group's committed offsets (``committed_offsets``).
@@ -254,6 +256,14 @@ class LagMetrics(Protocol):
         self, connector: str, task: int, ends: Mapping[TopicPartition, int | None]
     ) -> None: ...
 
+    def watch_client(self, traffic: ClientTraffic) -> None:
+        """Export a started consumer's network figures (Kafka's ``consumer-metrics``)."""
+        ...
+
+    def forget_client(self, traffic: ClientTraffic) -> None:
+        """The consumer closed: its figures go."""
+        ...
+
 
 class Partitions(Protocol):
     """Who hears about rebalances: the incarnation's ``Rebalancer``. Both run in aiokafka's
@@ -315,6 +325,7 @@ class TaskConsumer:
         self.pattern = pattern
         self.target = target
         self._consumer: AIOKafkaConsumer | None = None
+        self._traffic: ClientTraffic | None = None
         self._held: set[TopicPartition] = set()
         self._closing = False
         self._metrics = metrics if task_id is not None else None
@@ -361,6 +372,11 @@ class TaskConsumer:
         # gets ``self.reset`` in ``poll``.
         consumer = AIOKafkaConsumer(**{**self.settings, "auto_offset_reset": "none"})
         self._consumer = consumer
+        # Counted from the first connection on (``daemon.kafka.traffic``).
+        self._traffic = track(str(self.settings.get("client_id", "aiokafka")))
+        self._traffic.attach(client_of(consumer))
+        if self._metrics is not None:
+            self._metrics.watch_client(self._traffic)
         await consumer.start()
         if self._outages is not None:
             # A metadata update may show that a broker is back (the client's connection to it
@@ -536,7 +552,17 @@ class TaskConsumer:
             self._closing = True
             if self._metrics is not None and self._task_id is not None:
                 self._metrics.set_consumer_lags(self._task_id.connector, self._task_id.task, {})
-            await self._consumer.stop()
+            try:
+                await self._consumer.stop()
+            finally:
+                self._forget_traffic()
+
+    def _forget_traffic(self) -> None:
+        traffic, self._traffic = self._traffic, None
+        if traffic is not None:
+            if self._metrics is not None:
+                self._metrics.forget_client(traffic)
+            release(traffic)
 
 
 def _out_of_range(exc: OffsetOutOfRangeError) -> dict[TopicPartition, int]:

@@ -50,6 +50,7 @@ from operator import attrgetter
 from typing import Any
 
 from daemon.connectors.records import OffsetRange, TopicPartition
+from daemon.kafka.traffic import ClientTraffic
 from daemon.runtime.model import PartitionFreshness, Stall, iso
 from daemon.runtime.settings import TaskMetrics
 
@@ -430,3 +431,11 @@ class SlotRecorder:
         self.freshness.log_ends(ends)
         if self._inner is not None:
             self._inner.set_log_ends(connector, task, ends)
+
+    def watch_client(self, traffic: ClientTraffic) -> None:
+        if self._inner is not None:
+            self._inner.watch_client(traffic)
+
+    def forget_client(self, traffic: ClientTraffic) -> None:
+        if self._inner is not None:
+            self._inner.forget_client(traffic)

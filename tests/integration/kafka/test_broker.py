@@ -19,6 +19,9 @@ from aiokafka.structs import ConsumerRecord
 from support.kafka import consume_all, free_port, kafkactl, produce
 from support.kafka_fixtures import TopicFactory
 
+from daemon.kafka import traffic
+from daemon.kafka.client import client_of
+
 pytestmark = pytest.mark.integration
 
 
@@ -206,3 +209,34 @@ def test_kafkactl_up_is_idempotent_and_down_stops_by_pid(tmp_path: Path) -> None
     status = _kafkactl("status", *where)
     assert status.returncode == 3
     assert status.stdout.startswith("not running")
+
+
+async def test_a_tracked_consumers_traffic_counts_what_the_broker_sent(
+    kafka_bootstrap: str, kafka_topic: TopicFactory
+) -> None:
+    """``daemon.kafka.traffic`` on a real broker: the bytes received cover every record fetched
+    (they are in the fetch responses) and connections are the client's live ones."""
+    topic = await kafka_topic()
+    sent = [(None, os.urandom(10_000)) for _ in range(50)]  # random: no compression gains
+    assert await produce(kafka_bootstrap, topic, sent) == len(sent)
+    client_id = f"traffic-{uuid.uuid4().hex[:8]}"
+    counted = traffic.track(client_id)
+    consumer = AIOKafkaConsumer(
+        topic, bootstrap_servers=kafka_bootstrap, client_id=client_id,
+        auto_offset_reset="earliest", enable_auto_commit=False,
+    )  # fmt: skip
+    counted.attach(client_of(consumer))
+    try:
+        await consumer.start()
+        got: list[ConsumerRecord[bytes, bytes]] = []
+        deadline = time.monotonic() + 30
+        while len(got) < len(sent):
+            assert time.monotonic() < deadline, f"{len(got)} of {len(sent)} records in 30 s"
+            for recs in (await consumer.getmany(timeout_ms=200)).values():
+                got.extend(recs)
+        assert counted.bytes_in > 50 * 10_000 and counted.responses >= 3  # metadata, fetches
+        assert counted.connections() >= 1
+    finally:
+        await consumer.stop()
+        traffic.release(counted)
+    assert counted.connections() == 0

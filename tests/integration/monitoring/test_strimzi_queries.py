@@ -4,8 +4,9 @@ Connect's own metrics, as written in strimzi/strimzi-kafka-operator's
 filled in), run by a real Prometheus scraping a real daemon. The labels Strimzi's pod monitor
 adds (``strimzi_io_kind``, ``strimzi_io_cluster``, ``namespace``) are the scrape's static
 labels here. Each query is valid PromQL and returns series once the state it shows exists (a
-paused connector, a failed task). Not served by connectd: the dashboard's JVM, container and
-Kafka client panels (``jvm_*``, ``container_*``, ``kafka_consumer_*``, ``kafka_producer_*``)."""
+paused connector, a failed task), and the consumer panels once the tasks' consumers read. Not
+served by connectd: the dashboard's JVM, container and producer panels (``jvm_*``,
+``container_*``, ``kafka_producer_*``: Connect's producers are source connectors')."""
 
 from __future__ import annotations
 
@@ -50,6 +51,11 @@ QUERIES = {
     "Connector Task Status": (
         f"count by (connector, task, status) (kafka_connect_connector_task_status{{{SELECT}}})"
     ),
+    # Kafka's consumer-metrics group of the tasks' consumers.
+    "(Sink/Consumers) Incoming bytes per second": (
+        f"sum(rate(kafka_consumer_incoming_byte_total{{{SELECT}}}[1m])) by (kubernetes_pod_name)"
+    ),
+    "#consumer connections": f"sum(kafka_consumer_connection_count{{{SELECT}}})",
 }
 #: Empty unless a worker has such tasks, on Connect as here.
 RARE = {"[unassigned] tasks", "[destroyed] tasks"}
@@ -98,3 +104,18 @@ async def test_strimzis_connect_queries_return_series_from_connectd(
     statuses = {(r["metric"]["connector"], r["metric"]["status"]) for r in prom.query(
         QUERIES["Connector Status"])}  # fmt: skip
     assert statuses == {("running", "running"), ("paused", "paused"), ("failing", "running")}
+
+    def consumer_figures() -> tuple[float, float]:
+        rate = prom.query(QUERIES["(Sink/Consumers) Incoming bytes per second"])
+        conns = prom.query(QUERIES["#consumer connections"])
+        return (
+            float(rate[0]["value"][1]) if rate else 0.0,
+            float(conns[0]["value"][1]) if conns else 0.0,
+        )
+
+    # The running and the paused task's consumers fetch and heartbeat: bytes come in.
+    await wait_until(
+        lambda: min(consumer_figures()) > 0, 60, "consumer bytes and connections", interval=1.0
+    )
+    _, connections = consumer_figures()
+    assert connections >= 2, connections  # at least a broker's and the coordinator's

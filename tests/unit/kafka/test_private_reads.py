@@ -4,6 +4,7 @@ aiokafka upgrade that moves one of them fails here first."""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import AsyncIterator
 from types import SimpleNamespace
@@ -17,7 +18,7 @@ from aiokafka.conn import AIOKafkaConnection
 from aiokafka.consumer.fetcher import Fetcher
 from aiokafka.consumer.group_coordinator import GroupCoordinator
 
-from daemon.kafka import SUPPORTED, coordinator
+from daemon.kafka import SUPPORTED, coordinator, traffic
 from daemon.kafka.client import answered_since, client_of, request_timeout, send_to_node
 from daemon.kafka.positions import FetchState, fetch_state, fetch_states, request_reset
 
@@ -121,6 +122,7 @@ async def test_send_to_node_is_the_admin_clients_request() -> None:
         (AIOKafkaAdminClient, "_send_request_to_node", ["self", "node_id", "request"]),
         (GroupCoordinator, "request_rejoin", ["self"]),
         (GroupCoordinator, "reset_generation", ["self"]),
+        (AIOKafkaConnection, "_handle_frame", ["self", "resp"]),
     ],
 )
 def test_the_methods_called_are_there(owner: type, name: str, parameters: list[str]) -> None:
@@ -131,3 +133,50 @@ def test_the_coordinator_keeps_generation_and_member_id() -> None:
     source = inspect.getsource(GroupCoordinator.__init__)
     assert "self.generation = " in source and "self.member_id = " in source
     assert coordinator.UNKNOWN_MEMBER_ID == ""
+
+
+async def test_a_tracked_client_ids_frames_count_with_their_size_prefix() -> None:
+    conn = AIOKafkaConnection("kafka-1", 9092, client_id="counted")
+    other = AIOKafkaConnection("kafka-1", 9092, client_id="not-counted")
+    first = traffic.track("counted")
+    second = traffic.track("counted")  # a second user of the id shares its figures
+    assert second is first
+    loop = asyncio.get_running_loop()
+    try:
+        for c, frame in ((conn, b"abc"), (conn, b"x" * 1000), (other, b"zz")):
+            answered: asyncio.Future[bytes] = loop.create_future()
+            c._requests.append((None, None, answered))  # a SASL frame: handed back as is
+            c._handle_frame(frame)
+            assert answered.result() == frame  # aiokafka's handling still runs
+        assert (first.bytes_in, first.responses) == (3 + 4 + 1000 + 4, 2)
+        traffic.release(second)
+        assert traffic.track("counted") is first  # still tracked: one user left
+        traffic.release(first)
+    finally:
+        traffic.release(first)
+    again = traffic.track("counted")  # the last release ended it: counting starts anew
+    try:
+        assert again is not first and (again.bytes_in, again.responses) == (0, 0)
+    finally:
+        traffic.release(again)
+    traffic.install()  # once per process, however often asked
+    assert not getattr(AIOKafkaConnection._handle_frame.__wrapped__, "_connectd_counts", False)
+
+
+async def test_connections_are_the_attached_clients_live_ones(
+    consumer: AIOKafkaConsumer,
+) -> None:
+    client: Any = client_of(consumer)
+    counted = traffic.ClientTraffic("c")
+    assert counted.connections() == 0  # nothing attached
+    counted.attach(client)
+    live, dead = AIOKafkaConnection("kafka-1", 9092), AIOKafkaConnection("kafka-2", 9092)
+    client._conns.update({(1, 0): live, (2, 0): dead, (1, 1): live})
+    try:
+        live.connected = lambda: True  # type: ignore[method-assign]
+        assert counted.connections() == 2  # a broker's and the coordinator's
+    finally:
+        del live.connected
+        client._conns.clear()
+    counted.attach(None)
+    assert counted.connections() == 0

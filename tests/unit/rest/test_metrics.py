@@ -10,6 +10,7 @@ from support.fake_worker import FakeWorker
 
 from daemon.connectors.records import TopicPartition
 from daemon.executor.info import ExecutorInfo, ExecutorState, PoolStatus
+from daemon.kafka import traffic
 from daemon.metrics import Metrics
 from daemon.runtime.looplag import LoopLag
 from daemon.runtime.model import TargetState
@@ -68,6 +69,27 @@ def test_forget_task_drops_its_series() -> None:
         'connectd_consumer_lag_records{connector="c",partition="1",task="1",topic="t"} 6.0' in text
     )
     m.forget_task("never", 9)  # unknown: no error
+
+
+def test_a_task_consumers_kafka_client_figures_as_strimzi_exports_them() -> None:
+    m = Metrics()
+    counted = traffic.track("connectd-c-0")
+    try:
+        counted.bytes_in, counted.responses = 1234, 5
+        m.watch_client(counted)
+        text = _text(m)
+        assert 'kafka_consumer_incoming_byte_total{clientid="connectd-c-0"} 1234.0' in text
+        assert 'kafka_consumer_response_total{clientid="connectd-c-0"} 5.0' in text
+        assert 'kafka_consumer_connection_count{clientid="connectd-c-0"} 0.0' in text
+        again = traffic.track("connectd-c-0")  # a new incarnation while the old one closes
+        m.forget_client(counted)
+        traffic.release(counted)
+        assert 'clientid="connectd-c-0"' in _text(m)  # the newer one still counts
+        m.forget_client(again)
+        traffic.release(again)
+        assert 'clientid="connectd-c-0"' not in _text(m)
+    finally:
+        traffic.release(counted)
 
 
 async def test_worker_states_are_read_at_scrape_time() -> None:
