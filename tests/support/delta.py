@@ -168,3 +168,30 @@ def racing_first_commits(spark: Any, batch: Any, *, path: str) -> dict[str, Any]
     for thread in threads:
         thread.join()
     return out
+
+
+def in_zone(spark: Any, batch: Any, *, zone: str, job: str, **kwargs: Any) -> Any:
+    """In an executor: the Delta job ``job`` (a name in ``daemon.connectors.delta.jobs``) run
+    with the session's time zone set to ``zone``, then set back."""
+    from daemon.connectors.delta import jobs
+
+    before = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", zone)
+    try:
+        return getattr(jobs, job)(spark, batch, **kwargs)
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", before)
+
+
+def append_leaving_out(
+    spark: Any, batch: Any, *, path: str, columns: list[str], zone: str
+) -> dict[str, int]:
+    """In an executor: a plain Spark append of ``batch`` without ``columns`` (a Delta table's
+    generated columns, which Delta then computes) in session time zone ``zone``."""
+    before = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", zone)
+    try:
+        batch.df.drop(*columns).write.format("delta").mode("append").save(path)
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", before)
+    return {"rows": int(batch.num_rows)}

@@ -174,6 +174,7 @@ def commit_rows(
     merge_schema: bool,
     kind: str,
     extra: Mapping[str, Any],
+    generated: Mapping[str, Sequence[str]],
 ) -> dict[str, Any]:
     began = time.monotonic()
     apps = {app_id(connector, str(t), int(p)): (str(t), int(p), int(e)) for t, p, _, e in ranges}
@@ -192,7 +193,7 @@ def commit_rows(
                 " nothing was committed"
             )
         if df is not None:
-            _create_or_evolve(spark, log, path, df, partition_by, merge_schema)
+            _create_or_evolve(spark, log, path, df, partition_by, merge_schema, generated)
             log = dlog.delta_log(spark, path)
         elif not log.tableExists():
             # Nothing to write and no table to hold the offsets: they stay in the task only
@@ -258,18 +259,20 @@ def _refuse_newer(
 
 
 def _create_or_evolve(
-    spark: Any, log: Any, path: str, df: Any, partition_by: Sequence[str], merge_schema: bool
+    spark: Any,
+    log: Any,
+    path: str,
+    df: Any,
+    partition_by: Sequence[str],
+    merge_schema: bool,
+    generated: Mapping[str, Sequence[str]],
 ) -> None:
-    """Create the table from the batch's schema, or add the batch's new columns (schema
-    evolution on); both are metadata-only commits of an empty write."""
-    empty = df.limit(0).write.format("delta").mode("append")
+    """Create the table from the batch's schema (``dlog.create_table``), or add the batch's
+    new columns (schema evolution on); both are metadata-only commits."""
     if not log.tableExists():
-        try:
-            (empty.partitionBy(*partition_by) if partition_by else empty).save(path)
-        except Exception:
-            if not dlog.delta_log(spark, path).tableExists():  # another task created it first: fine
-                raise
+        dlog.create_table(spark, df, partition_by, generated, path=path)
         return
+    empty = df.limit(0).write.format("delta").mode("append")
     metadata = dlog.latest(spark, log).metadata()
     table_parts = list(dlog.to_list(metadata.partitionColumns()))
     if partition_by and list(partition_by) != table_parts:

@@ -94,16 +94,19 @@ def commit(
     merge_schema: bool = False,
     table: str = "",
     reason: str = "",
+    generated: Mapping[str, Sequence[str]] | None = None,
 ) -> dict[str, Any]:
     """One Delta commit of ``batch``'s rows and the offsets ``ranges`` end at (into the
     catalog table ``table`` instead of ``path`` if given; created there if missing).
     ``reason``: a skip, no rows: ``ranges`` were deleted from Kafka before they were
-    written; the commit's ``userMetadata`` records them (``skipped``) and ``reason``."""
+    written; the commit's ``userMetadata`` records them (``skipped``) and ``reason``.
+    ``generated``: the time columns a new table declares as generated (``create_table``)."""
+    made = dict(generated or {})
 
     def run() -> dict[str, Any]:
         where = dlog.location(spark, path, table)
         if where is None and batch is not None and batch.num_rows:
-            dlog.create_in_catalog(spark, table, batch.df, partition_by)
+            dlog.create_table(spark, batch.df, partition_by, made, table=table)
             where = dlog.location(spark, path, table)
         if where is None:
             return {"state": dict(state), "rows": 0, "files": 0, "seconds": 0.0, "schema": None}
@@ -111,7 +114,7 @@ def commit(
         with micros_timestamps(spark):  # as ParquetSink writes them
             return commit_rows(
                 spark, batch, where, connector, task, epoch, ranges, state, partition_by,
-                merge_schema, kind, extra,
+                merge_schema, kind, extra, made,
             )  # fmt: skip
 
     return job(run)

@@ -12,6 +12,7 @@ from typing import Any
 
 from daemon.connectors.delta.txns import Txn, parse_metadata
 from daemon.connectors.tables.names import quote
+from daemon.connectors.tables.timeparts import generation_expression
 
 #: How many commits of the history a read-back reads, then more (None: all that are left).
 HISTORY_PAGES = (64, 1024, None)
@@ -96,20 +97,82 @@ def location(spark: Any, path: str, table: str) -> str | None:
     return str(location)
 
 
-def create_in_catalog(spark: Any, table: str, df: Any, partition_by: Sequence[str]) -> None:
-    """Create the catalog table ``table`` from ``df``'s schema (a metadata-only commit);
-    another task that created it first is fine."""
-    writer = df.limit(0).write.format("delta").mode("append")
-    if partition_by:
-        writer = writer.partitionBy(*partition_by)
+def create_table(
+    spark: Any,
+    df: Any,
+    partition_by: Sequence[str],
+    generated: Mapping[str, Sequence[str]],
+    *,
+    path: str = "",
+    table: str = "",
+) -> None:
+    """Create the Delta table at ``path``, or the catalog table ``table``, from ``df``'s schema
+    (a metadata-only commit), partitioned by ``partition_by``. The columns of ``generated``
+    (``name → [transform, source]``: ``partition.by``'s time transforms) are declared as Delta
+    generated columns (``timeparts.generation_expression``) where their source's type allows;
+    Delta then checks every write's values against them, and computes them for a writer that
+    leaves them out. Another task that created the table first is fine."""
     database, _, _ = table.rpartition(".")
+    if database:
+        spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote(database)}")
+    types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+    expressions = {
+        name: expression
+        for name, (transform, source) in generated.items()
+        if name in types and source in types
+        for expression in [generation_expression(transform, source, types[source])]
+        if expression is not None
+    }
     try:
-        if database:
-            spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote(database)}")
-        writer.saveAsTable(quote(table))
+        if expressions:
+            _build(spark, df, partition_by, expressions, path=path, table=table)
+            return
+        writer = df.limit(0).write.format("delta").mode("append")
+        if partition_by:
+            writer = writer.partitionBy(*partition_by)
+        writer.saveAsTable(quote(table)) if table else writer.save(path)
     except Exception:
-        if not spark.catalog.tableExists(quote(table)):
+        exists = (
+            spark.catalog.tableExists(quote(table))
+            if table
+            else delta_log(spark, path).tableExists()
+        )
+        if not exists:
             raise
+
+
+def _build(
+    spark: Any,
+    df: Any,
+    partition_by: Sequence[str],
+    expressions: Mapping[str, str],
+    *,
+    path: str,
+    table: str,
+) -> None:
+    """``create_table`` through Delta's ``DeltaTableBuilder``: the one way to declare
+    generated columns without writing the schema as DDL text."""
+    jvm, session = spark._jvm, spark._jsparkSession
+    tables = jvm.io.delta.tables.DeltaTable
+    schema = df._jdf.schema()
+    builder = tables.create(session)
+    builder = builder.tableName(quote(table)) if table else builder.location(path)
+    for field in df.schema.fields:  # in the batch's order
+        jfield = schema.apply(field.name)
+        if field.name in expressions:
+            column = (
+                tables.columnBuilder(session, field.name)
+                .dataType(jfield.dataType())
+                .generatedAlwaysAs(expressions[field.name])
+                .nullable(True)
+                .build()
+            )
+            builder = builder.addColumn(column)
+        else:
+            builder = builder.addColumn(jfield)
+    if partition_by:
+        builder = builder.partitionedBy(scala_seq(jvm, list(partition_by)))
+    builder.execute()
 
 
 # ---- py4j plumbing ------------------------------------------------------------------------

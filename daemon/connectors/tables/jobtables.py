@@ -164,6 +164,8 @@ class JobTable:
             partition_by=list(settings.partition_by),
             merge_schema=settings.merge_schema,
             reason=reason,
+            # Only Delta's tables declare them (Iceberg's transforms are hidden: none).
+            **({"generated": settings.generated} if settings.generated else {}),
         )
         self._state.update(result["state"])
         if result.get("schema") is not None:

@@ -402,6 +402,15 @@ class TableSettings:
     #: Columns computed from each record's time (``timeparts``), appended as records arrive.
     time_columns: tuple[TimeColumn, ...] = ()
 
+    @property
+    def generated(self) -> dict[str, list[str]]:
+        """The computed columns of ``partition.by``'s transforms, ``name → [transform, source]``:
+        what DeltaSink declares as generated columns when it creates a table (Iceberg's are
+        hidden, ``hidden_transforms``, so none here)."""
+        return {
+            c.name: [c.transform, c.source] for c in self.time_columns if c.transform and c.source
+        }
+
     def hidden_transforms(self) -> TableSettings:
         """For a format that partitions by time transforms itself (Iceberg's hidden
         partitioning): ``partition.by``'s transforms stay as ``day(col)`` in ``partition_by``

@@ -172,6 +172,53 @@ def transform_of(item: str) -> tuple[str, str] | None:
     return TRANSFORMS[call.group(1)], call.group(2)
 
 
+_INTEGERS = ("tinyint", "smallint", "int", "bigint")
+
+
+def generation_expression(transform: str, source: str, spark_type: str) -> str | None:
+    """The Spark SQL expression of a ``partition.by`` transform's column as a Delta generated
+    column (``GENERATED ALWAYS AS``), for a ``source`` column of Spark type ``spark_type``
+    (its ``simpleString``); ``None`` for a type it cannot take.
+
+    It gives what ``TimeColumn.render`` gives, in any session time zone: the day and hour come
+    from integer arithmetic on the epoch (``unix_timestamp`` of a timestamp is its epoch
+    seconds whatever the zone; of a wall time without zone, as if in UTC), never from a cast
+    or ``date_format`` of a timestamp, which Spark evaluates in the session's zone (a writer or
+    a reader in another zone would compute, or prune by, other days). Only functions Delta
+    allows in a generated column are used. Delta derives no partition filters from it: filter
+    on the partition column itself."""
+    col = "`" + source.replace("`", "``") + "`"
+    epoch = "DATE'1970-01-01'"
+    if spark_type in ("timestamp", "timestamp_ntz"):
+        seconds = f"unix_timestamp({col})"
+        days = f"(({seconds} - pmod({seconds}, 86400)) div 86400)"
+        day = f"date_add({epoch}, CAST({days} AS INT))"
+        hour = f"CAST(pmod({seconds}, 86400) div 3600 AS INT)"
+    elif spark_type in _INTEGERS:  # epoch milliseconds
+        millis = f"CAST({col} AS BIGINT)"
+        days = f"(({millis} - pmod({millis}, 86400000)) div 86400000)"
+        day = f"date_add({epoch}, CAST({days} AS INT))"
+        hour = f"CAST(pmod({millis}, 86400000) div 3600000 AS INT)"
+    elif spark_type == "date":
+        day, hour = col, "0"
+    else:
+        return None
+    if transform == "day":
+        return day
+    if transform == "year":
+        return f"year({day})"
+    if transform == "month":
+        text = f"format_string('%04d-%02d', year({day}), month({day}))"
+    elif transform == "hour":
+        text = (
+            f"format_string('%04d-%02d-%02d-%02d', year({day}), month({day}), day({day}), {hour})"
+        )
+    else:
+        return None
+    # format_string writes a null argument as the text "null".
+    return f"CASE WHEN {col} IS NULL THEN NULL ELSE {text} END"
+
+
 def check_hidden(partition_by: Sequence[str], schema: pa.Schema) -> None:
     """For a format's own transforms (``day(col)`` left in ``partition_by``: Iceberg's hidden
     partitions): their columns must hold timestamps (or dates, except for ``hour``)."""

@@ -63,10 +63,15 @@ def _parquet_partitions(table: Path) -> list[str]:
 
 
 def _delta_partitions(table: Path) -> list[str]:
+    """The Delta table's partition columns; a time transform's is a generated column."""
     for line in (table / "_delta_log" / "00000000000000000000.json").read_text().splitlines():
         action = json.loads(line)
         if "metaData" in action:
-            return list(action["metaData"]["partitionColumns"])
+            fields = json.loads(action["metaData"]["schemaString"])["fields"]
+            generated = {f["name"] for f in fields if "delta.generationExpression" in f["metadata"]}
+            columns = list(action["metaData"]["partitionColumns"])
+            assert generated == {c for c in columns if c.startswith("kafka_timestamp_")}
+            return columns
     raise AssertionError("no metaData in the first commit")
 
 

@@ -5,6 +5,7 @@ metastore service (docs/connectors.md#deltasink)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import pyarrow as pa
 import pytest
 from support.spark import spark_settings
 
+from daemon.connectors.tables import timeparts
 from daemon.connectors.tables.jobs import raise_for
 from daemon.executor import ExecutorPool
 from daemon.storage.logstate import ZombieEpoch
@@ -103,3 +105,41 @@ async def test_a_catalog_table_is_created_and_fenced(
         == 20
     )
     assert (await job("read_offsets", connector="c"))["offsets"] == [["t", 0, 20]]
+
+    # A catalog table partitioned by a time transform: its column is a generated column.
+    _, columns = timeparts.split_partition_by(["day(kafka_timestamp)"])
+    stamps = pa.array([0, 86_400_000 - 1, None], pa.timestamp("ms", "UTC"))
+    timed = timeparts.derived(rows(0, 3).append_column("kafka_timestamp", stamps), columns, 0)
+    made = await job(
+        "open_table", connector="d", task=0, epoch=1, partitions=[["t", 0]], table="lake.timed"
+    )
+    await job(
+        "commit",
+        timed,
+        connector="d",
+        task=0,
+        epoch=1,
+        ranges=[["t", 0, 0, 3]],
+        state=made["state"],
+        table="lake.timed",
+        partition_by=["kafka_timestamp_day"],
+        generated={"kafka_timestamp_day": ["day", "kafka_timestamp"]},
+    )
+    assert await hive_pool.run(
+        "lake-0", f"{__name__}:generation", timeout=120, kwargs={"table": "lake.timed"}
+    ) == {
+        "kafka_timestamp_day": timeparts.generation_expression(
+            "day", "kafka_timestamp", "timestamp"
+        )
+    }
+
+
+def generation(spark: Any, batch: Any, *, table: str) -> dict[str, str]:
+    """The generation expressions of ``table``'s columns, from its Delta log's metadata (a
+    read's schema leaves them out)."""
+    from daemon.connectors.delta import log
+
+    where = log.location(spark, "", table)
+    schema = json.loads(log.latest(spark, log.delta_log(spark, where)).metadata().schemaString())
+    key = "delta.generationExpression"
+    return {f["name"]: f["metadata"][key] for f in schema["fields"] if key in f["metadata"]}

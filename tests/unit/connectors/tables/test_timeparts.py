@@ -184,6 +184,44 @@ def test_the_sinks_settings_take_both_and_check_them() -> None:
     assert found == {"timezone": "timezone: time-based partitioning needs a timezone"}
 
 
+def test_delta_declares_the_transforms_columns_generated_and_the_layouts_not() -> None:
+    table = ParquetSettings.from_config(
+        {
+            "path": "/t",
+            "partition.by": "day(kafka_timestamp),hour(at),kafka_partition",
+            "partitioner.class": HOURLY,
+            "timezone": "UTC",
+            "locale": "en",
+        }
+    ).table
+    assert table.generated == {
+        "kafka_timestamp_day": ["day", "kafka_timestamp"],
+        "at_hour": ["hour", "at"],
+    }  # path.format's columns (year, month, ...) are in a time zone: plain columns
+    iceberg = IcebergSettings.from_config(
+        {"table": "db.t", "catalog.warehouse": "/w", "partition.by": "day(kafka_timestamp)"}
+    )
+    assert iceberg.table.generated == {}  # hidden
+
+
+@pytest.mark.parametrize("kind", ["timestamp", "timestamp_ntz", "bigint", "int", "date"])
+def test_generation_expressions_use_no_session_time_zone(kind: str) -> None:
+    for transform in ("year", "month", "day", "hour"):
+        found = tp.generation_expression(transform, "we`ird", kind)
+        assert found is not None and "`we``ird`" in found
+        # Spark evaluates these in the session's zone: never used (unix_timestamp of a date is).
+        for zoned in ("date_format", "to_date", "from_utc", "AS DATE", "AS TIMESTAMP"):
+            assert zoned not in found, (transform, found)
+        if kind == "date":
+            assert "unix_timestamp" not in found
+    assert tp.generation_expression("day", "d", "date") == "`d`"
+
+
+def test_no_generation_expression_for_other_types_or_transforms() -> None:
+    assert tp.generation_expression("day", "s", "string") is None
+    assert tp.generation_expression("week", "t", "timestamp") is None
+
+
 def test_iceberg_keeps_transforms_hidden_and_computes_only_the_layouts_columns() -> None:
     settings = IcebergSettings.from_config(
         {
