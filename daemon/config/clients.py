@@ -8,9 +8,13 @@ of each client's settings here (``KNOWN_KEYS``/``CONSUMER_KEYS``):
 - a consumer key that connectd passes on to aiokafka (``max.poll.records`` ...) must have a
   valid value: an error naming the key and the expected type (``check-config`` reports it, the
   daemon exits 78, a REST create answers 400); the runtime maps it with the same ``parse``;
+- the security settings (``security.protocol``, ``ssl.*``, ``sasl.*``) of every client are
+  read as the worker's own are (``daemon.config.parse.security_overrides``): the task
+  consumers take ``consumer.*``/``consumer.override.*``'s, the dead-letter queue's producer
+  ``producer.*``/``producer.override.*``'s, its admin client ``admin.*``/``admin.override.*``'s;
 - a key Connect's Java client knows but connectd does not use (``partition.assignment.strategy``,
-  any producer or admin key, the runtime's own ``group.id``) is a warning saying why it is
-  ignored;
+  a producer or admin key other than a security setting, the runtime's own ``group.id``) is a
+  warning saying why it is ignored;
 - any other key is a warning ``unknown key``, with a "did you mean" when one is close.
 
 Values holding a ``${provider:...}`` reference are checked once resolved, at task start.
@@ -184,8 +188,8 @@ _JAVA_PRODUCER = (
 _JAVA_ADMIN = ("bootstrap.controllers", "default.api.timeout.ms", "retries")
 
 KNOWN_PREFIXES = ("ssl.", "sasl.")
-"""Every client's TLS and SASL settings: known; the task consumers' are read as the worker's
-own (``daemon.config.parse.security_overrides``), the other clients' ignored."""
+"""Every client's TLS and SASL settings: known, and read as the worker's own
+(``daemon.config.parse.security_overrides``)."""
 
 KNOWN_KEYS: dict[KafkaClient, frozenset[str]] = {
     KafkaClient.CONSUMER: frozenset(
@@ -200,16 +204,18 @@ _NO_SUCH = "the Python Kafka client has no such setting"
 _UNUSED: Mapping[KafkaClient, str] = {
     KafkaClient.PRODUCER: (
         "only used by source connectors and Connect's dead letter queue producer; connectd runs"
-        " sink connectors and its dead letter producer uses the worker's Kafka settings"
+        " sink connectors and its dead letter producer takes only the security settings"
+        " (security.protocol, ssl.*, sasl.*) of producer.* and producer.override.*"
     ),
-    KafkaClient.ADMIN: "Connect's admin client setting; connectd's admin calls use the worker's"
-    " Kafka settings",
+    KafkaClient.ADMIN: "Connect's admin client setting; connectd's dead letter queue admin"
+    " client takes only the security settings (security.protocol, ssl.*, sasl.*) of admin.*"
+    " and admin.override.*",
 }
 
 
 def is_security_key(key: str) -> bool:
     """Whether a Kafka client key is one of its security settings (``security.protocol``,
-    ``ssl.*``, ``sasl.*``): a task consumer's override of it changes the worker's."""
+    ``ssl.*``, ``sasl.*``): a client's override of it changes the worker's for that client."""
     return key == "security.protocol" or key.startswith(KNOWN_PREFIXES)
 
 
@@ -235,13 +241,15 @@ def ignored_reason(client: KafkaClient, key: str) -> str | None:
         if is_security_key(key):
             return None  # honoured: daemon.config.parse.security_overrides
         return _NO_SUCH if key in KNOWN_KEYS[client] else None
+    if is_security_key(key):
+        return None  # the dead-letter queue's clients: daemon.config.parse.security_overrides
     return _UNUSED[client] if is_known(client, key) else None
 
 
 def key_problem(prefix: str, client: KafkaClient, key: str, value: object) -> Problem | None:
     """The problem with one setting ``<prefix><key>=value`` of ``client``, if any."""
     full = prefix + key
-    if client is KafkaClient.CONSUMER and is_security_key(key):
+    if is_security_key(key):
         return None  # checked as the worker's own: daemon.config.parse.security_overrides
     spec = CONSUMER_KEYS.get(key) if client is KafkaClient.CONSUMER else None
     if spec is not None:
@@ -269,3 +277,7 @@ def client_problems(
 
 ConsumerSettings = Annotated[f.StrDict, f.ClientKeys(KafkaClient.CONSUMER.value)]
 """Settings for the task consumers, by their Kafka names (``max.poll.records``)."""
+ProducerSettings = Annotated[f.StrDict, f.ClientKeys(KafkaClient.PRODUCER.value)]
+"""Producer settings by their Kafka names; the dead-letter producer takes the security ones."""
+AdminSettings = Annotated[f.StrDict, f.ClientKeys(KafkaClient.ADMIN.value)]
+"""Admin client settings by their Kafka names; the dead-letter admin takes the security ones."""

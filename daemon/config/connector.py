@@ -19,7 +19,13 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationIn
 from daemon.config import fields as f
 from daemon.config import transforms as tf
 from daemon.config import values
-from daemon.config.clients import ConsumerSettings, KafkaClient, client_problems
+from daemon.config.clients import (
+    AdminSettings,
+    ConsumerSettings,
+    KafkaClient,
+    ProducerSettings,
+    client_problems,
+)
 from daemon.config.fields import Expect, choice, setting
 from daemon.config.problems import Problem, error, warning
 from daemon.config.worker import WorkerConfig
@@ -290,6 +296,18 @@ class ConnectorConfig(BaseModel):
         key="consumer.override.*",
         description="Consumer settings for this connector's tasks, over the worker's consumer.*.",
     )
+    producer_override: ProducerSettings = setting(
+        {},
+        key="producer.override.*",
+        description="Security settings (security.protocol, ssl.*, sasl.*) of this connector's"
+        " dead-letter producer, over the worker's producer.*; other keys warned about, unused.",
+    )
+    admin_override: AdminSettings = setting(
+        {},
+        key="admin.override.*",
+        description="Security settings (security.protocol, ssl.*, sasl.*) of this connector's"
+        " dead-letter admin client, over the worker's admin.*; other keys warned about, unused.",
+    )
 
     connector_settings: dict[str, str] = Field(default_factory=dict)
     properties: dict[str, str] = Field(default_factory=dict)
@@ -370,10 +388,18 @@ class ConnectorConfig(BaseModel):
                 )
             )
         problems += self.chain_and_problems()[1]
-        problems += client_problems(
-            "consumer.override.", KafkaClient.CONSUMER, self.consumer_override
-        )
+        for prefix, settings in self.client_overrides().items():
+            client = KafkaClient(prefix.removesuffix(".override."))
+            problems += client_problems(prefix, client, settings)
         return problems
+
+    def client_overrides(self) -> dict[str, dict[str, str]]:
+        """Each Kafka client's overrides by their prefix (``consumer.override.`` ...)."""
+        return {
+            "consumer.override.": self.consumer_override,
+            "producer.override.": self.producer_override,
+            "admin.override.": self.admin_override,
+        }
 
 
 def effective_header_converter(

@@ -10,8 +10,6 @@ with a warning, an unknown one draws "unknown key" with a "did you mean".
 
 from __future__ import annotations
 
-from daemon.config.clients import KafkaClient
-
 _JVM = "only meaningful on the JVM; ignored"
 _SOURCE = "only used by source connectors; connectd runs sink connectors; ignored"
 _CLIENT = (
@@ -144,15 +142,6 @@ CONNECTOR_PREFIXES: dict[str, str] = {
     "topic.creation.": _SOURCE,
 }
 
-WORKER_CLIENT_PREFIXES: dict[str, KafkaClient] = {
-    "producer.": KafkaClient.PRODUCER,
-    "admin.": KafkaClient.ADMIN,
-}
-
-CONNECTOR_CLIENT_PREFIXES: dict[str, KafkaClient] = {
-    "producer.override.": KafkaClient.PRODUCER,
-    "admin.override.": KafkaClient.ADMIN,
-}
 #: Kafka's client SASL keys that name Java classes or a grant connectd does not make: refused.
 _SASL_JAVA_CLASS = (
     "a Java class that Kafka's clients load; connectd runs no Java plug-ins, so it cannot"

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, SecretStr
 
 from daemon import tlsprotocols
 from daemon.config import fields as f
-from daemon.config.clients import ConsumerSettings
+from daemon.config.clients import AdminSettings, ConsumerSettings, ProducerSettings
 from daemon.config.fields import setting
 from daemon.config.problems import Problem, error, warning
 from daemon.config.values import (
@@ -301,6 +301,29 @@ class KafkaSettings(BaseModel):
         group=_KAFKA,
         description="Overrides for the task consumers: consumer.max.poll.records=500 etc.",
     )
+    producer: ProducerSettings = setting(
+        {},
+        key="producer.*",
+        example={"sasl.jaas.config": "..."},
+        group=_KAFKA,
+        description="The dead-letter queue's producer: its security settings (security.protocol,"
+        " ssl.*, sasl.*) over the worker's; other producer keys are for source connectors"
+        " (warned about, unused).",
+    )
+    admin: AdminSettings = setting(
+        {},
+        key="admin.*",
+        example={"sasl.jaas.config": "..."},
+        group=_KAFKA,
+        description="The dead-letter queue's admin client (it creates the topic): its security"
+        " settings (security.protocol, ssl.*, sasl.*) over the worker's; other admin keys are"
+        " warned about, unused.",
+    )
+
+    def client_settings(self) -> dict[str, dict[str, str]]:
+        """Each Kafka client's settings by their prefix (``consumer.``, ``producer.``,
+        ``admin.``)."""
+        return {"consumer.": self.consumer, "producer.": self.producer, "admin.": self.admin}
 
     def tls_stores(self) -> tuple[Store | None, Store | None]:
         """The key store and the trust store the Kafka clients use, as configured."""

@@ -15,7 +15,7 @@ from typing import Generic, NamedTuple, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from daemon.config import ignored
-from daemon.config.clients import KafkaClient, is_security_key, key_problem
+from daemon.config.clients import is_security_key
 from daemon.config.connector import ConnectorConfig
 from daemon.config.definitions import ConnectorDefResolver
 from daemon.config.fields import SettingInfo, parse_list, settings_of
@@ -58,20 +58,15 @@ def _split(
     values: Mapping[str, object],
     ignored_keys: Mapping[str, str],
     ignored_prefixes: Mapping[str, str],
-    client_prefixes: Mapping[str, KafkaClient],
     refused: Mapping[str, str] | None = None,
 ) -> _Split:
     """Sort keys into the model's input (by alias), ignored keys (a warning each), refused keys
-    (an error each), keys of a Kafka client connectd does not pass on (checked against its
-    settings) and unknown keys."""
+    (an error each) and unknown keys."""
     refused = refused or {}
     infos = settings_of(model)
     exact = {i.key: i for i in infos if i.prefix is None}
-    prefixes: list[tuple[str, SettingInfo | str | KafkaClient]] = [
-        (i.prefix, i) for i in infos if i.prefix
-    ]
+    prefixes: list[tuple[str, SettingInfo | str]] = [(i.prefix, i) for i in infos if i.prefix]
     prefixes += list(ignored_prefixes.items())
-    prefixes += list(client_prefixes.items())
     prefixes.sort(key=lambda item: len(item[0]), reverse=True)
     out = _Split()
     for key, value in values.items():
@@ -87,9 +82,6 @@ def _split(
             )
             if claim is None:
                 out.unknown[key] = value
-            elif isinstance(claim[1], KafkaClient):
-                problem = key_problem(claim[0], claim[1], key[len(claim[0]) :], value)
-                out.problems += [problem] if problem is not None else []
             elif isinstance(claim[1], str):
                 out.problems.append(warning(key, claim[1]))
             else:
@@ -175,7 +167,6 @@ def parse_worker(
         values,
         ignored.WORKER_KEYS,
         ignored.WORKER_PREFIXES,
-        ignored.WORKER_CLIENT_PREFIXES,
         ignored.WORKER_REFUSED,
     )
     problems += split.problems
@@ -194,7 +185,8 @@ def parse_worker(
         )
     config = _validate(WorkerConfig, split.data, problems)
     if config is not None:
-        problems += security_overrides("consumer.", config.consumer)[1]
+        for prefix, settings in config.client_settings().items():
+            problems += security_overrides(prefix, settings)[1]
     if config is not None and mode is not None:
         problems += mode_problems(config, mode)
     return _finish(config, problems, file, lines)
@@ -221,7 +213,6 @@ def parse_connector(
         values,
         ignored.CONNECTOR_KEYS,
         ignored.CONNECTOR_PREFIXES,
-        ignored.CONNECTOR_CLIENT_PREFIXES,
     )
     problems = list(split.problems)
     for key in [k for k, v in split.data.items() if isinstance(v, str) and has_reference(v)]:
@@ -270,7 +261,8 @@ def parse_connector(
         problems,
     )
     if config is not None:
-        problems += security_overrides("consumer.override.", config.consumer_override)[1]
+        for prefix, settings in config.client_overrides().items():
+            problems += security_overrides(prefix, settings)[1]
     return _finish(config, problems, file, lines)
 
 
@@ -293,7 +285,6 @@ def security_overrides(
         chosen,
         ignored.WORKER_KEYS,
         ignored.WORKER_PREFIXES,
-        {},
         ignored.WORKER_REFUSED,
     )
     problems = list(split.problems)

@@ -336,7 +336,8 @@ class WorkerConfig(KafkaSettings, RestApiSettings, DistributedSettings, Executor
         _, problems = provider_specs(self.config_providers, self.config_provider_settings)
         problems += self.kafka_problems()
         problems += rest_problems(self)
-        problems += client_problems("consumer.", KafkaClient.CONSUMER, self.consumer)
+        for prefix, settings in self.client_settings().items():
+            problems += client_problems(prefix, KafkaClient(prefix.rstrip(".")), settings)
         problems += self.executor_problems()
         return problems
 

@@ -16,6 +16,7 @@ A record is *errant* when a converter or a transform rejects it (``BadRecord``) 
 from __future__ import annotations
 
 import bisect
+import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -24,6 +25,7 @@ from typing import Any
 import pyarrow as pa
 
 from daemon.config import ConnectorConfig, ErrorTolerance, WorkerConfig
+from daemon.config.clients import KafkaClient
 from daemon.connectors.api import TaskId
 from daemon.connectors.converters import Converter
 from daemon.connectors.records import BadRecord, OffsetRange, RecordBatch, TopicPartition
@@ -36,8 +38,8 @@ from daemon.runtime.deadletter.index import (
     encode_bound,
     qualified_name,
 )
-from daemon.runtime.deadletter.topic import DeadLetterTopic
-from daemon.runtime.incarnation.consumer import client_settings
+from daemon.runtime.deadletter.topic import Clients, DeadLetterTopic
+from daemon.runtime.incarnation.consumer import client_security, client_settings
 from daemon.runtime.settings import TaskSettings
 
 log = logging.getLogger("connectd.task")
@@ -187,6 +189,17 @@ def _clip(value: bytes | str | None) -> str:
     return text + ("…" if len(value) > LOG_CONTENT_MAX else "")
 
 
+def dead_letter_clients(worker: WorkerConfig, config: ConnectorConfig, task: int) -> Clients:
+    """The dead-letter topic's clients of one task of ``config``: the producer (and reader)
+    with the security settings of ``producer.*`` and ``producer.override.*`` over the worker's,
+    the admin client with those of ``admin.*`` and ``admin.override.*``, as Connect builds a
+    dead-letter queue's clients."""
+    purpose = f"{config.name}-{task}-dlq"
+    producer = client_security(worker, config, KafkaClient.PRODUCER, "the dead-letter producer")
+    admin = client_security(worker, config, KafkaClient.ADMIN, "the dead-letter admin client")
+    return Clients(client_settings(producer, purpose), client_settings(admin, purpose))
+
+
 class ErrantRecords:
     """One incarnation's errant-record handling (see the module docstring)."""
 
@@ -214,11 +227,10 @@ class ErrantRecords:
         self._count = count
         name = config.errors_deadletterqueue_topic_name
         if name and config.errors_tolerance is ErrorTolerance.ALL:
-            client = client_settings(worker, f"{config.name}-{task_id.task}-dlq")
             self.dlq = DeadLetterTopic(
                 name,
                 replication_factor=config.errors_deadletterqueue_topic_replication_factor,
-                client=client,
+                clients=functools.partial(dead_letter_clients, worker, config, task_id.task),
                 close_timeout=close_timeout,
             )
 

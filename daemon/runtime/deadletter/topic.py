@@ -8,7 +8,11 @@ module is the I/O.
 - ``start``: creates the topic if it does not exist, as Connect does (one partition, the
   configured ``errors.deadletterqueue.topic.replication.factor``; a factor the cluster cannot
   satisfy is a ``ConfigError`` naming that key), then starts an idempotent producer
-  (``acks=all``) and a reader (no consumer group, ``read_committed``).
+  (``acks=all``) and a reader (no consumer group, ``read_committed``). The admin client logs
+  in with the security settings Connect gives a dead-letter queue's admin client
+  (``admin.*``, ``admin.override.*``), the producer with its producer's (``producer.*``,
+  ``producer.override.*``), and the reader, which reads what the producer wrote, as the
+  producer.
 - ``produce``: sends a batch's dead letters and waits until every one is acknowledged.
 - ``read``: the dead letters whose origin is one of the given source partitions at or after the
   given offsets, reading each dead-letter partition from a lower bound to its end offset.
@@ -22,7 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -36,6 +41,17 @@ from daemon.runtime.deadletter.index import Headers, decode_bound, lowest, origi
 from daemon.runtime.settings import TaskSettings
 
 log = logging.getLogger("connectd.task")
+
+
+@dataclass(frozen=True)
+class Clients:
+    """aiokafka's connection arguments (``bootstrap_servers``, security, ``client_id``) of the
+    dead-letter topic's producer (the reader's too) and of its admin client."""
+
+    producer: Mapping[str, Any]
+    admin: Mapping[str, Any]
+
+
 RF_KEY = "errors.deadletterqueue.topic.replication.factor"
 INVALID_REPLICATION_FACTOR = 38
 TOPIC_ALREADY_EXISTS = 36
@@ -49,18 +65,18 @@ class DeadLetterTopic:
         topic: str,
         *,
         replication_factor: int,
-        client: Mapping[str, Any],
+        clients: Callable[[], Clients],
         timeout: float = 30.0,
         close_timeout: float = TaskSettings.client_close_timeout,
     ) -> None:
-        """``client``: aiokafka's connection arguments (``bootstrap_servers``, security,
-        ``client_id``), shared by the admin client, the producer and the reader.
-        ``close_timeout``: how long ``close`` waits for each of them."""
+        """``clients``: the clients' arguments, made when ``start`` runs and off the event
+        loop (a key store of their own may cost a ``keytool`` run; a ``ConfigError`` names a
+        setting). ``close_timeout``: how long ``close`` waits for each of them."""
         self.topic = topic
         self.replication_factor = replication_factor
         self.timeout = timeout
         self.close_timeout = close_timeout
-        self._client = dict(client)
+        self._clients = clients
         self._admin: AIOKafkaAdminClient | None = None
         self._producer: AIOKafkaProducer | None = None
         self._reader: AIOKafkaConsumer | None = None
@@ -69,16 +85,17 @@ class DeadLetterTopic:
     async def start(self) -> None:
         try:
             async with asyncio.timeout(self.timeout):
-                self._admin = AIOKafkaAdminClient(**self._client)
+                clients = await asyncio.to_thread(self._clients)
+                self._admin = AIOKafkaAdminClient(**clients.admin)
                 await self._admin.start()
                 await self._create_if_missing()
                 self.partitions = await self._partitions()
                 self._producer = AIOKafkaProducer(
-                    **self._client, acks="all", enable_idempotence=True, linger_ms=5
+                    **clients.producer, acks="all", enable_idempotence=True, linger_ms=5
                 )
                 await self._producer.start()
                 self._reader = AIOKafkaConsumer(
-                    **self._client,
+                    **clients.producer,
                     group_id=None,
                     enable_auto_commit=False,
                     isolation_level="read_committed",

@@ -141,23 +141,31 @@ _STORE_FIELDS = {
 
 
 def consumer_security(worker: WorkerConfig, connector: ConnectorConfig) -> WorkerConfig:
+    """The worker's settings with the security settings of ``consumer.*`` and then the
+    connector's ``consumer.override.*`` applied, as Connect applies them to a task's consumer:
+    e.g. a connector's own ``sasl.jaas.config`` (``client_security``)."""
+    return client_security(worker, connector, KafkaClient.CONSUMER, "the task consumer")
+
+
+def client_security(
+    worker: WorkerConfig, connector: ConnectorConfig, client: KafkaClient, what: str
+) -> WorkerConfig:
     """The worker's settings with the security settings (``security.protocol``, ``ssl.*``,
-    ``sasl.*``) of ``consumer.*`` and then the connector's ``consumer.override.*`` applied, as
-    Connect applies them to a task's consumer: e.g. a connector's own ``sasl.jaas.config``.
-    ``ConfigError`` names a value that is wrong once resolved, or settings that do not fit
-    together."""
+    ``sasl.*``) of the worker's ``<client>.*`` and then the connector's ``<client>.override.*``
+    applied, as Connect applies them to that client. ``ConfigError`` names a value that is
+    wrong once resolved, or settings that do not fit together (``what``: whose they are)."""
     update: dict[str, object] = {}
     problems = []
     for prefix, settings in (
-        ("consumer.", worker.consumer),
-        ("consumer.override.", connector.consumer_override),
+        (f"{client}.", worker.client_settings()[f"{client}."]),
+        (f"{client}.override.", connector.client_overrides()[f"{client}.override."]),
     ):
         fields, found = security_overrides(prefix, settings)
         update.update(fields)
         problems += found
     if not update and not problems:
         return worker
-    # A store of the consumer's own takes none of the worker's store's type or passwords.
+    # A store of the client's own takes none of the worker's store's type or passwords.
     unset = [
         name
         for store, own in _STORE_FIELDS.items()
@@ -171,7 +179,7 @@ def consumer_security(worker: WorkerConfig, connector: ConnectorConfig) -> Worke
     problems += effective.kafka_problems()
     errors = [str(p) for p in problems if p.is_error]
     if errors:
-        raise ConfigError(f"the task consumer's security settings: {'; '.join(errors)}")
+        raise ConfigError(f"{what}'s security settings: {'; '.join(errors)}")
     return effective
 
 

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition
@@ -255,16 +256,10 @@ async def test_sasl_plaintext_with_oauthbearer_tokens_from_an_oidc_provider(
     )
 
 
-async def test_each_connector_reads_with_its_own_consumer_override_credentials(
-    secure_broker: KafkaBroker, stores: Stores, daemon_process: ProcessFactory, tmp_path: Path
-) -> None:
-    """Connect's consumer.override.sasl.* (what the Principal policy exists for): the worker's
-    own clients log in with PLAIN, one connector's consumers with an OAUTHBEARER token that has
-    the scope the broker requires, another's with one that lacks it. The first reads the whole
-    topic, the second nothing: each task consumer used its connector's settings."""
-    topic = await _topic_with_records(secure_broker, "secure-overrides")
-    worker = worker_properties(
-        f"127.0.0.1:{secure_broker.listener_ports['SASL_SSL']}",
+def _plain_worker(broker: KafkaBroker, stores: Stores, tmp_path: Path) -> dict[str, str]:
+    """A worker whose own clients log in with PLAIN on the SASL_SSL listener."""
+    return worker_properties(
+        f"127.0.0.1:{broker.listener_ports['SASL_SSL']}",
         tmp_path / "state",
         **{
             "security.protocol": "SASL_SSL",
@@ -274,6 +269,17 @@ async def test_each_connector_reads_with_its_own_consumer_override_credentials(
             "ssl.truststore.password": TRUST_PASS,
         },
     )
+
+
+async def test_each_connector_reads_with_its_own_consumer_override_credentials(
+    secure_broker: KafkaBroker, stores: Stores, daemon_process: ProcessFactory, tmp_path: Path
+) -> None:
+    """Connect's consumer.override.sasl.* (what the Principal policy exists for): the worker's
+    own clients log in with PLAIN, one connector's consumers with an OAUTHBEARER token that has
+    the scope the broker requires, another's with one that lacks it. The first reads the whole
+    topic, the second nothing: each task consumer used its connector's settings."""
+    topic = await _topic_with_records(secure_broker, "secure-overrides")
+    worker = _plain_worker(secure_broker, stores, tmp_path)
 
     def sink(name: str, scope: str) -> dict[str, str]:
         jaas = f'{OAUTH_MODULE} unsecuredLoginStringClaim_sub="{name}"'
@@ -304,6 +310,90 @@ async def test_each_connector_reads_with_its_own_consumer_override_credentials(
     assert refused and all("[tenant-denied|" in line for line in refused), log[-4000:]
     assert "insufficient_scope" in refused[0], log[-4000:]
     assert "Did we not perform bootstrap" not in log
+
+
+async def _end_offset(broker: KafkaBroker, topic: str) -> int:
+    consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap)
+    await consumer.start()
+    try:
+        if topic not in await consumer.topics():
+            return -1
+        tp = TopicPartition(topic, 0)
+        return int((await consumer.end_offsets([tp]))[tp])
+    finally:
+        await consumer.stop()
+
+
+async def test_each_connectors_dead_letters_go_with_its_own_producer_and_admin_credentials(
+    secure_broker: KafkaBroker, stores: Stores, daemon_process: ProcessFactory, tmp_path: Path
+) -> None:
+    """Connect's producer.override.* and admin.override.* for a sink: its dead-letter queue's
+    producer and admin client. The worker and the task consumers log in with PLAIN; one
+    connector's dead-letter clients with OAUTHBEARER tokens that have the broker's scope,
+    another's producer, a third one's admin client with one that lacks it. The first writes a
+    dead letter for each record (none is JSON); the second's producer and the third's admin
+    client are refused, and only theirs: the third's topic is never created."""
+    topic = await _topic_with_records(secure_broker, "secure-dead-letters")
+    worker = _plain_worker(secure_broker, stores, tmp_path)
+
+    def sink(name: str, producer: str, admin: str) -> dict[str, str]:
+        def token(who: str, scope: str) -> str:
+            return (
+                f'{OAUTH_MODULE} unsecuredLoginStringClaim_sub="{who}"'
+                f' unsecuredLoginListClaim_scope=",{scope}";'
+            )
+
+        return {
+            "name": name,
+            "connector.class": "EchoSink",
+            "topics": topic,
+            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "value.converter.schemas.enable": "false",
+            "errors.tolerance": "all",
+            "errors.deadletterqueue.topic.name": f"{name}-dlq",
+            "errors.deadletterqueue.topic.replication.factor": "1",
+            "producer.override.sasl.mechanism": "OAUTHBEARER",
+            "producer.override.sasl.jaas.config": token(f"{name}-producer", producer),
+            "admin.override.sasl.mechanism": "OAUTHBEARER",
+            "admin.override.sasl.jaas.config": token(f"{name}-admin", admin),
+        }
+
+    sinks = [
+        sink("letters-ok", SCOPE, SCOPE),
+        sink("letters-denied", "other", SCOPE),
+        sink("letters-no-admin", SCOPE, "other"),
+    ]
+    p = daemon_process(worker, sinks)
+
+    async def dead_letters() -> int:
+        return await _end_offset(secure_broker, "letters-ok-dlq")
+
+    def refusals() -> list[str]:
+        log = p.log_path.read_text(errors="replace").splitlines()
+        return [line for line in log if "refused the OAUTHBEARER token" in line]
+
+    async def all_dead() -> bool:
+        return await dead_letters() == RECORDS
+
+    try:
+        await wait_until(all_dead, 90, "a dead letter for each record", interval=0.5)
+        for name in ("letters-denied", "letters-no-admin"):
+            await wait_until(
+                lambda name=name: f"[{name}|" in "\n".join(refusals()),
+                60,
+                f"{name}'s client refused",
+                interval=0.5,
+            )
+    except AssertionError:
+        print(p.log()[-6000:])
+        raise
+    refused = refusals()
+    assert not [line for line in refused if "[letters-ok|" in line], refused
+    assert "insufficient_scope" in refused[0], refused[0]
+    # The denied producer's admin client (its own, good token) created its topic; the producer
+    # wrote nothing. The refused admin client created none.
+    assert await _end_offset(secure_broker, "letters-denied-dlq") == 0
+    assert await _end_offset(secure_broker, "letters-no-admin-dlq") == -1
 
 
 async def test_an_unreachable_token_endpoint_is_named_when_the_daemon_cannot_start(

@@ -91,7 +91,6 @@ def test_an_unknown_consumer_key_is_a_warning_with_a_suggestion() -> None:
         ("consumer.partition.assignment.strategy", "the Python Kafka client has no such setting"),
         ("consumer.group.id", "connect-<connector name>"),
         ("producer.acks", "dead letter"),
-        ("producer.ssl.keystore.password", "dead letter"),
         ("admin.retries", "admin"),
     ],
 )
@@ -99,6 +98,25 @@ def test_known_java_keys_connectd_ignores_are_warnings_saying_why(key: str, why:
     _, warnings = parse_worker({key: "x"})
     assert [w.key for w in warnings] == [key]
     assert warnings[0].message.startswith("ignored: ") and why in warnings[0].message
+
+
+def test_the_dead_letter_clients_security_keys_are_settings_checked_as_the_workers() -> None:
+    config, warnings = parse_worker(
+        {
+            "producer.security.protocol": "SASL_PLAINTEXT",
+            "producer.sasl.mechanism": "PLAIN",
+            "admin.ssl.truststore.type": "PEM",
+        }
+    )
+    assert warnings == []
+    assert config.producer == {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN"}
+    assert config.admin == {"ssl.truststore.type": "PEM"}
+    with pytest.raises(InvalidConfig) as bad:
+        parse_worker({"admin.security.protocol": "TLS", "producer.sasl.mechanism": "NTLM"})
+    keys = {p.key for p in bad.value.problems if p.is_error}
+    assert keys == {"admin.security.protocol", "producer.sasl.mechanism"}
+    problems = _connector_problems({"producer.override.security.protocol": "TLS"})
+    assert [p.key for p in problems if p.is_error] == ["producer.override.security.protocol"]
 
 
 @pytest.mark.parametrize(

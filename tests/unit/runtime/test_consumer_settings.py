@@ -6,6 +6,7 @@ import pytest
 
 from daemon.config import parse_connector, parse_worker
 from daemon.errors import ConfigError, InvalidConfig
+from daemon.runtime.deadletter.policy import dead_letter_clients
 from daemon.runtime.incarnation.consumer import (
     consumer_security,
     consumer_settings,
@@ -115,6 +116,38 @@ def test_a_connectors_own_credentials_reach_its_consumers_only() -> None:
     assert (own["sasl_mechanism"], own["sasl_plain_username"]) == ("PLAIN", "worker")
     plain = consumer_settings(worker, _connector(), task=0, put_timeout=10.0, warn=pytest.fail)
     assert (plain["sasl_mechanism"], plain["sasl_plain_username"]) == ("SCRAM-SHA-512", "worker")
+
+
+def test_the_dead_letter_clients_take_their_own_clients_security_settings() -> None:
+    """Connect builds a dead-letter queue's producer from producer.* and
+    producer.override.*, its admin client from admin.* and admin.override.*."""
+    worker = _worker(
+        **{
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.jaas.config": PLAIN % "worker",
+            "producer.sasl.jaas.config": PLAIN % "producer",
+            "admin.sasl.mechanism": "SCRAM-SHA-256",
+        }
+    )
+    clients = dead_letter_clients(worker, _connector(), 3)
+    assert clients.producer["client_id"] == clients.admin["client_id"] == "connectd-sink-3-dlq"
+    producer, admin = clients.producer, clients.admin
+    assert (producer["sasl_mechanism"], producer["sasl_plain_username"]) == ("PLAIN", "producer")
+    assert (admin["sasl_mechanism"], admin["sasl_plain_username"]) == ("SCRAM-SHA-256", "worker")
+    tenant = _connector(
+        **{
+            "producer.override.sasl.jaas.config": PLAIN % "tenant",
+            "admin.override.sasl.jaas.config": PLAIN % "tenant-admin",
+        }
+    )
+    clients = dead_letter_clients(worker, tenant, 0)
+    assert clients.producer["sasl_plain_username"] == "tenant"
+    assert clients.admin["sasl_plain_username"] == "tenant-admin"
+    consumer = consumer_settings(worker, tenant, task=0, put_timeout=10.0, warn=pytest.fail)
+    assert consumer["sasl_plain_username"] == "worker"  # each client its own
+    wrong = _connector(**{"producer.override.sasl.mechanism": "OAUTHBEARER"})
+    with pytest.raises(ConfigError, match="the dead-letter producer's security settings"):
+        dead_letter_clients(worker, wrong, 0)
 
 
 def test_overrides_that_do_not_fit_the_workers_settings_fail_the_task_naming_them() -> None:
