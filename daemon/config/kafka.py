@@ -484,11 +484,42 @@ def oauth_settings(kafka: KafkaSettings) -> OAuthSettings:
     )
 
 
+#: The JAAS line's ``ssl.*`` options connectd's https token client takes (Kafka's client takes
+#: every client TLS setting there; these are the ones its Kafka clients take too).
+JAAS_TLS_OPTIONS = frozenset(
+    {
+        "ssl.truststore.location",
+        "ssl.truststore.type",
+        "ssl.truststore.password",
+        "ssl.keystore.location",
+        "ssl.keystore.type",
+        "ssl.keystore.password",
+        "ssl.key.password",
+        "ssl.endpoint.identification.algorithm",
+    }
+)
+
+
 def _endpoint(kafka: KafkaSettings, url: str, jaas: dict[str, str]) -> Endpoint:
     scheme = url.partition(":")[0].lower()
     if scheme not in ("http", "https", "file"):
         raise OAuthSettingError(
             "sasl.oauthbearer.token.endpoint.url", f"{url!r} is not an http, https or file URL"
+        )
+    tls = {k: v for k, v in jaas.items() if k.startswith("ssl.")}
+    other = sorted(set(tls) - JAAS_TLS_OPTIONS)
+    if other:
+        raise OAuthSettingError(
+            "sasl.jaas.config",
+            f"{other[0]}: connectd's token endpoint client takes only these TLS options of the"
+            f" JAAS line: {', '.join(sorted(JAAS_TLS_OPTIONS))}",
+        )
+    algorithm = tls.get("ssl.endpoint.identification.algorithm", "https")
+    if algorithm.lower() not in ("", "https"):
+        raise OAuthSettingError(
+            "sasl.jaas.config",
+            f"ssl.endpoint.identification.algorithm={algorithm!r}: expected https (check the"
+            " token endpoint's host name, the default) or empty (do not)",
         )
     client_id = kafka.sasl_oauthbearer_client_credentials_client_id or jaas.get("clientId", "")
     client_secret = _secret(kafka.sasl_oauthbearer_client_credentials_client_secret) or jaas.get(
@@ -519,6 +550,7 @@ def _endpoint(kafka: KafkaSettings, url: str, jaas: dict[str, str]) -> Endpoint:
         seconds(kafka.sasl_login_read_timeout),
         kafka.sasl_login_retry_backoff.total_seconds(),
         kafka.sasl_login_retry_backoff_max.total_seconds(),
+        tuple(sorted(tls.items())) if scheme == "https" else (),
     )
 
 

@@ -191,7 +191,11 @@ EndpointIdentification = Annotated[
     Expect("https (check the broker's host name) or an empty string (do not)"),
 ]
 
-_JAAS_OPTION = re.compile(r"""(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|(\S+?))(?=[\s;]|$)""")
+#: An option name is one of Kafka's JAAS parser's words (a StreamTokenizer's: letters, digits,
+#: ``.``, ``-``, ``_``, ``$``), e.g. ``ssl.truststore.location``.
+_JAAS_OPTION = re.compile(
+    r"""(?<![\w.$-])([\w.$-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|(\S+?))(?=[\s;]|$)"""
+)
 
 
 def jaas_options(jaas: str) -> dict[str, str]:

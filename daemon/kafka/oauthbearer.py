@@ -110,6 +110,9 @@ class Endpoint:
     read_timeout: float | None = None
     retry_backoff: float = 0.1
     retry_backoff_max: float = 10.0
+    #: An https endpoint's TLS settings: the ``ssl.*`` options of the JAAS line, as Kafka's
+    #: client takes them (``JaasOptionsUtils.createSSLSocketFactory``), sorted.
+    tls: tuple[tuple[str, str], ...] = ()
     ssl_context: ssl.SSLContext | None = field(default=None, compare=False, hash=False)
 
     def file(self) -> Path | None:

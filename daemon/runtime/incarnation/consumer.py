@@ -39,6 +39,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
@@ -215,24 +216,23 @@ def security_settings(worker: WorkerConfig) -> dict[str, Any]:
     return out
 
 
-#: One token source per process for the same OAUTHBEARER settings and trust store (the token
-#: endpoint's, when it is https): every client with those shares it.
-_TOKEN_SOURCES: dict[tuple[OAuthSettings, object], TokenSource] = {}
+#: One token source per process for the same OAUTHBEARER settings: every client with those
+#: shares it.
+_TOKEN_SOURCES: dict[OAuthSettings, TokenSource] = {}
 
 
 def token_source(worker: WorkerConfig) -> TokenSource:
     """The OAUTHBEARER token source of the worker's settings, shared by its clients. A token
-    endpoint on https is checked against ssl.truststore.* if set, else the system's CAs."""
+    endpoint on https is checked, as Kafka's client checks it, against the TLS options of the
+    JAAS line (``ssl.truststore.*``, ``ssl.keystore.*``, ``ssl.key.password``,
+    ``ssl.endpoint.identification.algorithm``), the system's CAs without a trust store there;
+    never against the worker's own ``ssl.*`` settings, which are the brokers'."""
     settings = worker.oauth_settings()
-    truststore = worker.tls_stores()[1]
-    key = (settings, truststore)
-    found = _TOKEN_SOURCES.get(key)
+    found = _TOKEN_SOURCES.get(settings)
     if found is None:
         endpoint = settings.endpoint
         if endpoint is not None and endpoint.url.lower().startswith("https:"):
-            from daemon.tlsstores import client_context
-
-            endpoint = replace(endpoint, ssl_context=client_context(None, truststore, True))
+            endpoint = replace(endpoint, ssl_context=_endpoint_context(dict(endpoint.tls)))
         found = TokenSource(
             dict(settings.jaas),
             endpoint=endpoint,
@@ -240,8 +240,29 @@ def token_source(worker: WorkerConfig) -> TokenSource:
             scope_claim=settings.scope_claim,
             refresh=settings.refresh,
         )
-        _TOKEN_SOURCES[key] = found
+        _TOKEN_SOURCES[settings] = found
     return found
+
+
+def _endpoint_context(tls: Mapping[str, str]) -> Any:
+    """The https token endpoint's ``SSLContext`` from the JAAS line's TLS options (a store
+    that is wrong raises ``StoreError`` naming the option)."""
+    from daemon.tlsstores import client_context, configured
+
+    def store(name: str, key_password: str | None) -> Any:
+        location, kind = tls.get(f"ssl.{name}.location"), tls.get(f"ssl.{name}.type")
+        return configured(
+            f"sasl.jaas.config ssl.{name}",
+            Path(location) if location else None,
+            kind.upper() if kind else None,
+            tls.get(f"ssl.{name}.password"),
+            key_password,
+        )
+
+    check_hostname = tls.get("ssl.endpoint.identification.algorithm", "https") != ""
+    return client_context(
+        store("keystore", tls.get("ssl.key.password")), store("truststore", None), check_hostname
+    )
 
 
 class OutOfRange(Exception):

@@ -9,12 +9,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import ssl
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp import web
+from support.tls import TRUST_PASS, Stores, make_stores
 
 from daemon.config.parse import parse_worker
 from daemon.errors import InvalidConfig
@@ -438,3 +440,84 @@ async def test_the_scope_claim_name_chooses_which_claim_is_checked(
     source = ob.TokenSource({}, endpoint=ob.Endpoint(url, "c", "s"), scope_claim="scp")
     with pytest.raises(ob.OAuthBearerError, match="'scp' claim holds 'a' twice"):
         await source.token()
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory: pytest.TempPathFactory) -> Stores:
+    return make_stores(tmp_path_factory.mktemp("stores"))
+
+
+async def test_an_https_endpoint_is_trusted_by_the_jaas_lines_tls_options_as_in_kafka(
+    stores: Stores,
+) -> None:
+    """Kafka's token client takes its TLS settings from the JAAS line's ssl.* options
+    (JaasOptionsUtils.createSSLSocketFactory), not from the client's own ssl.* (the brokers'):
+    the endpoint's certificate is checked against the JAAS trust store, and without it
+    against the system's CAs, which refuse the test CA's certificate."""
+    token = _jwt({"sub": "svc", "exp": 4_000_000_000, "iat": 3_999_999_000})
+
+    async def handler(request: web.Request) -> web.Response:
+        return web.json_response({"access_token": token, "token_type": "Bearer"})
+
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server.load_cert_chain(stores.pem)
+    app = web.Application()
+    app.router.add_post("/token", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=server)
+    await site.start()
+    url = f"https://localhost:{runner.addresses[0][1]}/token"
+    try:
+
+        def worker(tls: str, **extra: str) -> Any:
+            jaas = f'{MODULE} clientId="c" clientSecret="s"{tls};'
+            values = _config(
+                **{
+                    "sasl.jaas.config": jaas,
+                    "sasl.login.callback.handler.class": HANDLER,
+                    "sasl.oauthbearer.token.endpoint.url": url,
+                    "sasl.login.retry.backoff.max.ms": "200",
+                    **extra,
+                }
+            )
+            return parse_worker(values).config
+
+        trusted = worker(
+            f' ssl.truststore.location="{stores.trust_jks}"'
+            f' ssl.truststore.type="jks" ssl.truststore.password="{TRUST_PASS}"'
+        )
+        assert await token_source(trusted).token() == token
+        # The worker's own trust store is the brokers': the token endpoint does not use it.
+        brokers_only = worker(
+            "",
+            **{
+                "ssl.truststore.location": str(stores.trust_jks),
+                "ssl.truststore.password": TRUST_PASS,
+            },
+        )
+        with pytest.raises(ob.OAuthBearerError, match="CERTIFICATE_VERIFY_FAILED"):
+            await token_source(brokers_only).token()
+        # ssl.endpoint.identification.algorithm="" turns the host name check off, as in Kafka.
+        unchecked = worker(
+            f' ssl.truststore.location="{stores.trust_jks}"'
+            f' ssl.truststore.password="{TRUST_PASS}" ssl.endpoint.identification.algorithm=""'
+        )
+        context = token_source(unchecked).endpoint.ssl_context  # type: ignore[union-attr]
+        assert context is not None and not context.check_hostname
+    finally:
+        await runner.cleanup()
+
+
+def test_tls_options_the_token_client_cannot_take_are_refused_by_name() -> None:
+    jaas = f'{MODULE} clientId="c" clientSecret="s" ssl.cipher.suites="X";'
+    found = _error(
+        _config(
+            **{
+                "sasl.jaas.config": jaas,
+                "sasl.login.callback.handler.class": HANDLER,
+                "sasl.oauthbearer.token.endpoint.url": "https://idp/token",
+            }
+        )
+    )
+    assert found.startswith("w.properties: sasl.jaas.config: ssl.cipher.suites: connectd's token")
