@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -496,8 +497,28 @@ JAAS_TLS_OPTIONS = frozenset(
         "ssl.keystore.password",
         "ssl.key.password",
         "ssl.endpoint.identification.algorithm",
+        "ssl.protocol",
+        "ssl.enabled.protocols",
+        "ssl.cipher.suites",
     }
 )
+
+
+def jaas_tls_protocols(tls: Mapping[str, str]) -> TlsProtocols:
+    """The TLS versions and suites of the JAAS line's ``ssl.protocol``,
+    ``ssl.enabled.protocols`` and ``ssl.cipher.suites`` (Kafka's defaults unset), as the Kafka
+    clients' own are read (``TlsSettingError`` names the option)."""
+
+    def listed(key: str) -> list[str] | None:
+        value = tls.get(key)
+        return None if value is None else [v.strip() for v in value.split(",") if v.strip()]
+
+    return tlsprotocols.parse(
+        "sasl.jaas.config ssl",
+        tls.get("ssl.protocol"),
+        listed("ssl.enabled.protocols"),
+        listed("ssl.cipher.suites"),
+    )
 
 
 def _endpoint(kafka: KafkaSettings, url: str, jaas: dict[str, str]) -> Endpoint:
@@ -514,6 +535,10 @@ def _endpoint(kafka: KafkaSettings, url: str, jaas: dict[str, str]) -> Endpoint:
             f"{other[0]}: connectd's token endpoint client takes only these TLS options of the"
             f" JAAS line: {', '.join(sorted(JAAS_TLS_OPTIONS))}",
         )
+    try:
+        jaas_tls_protocols(tls)
+    except TlsSettingError as exc:
+        raise OAuthSettingError("sasl.jaas.config", f"{exc.key}: {exc.reason}") from None
     algorithm = tls.get("ssl.endpoint.identification.algorithm", "https")
     if algorithm.lower() not in ("", "https"):
         raise OAuthSettingError(

@@ -326,20 +326,26 @@ def kill_tree(
     while True:
         pending: list[int] = []
         foreign: list[int] = []
+        current = {}
         for s in targets.values():
             now = read_stat(s.pid)
-            if now is None or now.starttime != s.starttime:
-                continue  # gone (reaped by us or by its new parent)
+            if now is not None and now.starttime == s.starttime:
+                current[s.pid] = now  # else gone (reaped by us or by its new parent)
+        for pid, now in current.items():
             if now.running:
-                pending.append(s.pid)
+                pending.append(pid)
             elif now.ppid == me:
-                status = try_reap(s.pid)
+                status = try_reap(pid)
                 if status is None:
-                    pending.append(s.pid)
-                elif s.pid == leader:
+                    pending.append(pid)
+                elif pid == leader:
                     leader_status = status
+            elif now.ppid in current:
+                # A zombie whose parent, in the tree, was still exiting when it was read: the
+                # parent's exit re-parents it to us (the subreaper) and the next pass reaps it.
+                pending.append(pid)
             else:
-                foreign.append(s.pid)  # a zombie whose parent is not us: dead, not ours to reap
+                foreign.append(pid)  # a zombie whose parent is not us: dead, not ours to reap
         if reap_leader and leader_status is None and leader not in targets:
             leader_status = try_reap(leader)
             if leader_status is None and read_stat(leader) is not None:

@@ -19,6 +19,7 @@ counter reset, as it reads a Connect task's new consumer).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import weakref
 from dataclasses import dataclass, field
@@ -29,29 +30,33 @@ from aiokafka.conn import AIOKafkaConnection
 
 @dataclass(eq=False, slots=True)
 class ClientTraffic:
-    """One client id's figures; ``client`` (its ``AIOKafkaClient``) is held weakly."""
+    """One client id's figures, and its clients (``AIOKafkaClient``s, held weakly: several
+    when consumers share an id, e.g. a connector's ``consumer.override.client.id``)."""
 
     client_id: str
     bytes_in: int = 0
     responses: int = 0
     users: int = 0
-    _client: weakref.ref[Any] | None = field(default=None, repr=False)
+    _clients: weakref.WeakSet[Any] = field(default_factory=weakref.WeakSet, repr=False)
 
     def attach(self, client: object | None) -> None:
-        """The client whose connections ``connections`` counts (an ``AIOKafkaClient``; an
-        object that cannot be referenced weakly is not one, and counts none)."""
-        try:
-            self._client = weakref.ref(client) if client is not None else None
-        except TypeError:
-            self._client = None
+        """A client whose connections ``connections`` counts (an object that cannot be
+        referenced weakly is not an ``AIOKafkaClient``, and counts none)."""
+        with contextlib.suppress(TypeError):
+            self._clients.add(client)
+
+    def detach(self, client: object | None) -> None:
+        with contextlib.suppress(TypeError):
+            self._clients.discard(client)
 
     def connections(self) -> int:
-        """Live connections of the attached client (0 before one is attached, or once gone)."""
-        client = self._client() if self._client is not None else None
-        conns = getattr(client, "_conns", None)
-        if not isinstance(conns, dict):
-            return 0
-        return sum(1 for conn in list(conns.values()) if conn.connected())
+        """Live connections of the attached clients (0 before one is attached)."""
+        total = 0
+        for client in list(self._clients):
+            conns = getattr(client, "_conns", None)
+            if isinstance(conns, dict):
+                total += sum(1 for conn in list(conns.values()) if conn.connected())
+        return total
 
 
 _tracked: dict[str, ClientTraffic] = {}

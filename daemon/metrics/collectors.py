@@ -263,6 +263,8 @@ class ClientCollector(Collector):
             labels=label,
         )
         for client_id, traffic in list(self._clients.items()):
+            if traffic.users <= 0:  # released by a consumer that had no metrics: gone
+                continue
             received.add_metric([client_id], traffic.bytes_in)
             responses.add_metric([client_id], traffic.responses)
             connections.add_metric([client_id], traffic.connections())

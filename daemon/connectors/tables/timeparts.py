@@ -180,25 +180,28 @@ def generation_expression(transform: str, source: str, spark_type: str) -> str |
     column (``GENERATED ALWAYS AS``), for a ``source`` column of Spark type ``spark_type``
     (its ``simpleString``); ``None`` for a type it cannot take.
 
-    It gives what ``TimeColumn.render`` gives, in any session time zone: the day and hour come
-    from integer arithmetic on the epoch (``unix_timestamp`` of a timestamp is its epoch
-    seconds whatever the zone; of a wall time without zone, as if in UTC), never from a cast
-    or ``date_format`` of a timestamp, which Spark evaluates in the session's zone (a writer or
-    a reader in another zone would compute, or prune by, other days). Only functions Delta
-    allows in a generated column are used. Delta derives no partition filters from it: filter
-    on the partition column itself."""
+    It gives what ``TimeColumn.render`` gives, in any session time zone: a timestamp's day and
+    hour come from integer arithmetic on its epoch seconds (``CAST(ts AS BIGINT)``, floored as
+    connectd floors, where ``unix_timestamp`` truncates towards zero before 1970), never from a
+    cast or ``date_format`` of a timestamp to local fields, which Spark evaluates in the
+    session's zone (a writer or a reader in another zone would compute, or prune by, other
+    days); a wall time without zone (``timestamp_ntz``) and a date carry their fields whatever
+    the zone. Only functions Delta allows in a generated column are used. Delta derives no
+    partition filters from it: filter on the partition column itself."""
     col = "`" + source.replace("`", "``") + "`"
     epoch = "DATE'1970-01-01'"
-    if spark_type in ("timestamp", "timestamp_ntz"):
-        seconds = f"unix_timestamp({col})"
-        days = f"(({seconds} - pmod({seconds}, 86400)) div 86400)"
+
+    def on_epoch(value: str, per_day: int, per_hour: int) -> tuple[str, str]:
+        days = f"(({value} - pmod({value}, {per_day})) div {per_day})"  # floored
         day = f"date_add({epoch}, CAST({days} AS INT))"
-        hour = f"CAST(pmod({seconds}, 86400) div 3600 AS INT)"
+        return day, f"CAST(pmod({value}, {per_day}) div {per_hour} AS INT)"
+
+    if spark_type == "timestamp":
+        day, hour = on_epoch(f"CAST({col} AS BIGINT)", 86_400, 3_600)
     elif spark_type in _INTEGERS:  # epoch milliseconds
-        millis = f"CAST({col} AS BIGINT)"
-        days = f"(({millis} - pmod({millis}, 86400000)) div 86400000)"
-        day = f"date_add({epoch}, CAST({days} AS INT))"
-        hour = f"CAST(pmod({millis}, 86400000) div 3600000 AS INT)"
+        day, hour = on_epoch(f"CAST({col} AS BIGINT)", 86_400_000, 3_600_000)
+    elif spark_type == "timestamp_ntz":
+        day, hour = f"CAST({col} AS DATE)", f"hour({col})"
     elif spark_type == "date":
         day, hour = col, "0"
     else:

@@ -190,14 +190,18 @@ def _clip(value: bytes | str | None) -> str:
 
 
 def dead_letter_clients(worker: WorkerConfig, config: ConnectorConfig, task: int) -> Clients:
-    """The dead-letter topic's clients of one task of ``config``: the producer (and reader)
-    with the security settings of ``producer.*`` and ``producer.override.*`` over the worker's,
-    the admin client with those of ``admin.*`` and ``admin.override.*``, as Connect builds a
-    dead-letter queue's clients."""
+    """The dead-letter topic's clients of one task of ``config``: the producer with the
+    security settings of ``producer.*`` and ``producer.override.*`` over the worker's, the admin
+    client with those of ``admin.*`` and ``admin.override.*``, as Connect builds a dead-letter
+    queue's clients; the reader (connectd's own) with the worker's."""
     purpose = f"{config.name}-{task}-dlq"
     producer = client_security(worker, config, KafkaClient.PRODUCER, "the dead-letter producer")
     admin = client_security(worker, config, KafkaClient.ADMIN, "the dead-letter admin client")
-    return Clients(client_settings(producer, purpose), client_settings(admin, purpose))
+    return Clients(
+        client_settings(producer, purpose),
+        client_settings(admin, purpose),
+        client_settings(worker, purpose),
+    )
 
 
 class ErrantRecords:

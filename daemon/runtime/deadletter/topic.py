@@ -11,8 +11,8 @@ module is the I/O.
   (``acks=all``) and a reader (no consumer group, ``read_committed``). The admin client logs
   in with the security settings Connect gives a dead-letter queue's admin client
   (``admin.*``, ``admin.override.*``), the producer with its producer's (``producer.*``,
-  ``producer.override.*``), and the reader, which reads what the producer wrote, as the
-  producer.
+  ``producer.override.*``); the reader, connectd's own (Connect has none), with the worker's
+  own settings, as before: a producer's principal often may write the topic only.
 - ``produce``: sends a batch's dead letters and waits until every one is acknowledged.
 - ``read``: the dead letters whose origin is one of the given source partitions at or after the
   given offsets, reading each dead-letter partition from a lower bound to its end offset.
@@ -46,10 +46,11 @@ log = logging.getLogger("connectd.task")
 @dataclass(frozen=True)
 class Clients:
     """aiokafka's connection arguments (``bootstrap_servers``, security, ``client_id``) of the
-    dead-letter topic's producer (the reader's too) and of its admin client."""
+    dead-letter topic's producer, admin client and reader."""
 
     producer: Mapping[str, Any]
     admin: Mapping[str, Any]
+    reader: Mapping[str, Any]
 
 
 RF_KEY = "errors.deadletterqueue.topic.replication.factor"
@@ -95,7 +96,7 @@ class DeadLetterTopic:
                 )
                 await self._producer.start()
                 self._reader = AIOKafkaConsumer(
-                    **clients.producer,
+                    **clients.reader,
                     group_id=None,
                     enable_auto_commit=False,
                     isolation_level="read_committed",

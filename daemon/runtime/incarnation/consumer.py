@@ -49,7 +49,7 @@ from aiokafka.structs import ConsumerRecord, OffsetAndMetadata
 
 from daemon.config import ConnectorConfig, WorkerConfig
 from daemon.config.clients import CONSUMER_KEYS, KafkaClient, ignored_reason, is_security_key
-from daemon.config.kafka import OAuthSettings
+from daemon.config.kafka import OAuthSettings, jaas_tls_protocols
 from daemon.config.parse import security_overrides
 from daemon.config.values import SaslMechanism
 from daemon.connectors.api import TaskId
@@ -232,7 +232,16 @@ def token_source(worker: WorkerConfig) -> TokenSource:
     if found is None:
         endpoint = settings.endpoint
         if endpoint is not None and endpoint.url.lower().startswith("https:"):
-            endpoint = replace(endpoint, ssl_context=_endpoint_context(dict(endpoint.tls)))
+            tls = dict(endpoint.tls)
+            if "ssl.truststore.location" not in tls and worker.ssl_truststore_location:
+                log.warning(
+                    "The token endpoint %s is checked against the system's CAs, as Kafka's"
+                    " client checks it: ssl.truststore.location is the brokers' trust store."
+                    " If the endpoint's certificate is signed by another CA, give its trust"
+                    ' store in sasl.jaas.config (ssl.truststore.location="...")',
+                    endpoint.url,
+                )
+            endpoint = replace(endpoint, ssl_context=_endpoint_context(tls))
         found = TokenSource(
             dict(settings.jaas),
             endpoint=endpoint,
@@ -260,9 +269,9 @@ def _endpoint_context(tls: Mapping[str, str]) -> Any:
         )
 
     check_hostname = tls.get("ssl.endpoint.identification.algorithm", "https") != ""
-    return client_context(
-        store("keystore", tls.get("ssl.key.password")), store("truststore", None), check_hostname
-    )
+    keystore = store("keystore", tls.get("ssl.key.password"))
+    protocols = jaas_tls_protocols(tls)
+    return client_context(keystore, store("truststore", None), check_hostname, protocols)
 
 
 class OutOfRange(Exception):
@@ -589,6 +598,7 @@ class TaskConsumer:
     def _forget_traffic(self) -> None:
         traffic, self._traffic = self._traffic, None
         if traffic is not None:
+            traffic.detach(client_of(self._consumer))
             if self._metrics is not None:
                 self._metrics.forget_client(traffic)
             release(traffic)

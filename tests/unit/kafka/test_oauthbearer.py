@@ -448,7 +448,7 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> Stores:
 
 
 async def test_an_https_endpoint_is_trusted_by_the_jaas_lines_tls_options_as_in_kafka(
-    stores: Stores,
+    stores: Stores, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Kafka's token client takes its TLS settings from the JAAS line's ssl.* options
     (JaasOptionsUtils.createSSLSocketFactory), not from the client's own ssl.* (the brokers'):
@@ -460,6 +460,7 @@ async def test_an_https_endpoint_is_trusted_by_the_jaas_lines_tls_options_as_in_
         return web.json_response({"access_token": token, "token_type": "Bearer"})
 
     server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server.maximum_version = ssl.TLSVersion.TLSv1_2  # so that a TLSv1.3-only client fails
     server.load_cert_chain(stores.pem)
     app = web.Application()
     app.router.add_post("/token", handler)
@@ -498,6 +499,7 @@ async def test_an_https_endpoint_is_trusted_by_the_jaas_lines_tls_options_as_in_
         )
         with pytest.raises(ob.OAuthBearerError, match="CERTIFICATE_VERIFY_FAILED"):
             await token_source(brokers_only).token()
+        assert "ssl.truststore.location is the brokers' trust store" in caplog.text
         # ssl.endpoint.identification.algorithm="" turns the host name check off, as in Kafka.
         unchecked = worker(
             f' ssl.truststore.location="{stores.trust_jks}"'
@@ -505,12 +507,34 @@ async def test_an_https_endpoint_is_trusted_by_the_jaas_lines_tls_options_as_in_
         )
         context = token_source(unchecked).endpoint.ssl_context  # type: ignore[union-attr]
         assert context is not None and not context.check_hostname
+        # The JAAS line's TLS versions: TLSv1.3 only, which the endpoint (TLS 1.2 at most)
+        # cannot speak.
+        capped = worker(
+            f' ssl.truststore.location="{stores.trust_jks}"'
+            f' ssl.truststore.password="{TRUST_PASS}" ssl.enabled.protocols="TLSv1.3"'
+        )
+        with pytest.raises(ob.OAuthBearerError, match="could not be reached"):
+            await token_source(capped).token()
     finally:
         await runner.cleanup()
 
 
 def test_tls_options_the_token_client_cannot_take_are_refused_by_name() -> None:
-    jaas = f'{MODULE} clientId="c" clientSecret="s" ssl.cipher.suites="X";'
+    def refused(options: str) -> str:
+        return _error(
+            _config(
+                **{
+                    "sasl.jaas.config": f'{MODULE} clientId="c" clientSecret="s" {options};',
+                    "sasl.login.callback.handler.class": HANDLER,
+                    "sasl.oauthbearer.token.endpoint.url": "https://idp/token",
+                }
+            )
+        )
+
+    assert "sasl.jaas.config ssl.protocol: 'SSLv3' is not a TLS protocol" in refused(
+        'ssl.protocol="SSLv3"'
+    )
+    jaas = f'{MODULE} clientId="c" clientSecret="s" ssl.provider="X";'
     found = _error(
         _config(
             **{
@@ -520,4 +544,4 @@ def test_tls_options_the_token_client_cannot_take_are_refused_by_name() -> None:
             }
         )
     )
-    assert found.startswith("w.properties: sasl.jaas.config: ssl.cipher.suites: connectd's token")
+    assert found.startswith("w.properties: sasl.jaas.config: ssl.provider: connectd's token")

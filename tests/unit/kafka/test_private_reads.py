@@ -167,16 +167,25 @@ async def test_connections_are_the_attached_clients_live_ones(
     consumer: AIOKafkaConsumer,
 ) -> None:
     client: Any = client_of(consumer)
+    other = AIOKafkaConsumer(bootstrap_servers="127.0.0.1:1")  # the same client id, say
+    second: Any = client_of(other)
     counted = traffic.ClientTraffic("c")
     assert counted.connections() == 0  # nothing attached
     counted.attach(client)
+    counted.attach(second)
+    counted.attach(object())  # not weakly referable: not a client, counts nothing
     live, dead = AIOKafkaConnection("kafka-1", 9092), AIOKafkaConnection("kafka-2", 9092)
     client._conns.update({(1, 0): live, (2, 0): dead, (1, 1): live})
+    second._conns.update({(1, 0): live})
     try:
         live.connected = lambda: True  # type: ignore[method-assign]
-        assert counted.connections() == 2  # a broker's and the coordinator's
+        assert counted.connections() == 3  # a broker's and the coordinator's, and the other's
+        counted.detach(second)  # its consumer closed: the first one's still count
+        assert counted.connections() == 2
     finally:
         del live.connected
         client._conns.clear()
-    counted.attach(None)
+        second._conns.clear()
+        await other.stop()
+    counted.detach(client)
     assert counted.connections() == 0

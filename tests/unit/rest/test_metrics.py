@@ -90,6 +90,14 @@ def test_a_task_consumers_kafka_client_figures_as_strimzi_exports_them() -> None
         assert 'clientid="connectd-c-0"' not in _text(m)
     finally:
         traffic.release(counted)
+    # Shared with a consumer that had no metrics and was the last to close: not exported.
+    shared = traffic.track("connectd-c-1")
+    m.watch_client(shared)
+    traffic.track("connectd-c-1")
+    m.forget_client(shared)  # two users: kept
+    traffic.release(shared)
+    traffic.release(shared)  # the other one, which tells no metrics
+    assert 'clientid="connectd-c-1"' not in _text(m)
 
 
 async def test_worker_states_are_read_at_scrape_time() -> None:

@@ -143,6 +143,7 @@ def test_the_dead_letter_clients_take_their_own_clients_security_settings() -> N
     clients = dead_letter_clients(worker, tenant, 0)
     assert clients.producer["sasl_plain_username"] == "tenant"
     assert clients.admin["sasl_plain_username"] == "tenant-admin"
+    assert clients.reader["sasl_plain_username"] == "worker"  # connectd's own: the worker's
     consumer = consumer_settings(worker, tenant, task=0, put_timeout=10.0, warn=pytest.fail)
     assert consumer["sasl_plain_username"] == "worker"  # each client its own
     wrong = _connector(**{"producer.override.sasl.mechanism": "OAUTHBEARER"})

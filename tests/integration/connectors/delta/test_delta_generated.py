@@ -31,6 +31,8 @@ TIMES = [
     dt.datetime(2026, 11, 30, 0, 0, tzinfo=UTC),
     dt.datetime(2026, 12, 31, 23, 30, tzinfo=UTC),
     dt.datetime(1969, 12, 31, 23, 59, 59, tzinfo=UTC),
+    dt.datetime(1969, 12, 31, 23, 59, 59, 500_000, UTC),  # floored, not truncated to 1970
+    dt.datetime(1965, 3, 1, 23, 59, 59, 999_000, UTC),
     dt.datetime(1965, 3, 1, 0, 30, tzinfo=UTC),
     dt.datetime(2099, 7, 4, 13, 0, tzinfo=UTC),
     None,
@@ -62,7 +64,7 @@ LAYOUTS = {
         "year(kafka_timestamp)", "month(kafka_timestamp)", "day(kafka_timestamp)",
         "hour(kafka_timestamp)",
     ],
-    "others": ["day(at_ms)", "hour(wall)", "month(on)", "hour(on)"],
+    "others": ["day(at_ms)", "hour(wall)", "day(wall)", "month(on)", "day(on)", "hour(on)"],
 }  # fmt: skip
 
 
@@ -114,9 +116,8 @@ async def test_generated_time_columns_match_connectd_in_any_session_zone(
     expressions = {n: fields[n]["metadata"].get("delta.generationExpression") for n in generated}
     assert all(expressions.values()), expressions
     for name, (transform, source) in generated.items():
-        kind = {"kafka_timestamp": "timestamp", "at_ms": "bigint", "on": "date"}.get(
-            source, "timestamp_ntz"
-        )
+        logged = fields[source]["type"]  # Delta's names: long, integer, timestamp, date ...
+        kind = {"long": "bigint", "integer": "int"}.get(logged, logged)
         assert expressions[name] == timeparts.generation_expression(transform, source, kind)
 
     # A value that is not the expression's is refused by Delta, nothing written.
