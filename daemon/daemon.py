@@ -263,7 +263,7 @@ class Daemon:
 
     async def _wait_for_kafka(self) -> None:
         from daemon.kafkacheck import wait_for_kafka
-        from daemon.runtime.incarnation.consumer import security_settings
+        from daemon.runtime.clients import security_settings
 
         # In a thread: the clients' TLS context is built here first (a JKS store runs keytool);
         # a store that cannot be read is a configuration error now, not at the first client.

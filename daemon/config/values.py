@@ -7,7 +7,7 @@ import re
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict, SecretStr
 
 from daemon.config.fields import Expect, choice, parse_list
 
@@ -196,6 +196,11 @@ EndpointIdentification = Annotated[
 _JAAS_OPTION = re.compile(
     r"""(?<![\w.$-])([\w.$-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|(\S+?))(?=[\s;]|$)"""
 )
+
+
+def secret(value: SecretStr | None) -> str | None:
+    """A secret setting's text, or None when unset."""
+    return None if value is None else value.get_secret_value()
 
 
 def jaas_options(jaas: str) -> dict[str, str]:

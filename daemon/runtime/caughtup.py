@@ -32,7 +32,7 @@ from aiokafka.structs import TopicPartition as KafkaTopicPartition
 from daemon.config import parse_connector
 from daemon.config.worker import WorkerConfig
 from daemon.connectors.records import TopicPartition
-from daemon.runtime.incarnation.consumer import client_settings
+from daemon.runtime.clients import client_settings
 from daemon.runtime.model import ConnectorStatus, Herder, PartitionFreshness
 from daemon.structs import State
 

@@ -41,8 +41,9 @@ from daemon.connectors.api import ExecutorCall, SinkConnector
 from daemon.connectors.records import TopicPartition
 from daemon.errors import Conflict
 from daemon.kafka.client import send_to_node
+from daemon.runtime.clients import client_settings
 from daemon.runtime.executors import ExecutorBinding, Executors
-from daemon.runtime.incarnation.consumer import client_settings, group_id, to_kafka
+from daemon.runtime.incarnation.consumer import group_id, to_kafka
 from daemon.runtime.model import SinkOffset
 
 log = logging.getLogger("connectd.offsets")

@@ -30,6 +30,7 @@ from daemon.connectors.api import TaskId
 from daemon.connectors.converters import Converter
 from daemon.connectors.records import BadRecord, OffsetRange, RecordBatch, TopicPartition
 from daemon.errors import ConversionError, RecordRejected
+from daemon.runtime.clients import client_security, client_settings
 from daemon.runtime.deadletter.index import (
     DeadLetterIndex,
     Failure,
@@ -39,7 +40,6 @@ from daemon.runtime.deadletter.index import (
     qualified_name,
 )
 from daemon.runtime.deadletter.topic import Clients, DeadLetterTopic
-from daemon.runtime.incarnation.consumer import client_security, client_settings
 from daemon.runtime.settings import TaskSettings
 
 log = logging.getLogger("connectd.task")

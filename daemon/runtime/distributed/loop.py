@@ -103,7 +103,7 @@ class HerderLoop:
     def __init__(self, config: WorkerConfig, env: RuntimeEnv) -> None:
         assert config.group_id and config.config_storage_topic
         assert config.offset_storage_topic and config.status_storage_topic
-        from daemon.runtime.incarnation.consumer import security_settings
+        from daemon.runtime.clients import security_settings
 
         self.config = config
         self.url = ""

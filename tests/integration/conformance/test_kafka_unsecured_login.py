@@ -5,11 +5,10 @@ numbers), the same lifetime, the same SASL extensions; options Kafka refuses are
 
 from __future__ import annotations
 
-import base64
-import json
 from typing import Any
 
 import pytest
+from support import jwt
 from support.connect_jars import connect_libs, unsecured_logins
 
 from daemon.kafka import oauthbearer as ob
@@ -41,15 +40,6 @@ REFUSED: list[dict[str, str]] = [
 ]
 
 
-def _parts(token: str) -> tuple[dict[str, Any], dict[str, Any], str]:
-    header, claims, signature = token.split(".")
-    return (
-        json.loads(base64.urlsafe_b64decode(header + "==")),
-        json.loads(base64.urlsafe_b64decode(claims + "==")),
-        signature,
-    )
-
-
 def _lifetime_and_rest(claims: dict[str, Any]) -> tuple[float, dict[str, Any]]:
     rest = {k: v for k, v in claims.items() if k not in ("iat", "exp")}
     # The times differ, the lifetime does not (to a tenth of a second: Kafka reads its clock
@@ -62,8 +52,8 @@ def test_unsecured_tokens_are_kafkas() -> None:
     for options, kafka in zip(CASES, theirs, strict=True):
         assert "token" in kafka, (options, kafka)
         ours, extensions = _login(options)
-        their_header, their_claims, their_signature = _parts(kafka["token"])
-        our_header, our_claims, our_signature = _parts(ours)
+        their_header, their_claims, their_signature = jwt.parts(kafka["token"])
+        our_header, our_claims, our_signature = jwt.parts(ours)
         assert (our_header, our_signature) == (their_header, their_signature), options
         assert _lifetime_and_rest(our_claims) == _lifetime_and_rest(their_claims), options
         assert extensions == kafka["extensions"], options

@@ -31,7 +31,7 @@ from support.oidc import OidcProvider
 from support.tls import STORE_PASS, TRUST_PASS, Stores, make_stores
 
 from daemon.config.parse import parse_worker
-from daemon.runtime.incarnation.consumer import security_settings
+from daemon.runtime.clients import security_settings
 from daemon.tlsprotocols import TLS13_SUITES
 
 pytestmark = pytest.mark.integration

@@ -16,24 +16,16 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from support import jwt
 from support.tls import TRUST_PASS, Stores, make_stores
 
 from daemon.config.parse import parse_worker
 from daemon.errors import InvalidConfig
 from daemon.kafka import oauthbearer as ob
-from daemon.runtime.incarnation.consumer import security_settings, token_source
+from daemon.runtime.clients import security_settings, token_source
 
 MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required"
 HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
-
-
-def _parts(token: str) -> tuple[dict[str, Any], dict[str, Any], str]:
-    header, claims, signature = token.split(".")
-    return (
-        json.loads(base64.urlsafe_b64decode(header + "==")),
-        json.loads(base64.urlsafe_b64decode(claims + "==")),
-        signature,
-    )
 
 
 def _jwt(claims: dict[str, Any]) -> str:
@@ -46,7 +38,7 @@ def _jwt(claims: dict[str, Any]) -> str:
 def test_an_unsecured_tokens_times_are_whole_milliseconds() -> None:
     """The broker refuses an iat past its millisecond clock: a finer one may be, for up to a
     millisecond after it was made."""
-    _, claims, _ = _parts(ob.unsecured_token({"unsecuredLoginStringClaim_sub": "a"}, 5.1234567))
+    _, claims, _ = jwt.parts(ob.unsecured_token({"unsecuredLoginStringClaim_sub": "a"}, 5.1234567))
     assert (claims["iat"], claims["exp"]) == (5.123, 3605.123)
 
 
@@ -57,7 +49,7 @@ def test_an_unsecured_token_is_kafkas_unsigned_jwt() -> None:
         "unsecuredLoginNumberClaim_level": "3",
         "unsecuredLoginLifetimeSeconds": "60",
     }
-    header, claims, signature = _parts(ob.unsecured_token(options, now=1000.5))
+    header, claims, signature = jwt.parts(ob.unsecured_token(options, now=1000.5))
     assert header == {"alg": "none"} and signature == ""
     assert claims == {
         "exp": 1060.5,

@@ -6,13 +6,13 @@ import pytest
 
 from daemon.config import parse_connector, parse_worker
 from daemon.errors import ConfigError, InvalidConfig
+from daemon.runtime.clients import security_settings
 from daemon.runtime.deadletter.policy import dead_letter_clients
 from daemon.runtime.incarnation.consumer import (
     consumer_security,
     consumer_settings,
     group_id,
     poll_bound_ms,
-    security_settings,
 )
 from daemon.runtime.offsets import _leave_timeout
 
