@@ -3,7 +3,8 @@ a daemon process while the daemon is SIGKILLed (and restarted) and executors (th
 process, or their JVM where the sink writes through Spark) are SIGKILLed from outside, at random
 points of the run's progress (seeded; the seed is printed; progress is
 read from the table, never from the daemon). Once it has caught up, the table holds exactly one
-row per record. The Parquet, Delta, Iceberg and Spark-cluster audits all run it.
+row per record. The Parquet, Delta, Iceberg and Spark-cluster audits all run it (the Schema
+Registry formats' matrix, ``test_registry_matrix.py``, runs its own over nine connectors).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import signal
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import psutil
 import pyarrow.compute as pc
@@ -136,20 +136,6 @@ async def executors_gone(below: list[int]) -> None:
     await wait_until(lambda b=below: all(map(_gone, b)), 15, "its executors gone")
 
 
-def typed_rows(table: Path, records: int, columns: Sequence[str]) -> Any:
-    """The ParquetSink table's rows (``columns`` besides the coordinates and ``id``) once each
-    record is in it exactly once: rows == distinct (partition, offset) == ``records``, and the
-    values' ``id`` field is 0 .. records-1 (the audits of typed formats: Avro, Protobuf)."""
-    data = ds.dataset(table, format="parquet").to_table(
-        columns=["kafka_partition", "kafka_offset", "id", *columns]
-    )
-    assert data.num_rows == records
-    pairs = data.group_by(["kafka_partition", "kafka_offset"]).aggregate([])
-    assert pairs.num_rows == records
-    assert sorted(data.column("id").to_pylist()) == list(range(records))
-    return data
-
-
 async def audit(
     daemon_process: ProcessFactory,
     kafka_bootstrap: str,
@@ -164,22 +150,17 @@ async def audit(
     sink_extra: Mapping[str, str | None] = {},
     progress: Callable[[Path], int] = committed,
     check: Callable[[Path], Awaitable[None]] | None = None,
-    produce_values: Callable[[str, int], Awaitable[None]] | None = None,
 ) -> None:
     """Produce ``records`` into ``topic`` (PARTITIONS partitions), run a ParquetSink (or the sink
     ``sink_extra`` makes it, where None drops a key: its ``progress`` reads the offsets
-    committed, its ``check`` reads the rows; ``produce_values(topic, records)`` writes records
-    of another format instead) through the faults of ``windows`` (the daemon's
+    committed, its ``check`` reads the rows) through the faults of ``windows`` (the daemon's
     SIGKILL and restart, or one of ``faults``), then check the table: every record exactly
     once."""
     seed = int(os.environ.get("CONNECTD_TEST_SEED", time.time_ns() % 10_000))
     rng = random.Random(seed)
     print(f"\nfault seed {seed} (CONNECTD_TEST_SEED={seed} to replay)")
-    if produce_values is not None:  # records of another format (Avro through a registry)
-        await produce_values(topic, records)
-    else:
-        pad = b"x" * 180
-        await produce(kafka_bootstrap, topic, [(None, b"%08d" % i + pad) for i in range(records)])
+    pad = b"x" * 180
+    await produce(kafka_bootstrap, topic, [(None, b"%08d" % i + pad) for i in range(records)])
     table = tmp_path / "table"
     worker = worker_properties(
         kafka_bootstrap,

@@ -6,10 +6,11 @@ array holding their values. A value whose type is a struct (a record) gets a col
 (a field named like a reserved column, ``key``/``value``/``headers``/``kafka_*``, becomes
 ``value_<name>``); any other value, and every key, is one column (``key`` or ``value``). The
 layout is decided by the first schema seen and kept: a later group of the other kind is errant.
-A field gets its column from the first schema that has it and keeps that column's type: a later
-schema whose field has another type is cast where Arrow can do it without loss (``int32`` to
-``int64``), else its records are errant, naming the field, the schema and both types. A field a
-later schema lacks is null in its records.
+A field gets its column from the first schema that has it and keeps that column's type, but
+for one change: a struct gains the fields a later schema adds to it, at any depth (``widened``;
+earlier records hold nulls there). A later schema whose field has another type is cast where
+Arrow can do it without loss (``int32`` to ``int64``), else its records are errant, naming the
+field, the schema and both types. A field a later schema lacks is null in its records.
 """
 
 from __future__ import annotations
@@ -139,13 +140,19 @@ class TypedLayout:
                     errors.setdefault(rows[j], why)
             return None
 
+    def _widen(self, name: str, type_: pa.DataType) -> None:
+        """``name``'s column type takes the struct fields ``type_`` adds (``widened``); a
+        first sight sets it."""
+        if not pa.types.is_null(type_):
+            had = self._columns.get(name)
+            self._columns[name] = type_ if had is None else widened(had, type_)
+
     def _field_columns(
         self, n: int, groups: list[Group], errors: dict[int, Exception]
     ) -> dict[str, pa.Array]:
         for g in groups:
             for f in g.array.type:
-                if not pa.types.is_null(f.type):
-                    self._columns.setdefault(f.name, f.type)
+                self._widen(f.name, f.type)
         parts: dict[str, list[tuple[list[int], pa.Array]]] = {f: [] for f in self._columns}
         for g in groups:
             for f in g.array.type:
@@ -155,12 +162,37 @@ class TypedLayout:
         return {f: _scatter(n, self._columns[f], parts[f], errors) for f in self._columns}
 
     def _side_column(self, n: int, groups: list[Group], errors: dict[int, Exception]) -> pa.Array:
+        for g in groups:
+            self._widen(self.side, g.array.type)
         parts = []
         for g in groups:
             fitted = self._fitted(self.side, g.label, g.rows, g.array, errors)
             if fitted is not None:
                 parts.append((g.rows, fitted))
         return _scatter(n, self._columns.get(self.side, pa.null()), parts, errors)
+
+
+def widened(want: pa.DataType, have: pa.DataType) -> pa.DataType:
+    """``want`` with the fields ``have`` adds to its structs, at any depth (a struct's fields,
+    a list's elements, a map's values), each after the struct's own and nullable: the one
+    change a column's type takes. Any other difference leaves ``want`` (the cast decides)."""
+    if pa.types.is_struct(want) and pa.types.is_struct(have):
+        had = {f.name: f.type for f in have}
+        own = {f.name for f in want}
+        fields = [f.with_type(widened(f.type, had[f.name])) if f.name in had else f for f in want]
+        fields += [f.with_nullable(True) for f in have if f.name not in own]
+        return pa.struct(fields)
+    for is_kind, make in (
+        (pa.types.is_list, pa.list_),
+        (pa.types.is_large_list, pa.large_list),
+    ):
+        if is_kind(want) and is_kind(have):
+            element = want.value_field
+            return make(element.with_type(widened(element.type, have.value_type)))
+    if pa.types.is_map(want) and pa.types.is_map(have) and want.key_type == have.key_type:
+        item = want.item_field
+        return pa.map_(want.key_field, item.with_type(widened(item.type, have.item_type)))
+    return want
 
 
 def _scatter(

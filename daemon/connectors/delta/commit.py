@@ -15,6 +15,7 @@ from daemon import errors
 from daemon.connectors.delta import log as dlog
 from daemon.connectors.delta import txns as dtxns
 from daemon.connectors.delta.txns import EPOCH_SHIFT, app_id, epoch_of, parse_app_id
+from daemon.connectors.tables import sparktypes
 from daemon.connectors.tables.jobs import partitions_owned
 from daemon.storage.logstate import OffsetsDiverged, TableLost, ZombieEpoch
 
@@ -281,17 +282,22 @@ def _create_or_evolve(
             f" not {list(partition_by)}; partitioning cannot change"
         )
     table_types = dict(dlog.schema_of_struct(metadata.schema()))
+    batch = dlog.schema_of_df(df.schema)
+    differences = [
+        sparktypes.difference(c, t, table_types[c]) for c, t in batch if c in table_types
+    ]
     mismatched = [
-        f"{c}: {t} in the batch, {table_types[c]} in the table"
-        for c, t in dlog.schema_of_df(df.schema)
-        if c in table_types and t != table_types[c]
+        f"{d.other[0]}: {d.other[1]} in the batch, {d.other[2]} in the table"
+        for d in differences
+        if d.other is not None
     ]
     if mismatched:
         raise errors.RecordRejected(
-            "column types differ from the Delta table's (a column's type never changes): "
-            + "; ".join(mismatched)
+            "column types differ from the Delta table's (a column's type never changes; a"
+            " struct may only gain fields): " + "; ".join(mismatched)
         )
-    new = [c for c, _ in dlog.schema_of_df(df.schema) if c not in table_types]
+    new = [c for c, _ in batch if c not in table_types]
+    new += [path for d in differences for path in d.new]
     if not new:
         return
     if not merge_schema:
@@ -302,17 +308,12 @@ def _create_or_evolve(
 
 
 def _aligned(spark: Any, df: Any, txn: Any) -> Any:
-    """``df`` with the table's columns in the table's order; columns it lacks are null."""
-    from pyspark.sql import functions as F
+    """``df`` with the table's columns in the table's order; columns it lacks are null, and
+    so are the fields its structs lack (``sparktypes.aligned``)."""
     from pyspark.sql.types import StructType
 
     table = StructType.fromJson(json.loads(txn.metadata().schema().json()))
-    have = set(df.columns)
-    cols = [
-        F.col(f.name) if f.name in have else F.lit(None).cast(f.dataType).alias(f.name)
-        for f in table.fields
-    ]
-    return df.select(*cols)._jdf
+    return sparktypes.aligned(df, table)._jdf
 
 
 def _names(apps: Mapping[str, Sequence[Any]]) -> str:

@@ -253,8 +253,8 @@ def dataframe(spark: Any, jdf: Any) -> Any:
 
 def schema_of_struct(struct: Any) -> list[list[str]]:
     """``[[column, type]]`` of a JVM ``StructType`` (Spark's simple type strings)."""
-    return [[str(f.name()), str(f.dataType().simpleString())] for f in struct.fields()]
+    return [[str(f.name()), str(f.dataType().catalogString())] for f in struct.fields()]
 
 
 def schema_of_df(struct: Any) -> list[tuple[str, str]]:
-    return [(f.name, f.dataType.simpleString()) for f in struct.fields]
+    return [(f.name, f.dataType.simpleString()) for f in struct.fields]  # Python's: never cut

@@ -44,7 +44,7 @@ def _where(catalog: Catalog, connector: str, task: int) -> str:
 
 def _schema(spark: Any, table: Any) -> list[list[str]]:
     struct = spark._jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(table.schema())
-    return [[f.name(), f.dataType().simpleString()] for f in struct.fields()]
+    return [[f.name(), f.dataType().catalogString()] for f in struct.fields()]
 
 
 def _partition_by(table: Any) -> list[str]:

@@ -29,6 +29,7 @@ re-appended to a new branch at the new head (no rewrite).
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -36,6 +37,7 @@ from typing import Any
 
 from daemon.connectors.iceberg import state as state_module
 from daemon.connectors.iceberg.catalog import Catalog
+from daemon.connectors.tables import sparktypes
 from daemon.connectors.tables.names import quote
 from daemon.connectors.tables.timeparts import transform_of
 
@@ -156,6 +158,15 @@ def state_carriers(table: Any) -> dict[str, tuple[int, int]]:
     return found
 
 
+def _aligned(spark: Any, df: Any, table: Any) -> Any:
+    """``df`` as ``table``'s schema takes it (``sparktypes.aligned``): Iceberg refuses a write
+    whose columns come in another order, and a struct must be written whole."""
+    from pyspark.sql.types import StructType
+
+    struct = spark._jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(table.schema())
+    return sparktypes.aligned(df, StructType.fromJson(json.loads(struct.json())))
+
+
 def publish(
     spark: Any,
     catalog: Catalog,
@@ -194,7 +205,7 @@ def publish(
             else:
                 manage.createBranch(branch, head).commit()
             if written is None and df is not None:
-                writer = df.writeTo(f"{catalog.table}.branch_{branch}")
+                writer = _aligned(spark, df, table).writeTo(f"{catalog.table}.branch_{branch}")
                 for key, value in decided.items():
                     writer = writer.option(f"snapshot-property.{key}", value)
                 if merge_schema:

@@ -4,9 +4,10 @@ types for one column are files readers cannot merge).
 
 The commit log names each commit's files; Parquet and ORC files carry their columns' types
 (Spark records its own schema in them). ``table_columns`` reads one file of each of the
-newest commits that wrote files (the newest first: a column keeps the type it has there),
-and adds the Hive-style partition columns their paths name with the type ``""`` (any: their
-values are directory names). After each commit the task adds the columns it wrote
+newest commits that wrote files (the newest first: a column keeps the type it has there,
+with the fields an older file's struct adds: ``sparktypes.widened``), and adds the
+Hive-style partition columns their paths name with the type ``""`` (any: their values are
+directory names). After each commit the task adds the columns it wrote
 (``tables.schema.merged``). JSON and CSV files carry no types: nothing is read back, nothing
 judged.
 
@@ -21,6 +22,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from daemon.connectors.tables import sparktypes
 from daemon.storage.commitlog import CommitLog
 
 #: Commits with files whose columns are read back, and records looked at, at most.
@@ -51,9 +53,13 @@ def table_columns(log: CommitLog, read: FileColumns) -> list[list[str]] | None:
             return None
         commits += 1
         parts = [p.split("=", 1)[0] for p in final.split("/")[:-1] if "=" in p]
-        known = {c for c, _ in out}
-        out += [[c, t] for c, t in columns if c not in known]
-        out += [[c, ""] for c in parts if c not in known | {c for c, _ in columns}]
+        known = {c: i for i, (c, _) in enumerate(out)}
+        for c, t in columns:
+            if c in known:  # the fields an older file's struct has and a newer's lacks count
+                out[known[c]][1] = sparktypes.widened(out[known[c]][1], t)
+            else:
+                out.append([c, t])
+        out += [[c, ""] for c in parts if c not in known.keys() | {c for c, _ in columns}]
     return out or None
 
 

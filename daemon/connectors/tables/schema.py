@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from daemon.connectors.tables.sparktypes import difference, widened
 from daemon.errors import RecordRejected
 
 #: ``[[column, Spark type]]``; a type ``""`` takes any type.
@@ -72,7 +73,8 @@ def refused_rows(
 ) -> dict[int, BaseException]:
     """Rows of ``table`` (among ``rows``, a boolean mask; all if None) that a table with
     ``schema`` cannot take: a non-null value in a column of another type, or, unless
-    ``new_columns``, in a column the table lacks. By row index, with the reason."""
+    ``new_columns``, in a column the table lacks or a struct column with fields the table's
+    lacks (``sparktypes``). By row index, with the reason."""
     columns = {str(c): str(t) for c, t in schema}
     refused: dict[int, BaseException] = {}
     for name, column in zip(table.column_names, table.columns, strict=True):
@@ -85,9 +87,17 @@ def refused_rows(
         elif have is None or want in (have, "") or column.null_count == len(column):
             continue
         else:
-            why = (
-                f"field {name} is {have} here but the table's column is {want} (types never change)"
-            )
+            diff = difference(name, have, want)
+            if diff.other is not None:
+                path, was, is_ = diff.other
+                why = (
+                    f"field {path} is {was} here but the table's column is {is_} (a column's"
+                    " type never changes; a struct may only gain fields)"
+                )
+            elif diff.new and not new_columns:
+                why = f"field {diff.new[0]} is not a column of the table and schema.evolution=false"
+            else:
+                continue
         mask = pc.is_valid(column)
         if rows is not None:
             mask = pc.and_(mask, rows)
@@ -108,6 +118,7 @@ def fitted(table: pa.Table, schema: Schema | None) -> pa.Table:
         want = columns.get(name)
         if want is None:
             return schema is not None
+        # Another type, or a struct with other fields: its nulls are the table's own.
         return want != "" and spark_type(column.type) not in (None, want)
 
     drop = [
@@ -120,10 +131,15 @@ def fitted(table: pa.Table, schema: Schema | None) -> pa.Table:
 
 def merged(schema: Schema | None, table: pa.Table) -> list[list[str]]:
     """``schema`` with the columns of ``table`` (just committed) it lacks, by their Spark
-    types (``""`` where unknown here)."""
+    types (``""`` where unknown here), and the fields its struct columns gained."""
     out = [[str(c), str(t)] for c, t in schema or ()]
-    known = {c for c, _ in out}
+    known = {c: i for i, (c, _) in enumerate(out)}
     for name, column in zip(table.column_names, table.columns, strict=True):
-        if name not in known and not pa.types.is_null(column.type):
-            out.append([name, spark_type(column.type) or ""])
+        if pa.types.is_null(column.type):
+            continue
+        have = spark_type(column.type)
+        if name not in known:
+            out.append([name, have or ""])
+        elif have is not None:
+            out[known[name]][1] = widened(out[known[name]][1], have)
     return out

@@ -2,29 +2,35 @@
 ``AvroSerializer`` through a real Schema Registry (Apicurio, Confluent's API) into a ParquetSink
 table, with the connector keys a Connect pipeline has.
 
-- Three schema versions on one topic (the second adds a field with a default, the third drops
-  an optional one): every field is a typed column, the logical types come back as the values the
-  producer sent, a dropped field is null in the records without it.
+- Three schema versions on one topic (the second adds a field with a default and one inside a
+  nested record, the third drops an optional one): every field is a typed column, the nested
+  record's struct gains the field (files written before hold it without), the logical types
+  come back as the values the producer sent, a dropped field is null in the records without it.
 - Bad input (no magic byte, an unknown schema id, a truncated payload) is errant: dead-lettered
   with Connect's headers under ``errors.tolerance=all``, every offset committed past.
 - A registry that does not answer: the task stays RUNNING with the reason in its status, nothing
   is skipped, and it catches up by itself once the registry answers.
-- The exactly-once audit on Avro records, through a daemon SIGKILL and an executor JVM SIGKILL.
+- The exactly-once audit on Avro records, through a daemon SIGKILL and an executor JVM SIGKILL,
+  is ``test_registry_matrix.py``'s.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import decimal
+import time
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 import pytest
-from support.daemon import DaemonFactory, ProcessFactory, wait_until, worker_properties
-from support.exactly_once import PARTITIONS, SHORT_RECORDS, SHORT_WINDOWS, audit, typed_rows
+from support.daemon import DaemonFactory, wait_until, worker_properties
 from support.kafka import dead_letter_settings, dead_letters
 from support.kafka_fixtures import TopicFactory
 from support.registry import Registry, produce_serialized, serialize
@@ -33,14 +39,8 @@ from support.tables import committed
 pytestmark = pytest.mark.integration
 
 UTC = datetime.UTC
-_ADDRESS = {
-    "type": "record",
-    "name": "Address",
-    "fields": [
-        {"name": "city", "type": "string"},
-        {"name": "zip", "type": ["null", "string"], "default": None},
-    ],
-}
+_ADDRESS = {"type": "record", "name": "Address", "fields": [{"name": "city", "type": "string"}]}
+_ZIP = {"name": "zip", "type": ["null", "string"], "default": None}
 _V1_FIELDS: list[dict[str, Any]] = [
     {"name": "id", "type": "long"},
     {"name": "user", "type": "string"},
@@ -67,6 +67,8 @@ def _schema(version: int) -> dict[str, Any]:
     fields = list(_V1_FIELDS)
     if version >= 2:
         fields.append({"name": "score", "type": "double", "default": 0.0})
+        address = {**_ADDRESS, "fields": [*_ADDRESS["fields"], _ZIP]}  # a nested field
+        fields = [{**f, "type": address} if f["name"] == "address" else f for f in fields]
     if version >= 3:
         fields = [f for f in fields if f["name"] != "note"]
     return {"type": "record", "name": "Order", "namespace": "shop", "fields": fields}
@@ -86,12 +88,13 @@ def _value(i: int, version: int) -> dict[str, Any]:
         "color": "GREEN" if i % 2 else "RED",
         "tags": [f"t{j}" for j in range(i % 3)],
         "counts": {"a": i, "b": -i},
-        "address": {"city": f"city-{i % 5}", "zip": None if i % 4 else f"{10000 + i}"},
+        "address": {"city": f"city-{i % 5}"},
         "note": f"note {i}" if i % 3 else None,
         "either": [None, i, f"s{i}"][i % 3],
     }
     if version >= 2:
         value["score"] = i / 8
+        value["address"]["zip"] = None if i % 4 else f"{10000 + i}"
     if version >= 3:
         del value["note"]
     return value
@@ -132,12 +135,15 @@ async def test_three_schema_versions_land_as_typed_columns_and_bad_records_are_d
         values += serialize(schema_registry, _schema(version), topic, batch)
         sent.update((v["id"], v) for v in batch)
     good = len(values)
-    values += [
+    bad = [
         b'{"id": 1}',  # no magic byte
         b"\x00\x00\x0f\x42\x40" + values[0][5:],  # type: ignore[index]  # id 1000000: unknown
         values[1][:12],  # type: ignore[index]  # truncated
     ]
-    produce_serialized(kafka_bootstrap, topic, values, partitions=2)
+    # The first version (and the bad records) is committed before the others are sent: the
+    # table's first files hold ``address`` without ``zip``, later ones with it.
+    produce_serialized(kafka_bootstrap, topic, values[:PER_VERSION] + bad, partitions=2)
+    values = values[:PER_VERSION] + bad + values[PER_VERSION:]
     table = tmp_path / "table"
     sink = _sink(
         "avro",
@@ -161,9 +167,15 @@ async def test_three_schema_versions_land_as_typed_columns_and_bad_records_are_d
         for w in warned
     ), warned
     assert not any("auto.register.schemas" in w for w in warned), warned
+    await wait_until(lambda: committed(table) == PER_VERSION + 3, 120, "the first version")
+    produce_serialized(kafka_bootstrap, topic, values[PER_VERSION + 3 :], partitions=2)
     await wait_until(lambda: committed(table) == len(values), 120, "every offset committed past")
 
-    data = ds.dataset(table, format="parquet").to_table()
+    files = ds.dataset(table, format="parquet").files
+    structs = {str(pq.read_schema(f).field("address").type) for f in files}
+    assert structs == {"struct<city: string>", "struct<city: string, zip: string>"}, structs
+    schema = pa.unify_schemas([pq.read_schema(f) for f in files])  # as Spark's mergeSchema
+    data = ds.dataset(files, schema=schema, format="parquet").to_table()
     types = {f.name: str(f.type) for f in data.schema}
     assert {k: types[k] for k in _V1_FIELDS_TYPES} == _V1_FIELDS_TYPES
     assert types["score"] == "double"
@@ -179,6 +191,7 @@ async def test_three_schema_versions_land_as_typed_columns_and_bad_records_are_d
         expected["counts"] = sorted(want["counts"].items())
         expected.setdefault("note", None)  # version 3 dropped it
         expected.setdefault("score", None)  # version 1 did not have it
+        expected["address"] = {"zip": None} | want["address"]
         got = {**got, "counts": sorted(got["counts"])}
         assert {k: got[k] for k in expected} == expected, i
 
@@ -189,7 +202,7 @@ async def test_three_schema_versions_land_as_typed_columns_and_bad_records_are_d
     assert any("Unknown magic byte!" in m for m in messages)
     assert any("schema id 1000000 is not in the Schema Registry" in m for m in messages)
     assert any("the Avro payload cannot be read" in m for m in messages)
-    assert sorted(v for v, _ in letters if v is not None) == sorted(values[good:])
+    assert sorted(v for v, _ in letters if v is not None) == sorted(bad)
 
 
 _V1_FIELDS_TYPES = {
@@ -224,11 +237,20 @@ async def test_a_registry_that_does_not_answer_holds_the_task_running_until_it_d
     schema_registry: Registry,
     tmp_path: Path,
 ) -> None:
+    """Mid-stream: records of a cached schema are committed, then the registry stops for 30 s
+    while records of a schema version the daemon has not fetched arrive. The task stays
+    RUNNING the whole time, its status saying why; nothing of the new version is skipped or
+    written around; once the registry answers, it catches up, each record once."""
     topic = await kafka_topic(partitions=1)
-    # A schema of this test's own: the daemon below has never cached its id.
-    schema = _schema(1) | {"name": f"Outage{uuid.uuid4().hex[:8]}"}
-    values = serialize(schema_registry, schema, topic, [_value(i, 1) for i in range(50)])
-    produce_serialized(kafka_bootstrap, topic, values)
+    # Schemas of this test's own: the daemon below has never cached their ids.
+    name = f"Outage{uuid.uuid4().hex[:8]}"
+    first = serialize(
+        schema_registry, _schema(1) | {"name": name}, topic, [_value(i, 1) for i in range(50)]
+    )
+    second = serialize(
+        schema_registry, _schema(2) | {"name": name}, topic, [_value(i, 2) for i in range(50, 100)]
+    )
+    produce_serialized(kafka_bootstrap, topic, first)
     table = tmp_path / "table"
     sink = _sink(
         "outage",
@@ -240,61 +262,37 @@ async def test_a_registry_that_does_not_answer_holds_the_task_running_until_it_d
             "errors.retry.delay.max.ms": "1000",
         },
     )
-    with schema_registry.paused():
-        d = await run_daemon(
-            worker_properties(kafka_bootstrap, tmp_path / "state"), connectors=[sink]
-        )
-        assert d.rest_url is not None
-        async with aiohttp.ClientSession(d.rest_url) as http:
+    d = await run_daemon(worker_properties(kafka_bootstrap, tmp_path / "state"), connectors=[sink])
+    await wait_until(lambda: committed(table) == 50, 60, "the first version's records")
+    assert d.rest_url is not None
+    async with aiohttp.ClientSession(d.rest_url) as http:
 
-            async def retrying() -> dict[str, Any] | None:
-                async with http.get("/connectors/outage/status") as r:
-                    tasks = (await r.json())["tasks"]
-                return tasks[0] if tasks and "retrying" in tasks[0] else None
+        async def task() -> dict[str, Any]:
+            async with http.get("/connectors/outage/status") as r:
+                return (await r.json())["tasks"][0]  # type: ignore[no-any-return]
 
-            status = await wait_until(retrying, 60, "the status to show the registry outage")
-            assert status["state"] == "RUNNING"
-            assert status["retrying"]["reason"].startswith("RegistryUnavailable: ")
-            assert "Schema Registry did not answer" in status["retrying"]["reason"]
-            assert committed(table) == 0
-    await wait_until(lambda: committed(table) == len(values), 90, "caught up after the outage")
+        with schema_registry.paused():
+            produce_serialized(kafka_bootstrap, topic, second)
+            stopped = time.monotonic()
+            status = await wait_until(
+                lambda: _retrying(task), 60, "the status to show the registry outage"
+            )
+            seen = 0
+            while time.monotonic() - stopped < 30:  # the outage lasts 30 s
+                status = await task()
+                assert status["state"] == "RUNNING", status
+                if "retrying" in status:
+                    seen += 1
+                    assert status["retrying"]["reason"].startswith("RegistryUnavailable: ")
+                    assert "Schema Registry did not answer" in status["retrying"]["reason"]
+                assert committed(table) == 50
+                await asyncio.sleep(1)  # the outage's pace, not a synchronisation
+            assert seen >= 20, seen  # said through the outage, between retries too
+    await wait_until(lambda: committed(table) == 100, 90, "caught up after the outage")
     data = ds.dataset(table, format="parquet").to_table()
-    assert sorted(data.column("id").to_pylist()) == list(range(50))
+    assert sorted(data.column("id").to_pylist()) == list(range(100))  # each record once
 
 
-async def test_avro_records_exactly_once_through_a_daemon_and_a_jvm_kill(
-    daemon_process: ProcessFactory,
-    kafka_bootstrap: str,
-    kafka_topic: TopicFactory,
-    schema_registry: Registry,
-    tmp_path: Path,
-) -> None:
-    """The exactly-once audit (``support.exactly_once``) on Avro records: the daemon SIGKILLed
-    and restarted (a new process: its converter fetches the schema again), an executor's JVM
-    SIGKILLed; every record once in the table, typed."""
-    topic = await kafka_topic(partitions=PARTITIONS)
-
-    async def avro_values(topic: str, n: int) -> None:
-        schema = _schema(2) | {"name": f"Audit{uuid.uuid4().hex[:8]}"}
-        values = serialize(schema_registry, schema, topic, [_value(i, 2) for i in range(n)])
-        produce_serialized(kafka_bootstrap, topic, values, partitions=PARTITIONS)
-
-    async def check(table: Path) -> None:
-        data = typed_rows(table, SHORT_RECORDS, ["amount", "score"])
-        assert str(data.schema.field("amount").type) == "decimal128(12, 3)"
-        assert data.column("score").to_pylist()[:1] != [None]
-
-    await audit(
-        daemon_process,
-        kafka_bootstrap,
-        topic,
-        tmp_path,
-        records=SHORT_RECORDS,
-        windows=SHORT_WINDOWS,
-        sink_extra={
-            "value.converter": "io.confluent.connect.avro.AvroConverter",
-            "value.converter.schema.registry.url": schema_registry.url,
-        },
-        check=check,
-        produce_values=avro_values,
-    )
+async def _retrying(task: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any] | None:
+    status = await task()
+    return status if "retrying" in status else None

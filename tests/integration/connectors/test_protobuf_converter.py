@@ -4,8 +4,8 @@ descriptor) and a second version registered as ``.proto`` text, into a ParquetSi
 message types the columns (scalars of every width, a Timestamp, a Date, a Decimal with its
 scale, repeated fields, a map, a oneof, an optional field, an enum, nested messages, a wrapper),
 the second version adds a column, and records the converter cannot read are dead-lettered.
-The same messages into a Delta table (read by delta-rs), and the exactly-once audit on Protobuf
-records through a daemon SIGKILL and an executor JVM SIGKILL."""
+The same messages into a Delta table (read by delta-rs). The exactly-once audit on Protobuf
+records through a daemon SIGKILL and an executor JVM SIGKILL is ``test_registry_matrix.py``'s."""
 
 from __future__ import annotations
 
@@ -18,8 +18,7 @@ import pyarrow.dataset as ds
 import pytest
 from confluent_kafka.schema_registry import Schema
 from support import delta
-from support.daemon import DaemonFactory, ProcessFactory, wait_until, worker_properties
-from support.exactly_once import PARTITIONS, SHORT_RECORDS, SHORT_WINDOWS, audit, typed_rows
+from support.daemon import DaemonFactory, wait_until, worker_properties
 from support.kafka import dead_letter_settings, dead_letters
 from support.kafka_fixtures import TopicFactory
 from support.registry import Registry, produce_serialized, proto_classes, serialize_protobuf
@@ -271,40 +270,3 @@ async def test_protobuf_types_into_a_delta_table(
         assert r["shop"] == (
             {"city": f"city{i % 3}", "items": [{"sku": f"s{i}", "n": i}]} if i % 4 else None
         )
-
-
-async def test_protobuf_records_exactly_once_through_a_daemon_and_a_jvm_kill(
-    daemon_process: ProcessFactory,
-    kafka_bootstrap: str,
-    kafka_topic: TopicFactory,
-    schema_registry: Registry,
-    tmp_path: Path,
-) -> None:
-    """The exactly-once audit (``support.exactly_once``) on Protobuf records: the daemon
-    SIGKILLed and restarted (its converter fetches and compiles the schema again), an
-    executor's JVM SIGKILLed; every record once in the table, typed."""
-    topic = await kafka_topic(partitions=PARTITIONS)
-    classes = proto_classes(V2, "audit.proto")
-
-    async def protobuf_values(topic: str, n: int) -> None:
-        values = serialize_protobuf(
-            schema_registry, classes["shop.Sale"], topic, [_sale(classes, i, 2) for i in range(n)]
-        )
-        produce_serialized(kafka_bootstrap, topic, values, partitions=PARTITIONS)
-
-    async def check(table: Path) -> None:
-        data = typed_rows(table, SHORT_RECORDS, ["price", "score", "pay_0"])
-        assert str(data.schema.field("price").type) == "decimal128(10, 2)"
-        assert None not in data.column("score").to_pylist()
-
-    await audit(
-        daemon_process,
-        kafka_bootstrap,
-        topic,
-        tmp_path,
-        records=SHORT_RECORDS,
-        windows=SHORT_WINDOWS,
-        sink_extra=_registry_sink(schema_registry),
-        check=check,
-        produce_values=protobuf_values,
-    )

@@ -83,6 +83,44 @@ def test_record_fields_become_columns_and_a_later_version_adds_one() -> None:
     assert not second.errors
 
 
+def _with_address(
+    fields: list[dict[str, Any]], *, zip_code: bool, n: str = "Sale"
+) -> dict[str, Any]:
+    address: list[dict[str, Any]] = [{"name": "city", "type": "string"}]
+    if zip_code:
+        address.append({"name": "zip", "type": ["null", "string"], "default": None})
+    record = {"type": "record", "name": "Address", "fields": address}
+    return {
+        "type": "record",
+        "name": n,
+        "fields": [
+            *fields,
+            {"name": "home", "type": ["null", record], "default": None},
+            {"name": "past", "type": {"type": "array", "items": "Address"}, "default": []},
+        ],
+    }
+
+
+def test_a_nested_record_that_gains_a_field_widens_its_struct_column() -> None:
+    id_ = [{"name": "id", "type": "long"}]
+    one, two = _with_address(id_, zip_code=False), _with_address(id_, zip_code=True)
+    conv = converter({1: one, 2: two})
+    first = conv.convert([wire(1, one, {"id": 1, "home": {"city": "a"}, "past": []})])
+    assert str(first.columns["home"].type) == "struct<city: string>"
+    later = {"id": 2, "home": {"city": "b", "zip": "9"}, "past": [{"city": "c", "zip": "8"}]}
+    # Both versions in one poll, and the old one again in the next: one column type for all.
+    out = conv.convert([wire(1, one, {"id": 3, "home": None, "past": []}), wire(2, two, later)])
+    again = conv.convert([wire(1, one, {"id": 4, "home": {"city": "d"}, "past": [{"city": "e"}]})])
+    for batch in (out, again):
+        assert not batch.errors
+        assert batch.columns["home"].type.names == ["city", "zip"]
+        assert batch.columns["past"].type.value_type.names == ["city", "zip"]
+    assert out.columns["home"].to_pylist() == [None, {"city": "b", "zip": "9"}]
+    assert out.columns["past"].to_pylist() == [[], [{"city": "c", "zip": "8"}]]
+    assert again.columns["home"].to_pylist() == [{"city": "d", "zip": None}]
+    assert again.columns["past"].to_pylist() == [[{"city": "e", "zip": None}]]
+
+
 def test_a_value_that_does_not_fit_its_column_is_errant_naming_field_schema_and_types() -> None:
     conv = converter({1: V1, 2: V2, 3: CLASH})
     conv.convert([wire(1, V1, {"id": 1, "name": "a"})])
