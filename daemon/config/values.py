@@ -228,6 +228,7 @@ class Converter(enum.StrEnum):
     SHORT = "short"
     FLOAT = "float"
     DOUBLE = "double"
+    BOOLEAN = "boolean"
     AVRO = "avro"
     JSONSCHEMA = "jsonschema"
     PROTOBUF = "protobuf"
@@ -254,6 +255,7 @@ _CONVERTER_NAMES: dict[str, Converter] = {
             Converter.SHORT,
             Converter.FLOAT,
             Converter.DOUBLE,
+            Converter.BOOLEAN,
         )
         for name in (
             f"org.apache.kafka.connect.converters.{kind.value}converter",
@@ -283,10 +285,10 @@ def parse_converter(value: object) -> Converter | str:
 
 
 _CONVERTER_EXPECTED = (
-    "string, json, bytearray, long, integer, short, float, double, avro, protobuf or "
+    "string, json, bytearray, long, integer, short, float, double, boolean, avro, protobuf or "
     "jsonschema (or Connect's StringConverter, JsonConverter, ByteArrayConverter, "
-    "LongConverter, IntegerConverter, ShortConverter, FloatConverter, DoubleConverter class "
-    "names, or Confluent's io.confluent.connect.avro.AvroConverter, "
+    "LongConverter, IntegerConverter, ShortConverter, FloatConverter, DoubleConverter, "
+    "BooleanConverter class names, or Confluent's io.confluent.connect.avro.AvroConverter, "
     "io.confluent.connect.protobuf.ProtobufConverter and "
     "io.confluent.connect.json.JsonSchemaConverter), or a converter of your own as "
     "package.module:Class"

@@ -1,7 +1,8 @@
 """Connect's number converters: ``LongConverter``, ``IntegerConverter``, ``ShortConverter``,
-``FloatConverter`` and ``DoubleConverter`` (``org.apache.kafka.connect.converters``), which
-keyed topics often use: each value is Kafka's serializer's fixed-width big-endian number (8, 4,
-2, 4, 8 bytes), read by the matching deserializer.
+``FloatConverter``, ``DoubleConverter`` and ``BooleanConverter``
+(``org.apache.kafka.connect.converters``), which keyed topics often use: each value is Kafka's
+serializer's fixed-width big-endian number (8, 4, 2, 4, 8 bytes; a boolean one byte, 0 or 1),
+read by the matching deserializer.
 
 Column-wise: the poll's values of the right width are joined into one buffer, byte-swapped to
 the machine's order by ``array.array`` (C, no Python step per record), and handed to Arrow as a
@@ -18,6 +19,7 @@ import sys
 from collections.abc import Sequence
 from typing import ClassVar
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -93,10 +95,43 @@ class DoubleConverter(NumberConverter):
     type_name, deserializer = "double", "Deserializer"  # as Kafka's DoubleDeserializer does
 
 
+class BooleanConverter(NumberConverter):
+    """Kafka's ``BooleanSerializer``'s one byte: ``0x01`` true, ``0x00`` false; any other
+    byte is a bad record with ``BooleanDeserializer``'s message, naming it as Java's signed
+    ``byte`` prints (``0xff`` is ``-1``)."""
+
+    connect_name = "org.apache.kafka.connect.converters.BooleanConverter"
+    code, width, arrow = "B", 1, pa.bool_()
+    type_name, deserializer = "boolean", "BooleanDeserializer"
+
+    def convert(self, data: Sequence[bytes | None]) -> Converted:
+        errors: dict[int, Exception] = {}
+        parts: list[bytes] = []
+        for i, v in enumerate(data):
+            if v is not None and len(v) != 1:
+                errors[i] = ConversionError(
+                    "Failed to deserialize boolean: Size of data received by"
+                    " BooleanDeserializer is not 1"
+                )
+            parts.append(b"\x00" if v is None or i in errors else v)
+        raw = np.frombuffer(b"".join(parts), np.uint8)
+        for i in np.flatnonzero(raw > 1).tolist():
+            errors[i] = ConversionError(
+                "Failed to deserialize boolean: Unexpected byte received by BooleanDeserializer:"
+                f" {int(raw[i].astype(np.int8))}"
+            )
+        nulls = np.fromiter(
+            (v is None or i in errors for i, v in enumerate(data)), np.bool_, len(data)
+        )
+        column = pa.array(raw == 1, pa.bool_(), mask=nulls)
+        return Converted({self.side: column}, errors, schema=True)
+
+
 NUMBER_CONVERTERS: tuple[type[NumberConverter], ...] = (
     LongConverter,
     IntegerConverter,
     ShortConverter,
     FloatConverter,
     DoubleConverter,
+    BooleanConverter,
 )

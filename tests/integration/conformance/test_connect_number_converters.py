@@ -1,7 +1,8 @@
-"""Connect's number converters (``LongConverter`` … ``DoubleConverter``) against Kafka Connect
-4.1's own classes (issue 31): the same bytes read by Connect's converter (``Converters.java``,
-run by the JDK from Maven Central's jars) and by connectd's, value for value; a width Connect's
-deserializer refuses is a bad record with the same message."""
+"""Connect's number converters (``LongConverter`` … ``DoubleConverter``, ``BooleanConverter``)
+against Kafka Connect 4.1's own classes (issue 31): the same bytes read by Connect's converter
+(``Converters.java``, run by the JDK from Maven Central's jars) and by connectd's, value for
+value; a width (or a boolean's byte) Connect's deserializer refuses is a bad record with the
+same message."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ CASES = {
     "ShortConverter": (">h", [0, 1, -1, 2**15 - 1, -(2**15)]),
     "FloatConverter": (">f", [0.0, -0.0, 1.5, -2.25e-3, 3.4e38, math.inf, -math.inf, math.nan]),
     "DoubleConverter": (">d", [0.0, -0.0, 0.1, 1e300, -5e-324, math.inf, math.nan]),
+    # 2 and 0xff: bytes BooleanDeserializer refuses (``-1`` in its message: Java's byte).
+    "BooleanConverter": (">B", [0, 1, 2, 0x7F, 0x80, 0xFF]),
 }
 #: Bytes no number converter takes: the wrong widths, and none at all (null).
 ODD = [b"", b"\x01", b"\x00\x01\x02", b"\x00" * 16, None]
@@ -37,6 +40,8 @@ def _text(value: object, cls: str) -> str | None:
         return float_text(float(value))  # type: ignore[arg-type]
     if cls == "DoubleConverter":
         return double_text(float(value))  # type: ignore[arg-type]
+    if cls == "BooleanConverter":
+        return "true" if value else "false"
     return str(value)
 
 

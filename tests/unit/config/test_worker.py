@@ -148,7 +148,9 @@ def test_unknown_converter_names_key_value_and_choices() -> None:
     assert error.startswith(
         "w.properties: key.converter: 'io.confluent.connect.thrift.ThriftConverter'"
     )
-    assert "expected string, json, bytearray, long, integer, short, float, double, avro," in error
+    assert (
+        "expected string, json, bytearray, long, integer, short, float, double, boolean," in error
+    )
 
 
 def test_durations_are_normalised_from_ms() -> None:

@@ -395,8 +395,8 @@ def test_unknown_converter_lists_the_known_ones() -> None:
         converter_class("no.such.module:Conv")
     with pytest.raises(ConfigError, match="is not a"):
         converter_class("daemon.connectors.records:RawBatch")
-    # string, JSON, byte array, five numbers, Avro, Protobuf, JSON Schema
-    assert len(list_converters()) == 11
+    # string, JSON, byte array, five numbers, a boolean, Avro, Protobuf, JSON Schema
+    assert len(list_converters()) == 12
 
 
 def test_batch_converter_from_connect_config() -> None:
@@ -467,3 +467,21 @@ def test_header_converter_problems_name_the_key() -> None:
     assert [(p.key, p.is_error) for p in problems] == [("header.converter", True)]
     assert "header.converter.schemas.enable" in str(problems[0])
     assert converter_problems({"header.converter": "ByteArrayConverter"}) == []
+
+
+def test_boolean_converter_reads_kafkas_one_byte_and_names_what_it_refuses() -> None:
+    from daemon.config.values import Converter as Kind
+    from daemon.config.values import parse_converter
+    from daemon.connectors.converters import make_converter
+
+    assert parse_converter("org.apache.kafka.connect.converters.BooleanConverter") is Kind.BOOLEAN
+    out = make_converter("boolean", {}, is_key=False).convert(
+        [b"\x01", b"\x00", None, b"\xff", b"\x01\x00", b""]
+    )
+    assert out.columns["value"].type == pa.bool_()
+    assert out.columns["value"].to_pylist() == [True, False, None, None, None, None]
+    assert sorted(out.errors) == [3, 4, 5]
+    assert str(out.errors[3]) == (
+        "Failed to deserialize boolean: Unexpected byte received by BooleanDeserializer: -1"
+    )
+    assert str(out.errors[4]).endswith("Size of data received by BooleanDeserializer is not 1")
