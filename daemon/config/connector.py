@@ -170,7 +170,8 @@ class ConnectorConfig(BaseModel):
         example="org.apache.kafka.connect.storage.SimpleHeaderConverter",
         default_doc="the worker's",
         description="What this connector's headers column holds: each header's text"
-        " (SimpleHeaderConverter, StringConverter) or its bytes (ByteArrayConverter).",
+        " (SimpleHeaderConverter, StringConverter), the JSON text of what JsonConverter reads"
+        " from it, or its bytes (ByteArrayConverter).",
     )
     header_converter_config: f.StrDict = setting(
         {},

@@ -305,11 +305,12 @@ OptConverterName = Annotated[
 
 class HeaderConverter(enum.StrEnum):
     """What the ``headers`` column's values are (``header.converter``): the bytes as they came,
-    or their text."""
+    their text, or the JSON text of what Connect's JsonConverter reads from them."""
 
     BYTEARRAY = "bytearray"
     STRING = "string"
     SIMPLE = "simple"
+    JSON = "json"
 
 
 _HEADER_CONVERTER_NAMES: dict[str, HeaderConverter] = {
@@ -319,6 +320,8 @@ _HEADER_CONVERTER_NAMES: dict[str, HeaderConverter] = {
     "stringconverter": HeaderConverter.STRING,
     "org.apache.kafka.connect.storage.simpleheaderconverter": HeaderConverter.SIMPLE,
     "simpleheaderconverter": HeaderConverter.SIMPLE,
+    "org.apache.kafka.connect.json.jsonconverter": HeaderConverter.JSON,
+    "jsonconverter": HeaderConverter.JSON,
     **{c.value: c for c in HeaderConverter},
 }
 
@@ -331,7 +334,7 @@ def parse_header_converter(value: object) -> HeaderConverter | None:
         return _HEADER_CONVERTER_NAMES[value.strip().lower()]
     raise ValueError(
         f"{value!r} is not a header converter connectd has (a table's headers column holds "
-        "each header's bytes or its text)"
+        "each header's bytes, its text or its JSON)"
     )
 
 
@@ -340,7 +343,7 @@ OptHeaderConverterName = Annotated[
     BeforeValidator(parse_header_converter),
     Expect(
         "org.apache.kafka.connect.storage.SimpleHeaderConverter or StringConverter (the "
-        "headers' text), or org.apache.kafka.connect.converters.ByteArrayConverter (their "
-        "bytes)"
+        "headers' text), org.apache.kafka.connect.json.JsonConverter (their JSON), or "
+        "org.apache.kafka.connect.converters.ByteArrayConverter (their bytes)"
     ),
 ]

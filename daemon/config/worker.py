@@ -147,8 +147,8 @@ class WorkerConfig(KafkaSettings, RestApiSettings, DistributedSettings, Executor
         group=_CONV,
         default_doc="none: the headers' bytes",
         description="What the headers column holds, unless a connector sets its own: each"
-        " header's text (SimpleHeaderConverter, Connect's default, or StringConverter) or its"
-        " bytes (ByteArrayConverter).",
+        " header's text (SimpleHeaderConverter, Connect's default, or StringConverter), the"
+        " JSON text of what JsonConverter reads from it, or its bytes (ByteArrayConverter).",
     )
     header_converter_config: f.StrDict = setting(
         {},

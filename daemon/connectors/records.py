@@ -148,9 +148,10 @@ class BadRecord:
     """A record that could not be converted; the runtime applies ``errors.tolerance`` to it.
 
     ``error`` is the message, ``exception_class`` the qualified name of the exception type,
-    ``stage`` which converter failed (``key`` or ``value``), or ``transformation`` when a
-    transform refused the converted record (``transform``: its class, ``error`` names its
-    alias). The raw bytes and headers are kept for the dead-letter queue.
+    ``stage`` which converter failed (``key``, ``value``, or ``header``: the header converter,
+    ``transform`` then naming its class), or ``transformation`` when a transform refused the
+    converted record (``transform``: its class, ``error`` names its alias). The raw bytes and
+    headers are kept for the dead-letter queue.
     """
 
     topic: str
@@ -158,7 +159,7 @@ class BadRecord:
     offset: int
     error: str
     exception_class: str
-    stage: Literal["key", "value", "transformation"]
+    stage: Literal["key", "value", "header", "transformation"]
     key: bytes | None = None
     value: bytes | None = None
     headers: tuple[tuple[str, bytes | None], ...] = ()

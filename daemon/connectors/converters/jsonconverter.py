@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import decimal
 import enum
 import json
 from collections.abc import Mapping, Sequence
@@ -79,9 +80,28 @@ def _loads(text: str) -> Any:
     return json.loads(text, parse_constant=_no_constants)
 
 
-def json_text(v: Any) -> str:
-    """Compact JSON text, UTF-8 kept: how a value's JSON is written back (the transforms too)."""
-    return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
+def json_text(doc: Any) -> str:
+    """Compact JSON text, UTF-8 kept: how a value's JSON is written back (the transforms too);
+    a decimal (``connectschema.loads`` reads numbers so) with its digits as written."""
+    try:
+        return json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+    except TypeError:  # a decimal: written by hand below
+        pass
+    if isinstance(doc, dict):
+        return (
+            "{"
+            + ",".join(
+                f"{json.dumps(k, ensure_ascii=False)}:{json_text(v)}" for k, v in doc.items()
+            )
+            + "}"
+        )
+    if isinstance(doc, list):
+        return "[" + ",".join(json_text(v) for v in doc) + "]"
+    if isinstance(doc, bool) or doc is None:
+        return json.dumps(doc)
+    if isinstance(doc, int | decimal.Decimal):
+        return str(doc)
+    return json.dumps(doc, ensure_ascii=False)
 
 
 class JsonConverter(Converter):
@@ -294,6 +314,44 @@ class JsonConverter(Converter):
                 )
             decoded.append(Group(_label(typed), rows, array))
         return self._layout.converted(len(data), decoded, errors, pa.array(dead, pa.bool_()))
+
+    def header_texts(
+        self, data: Sequence[bytes | None], *, lenient: bool = False
+    ) -> tuple[list[str | None], dict[int, Exception]]:
+        """Each header value as this converter reads it as a header (Connect's
+        ``toConnectHeader``, which is ``toConnectData``), as compact JSON text: an envelope's
+        payload under ``schemas.enable`` (read against its schema, as a value is), else the
+        document; None for a null. Errors by index. ``lenient``: a value that is not such
+        JSON (a header a transform wrote as Connect's SimpleHeaderConverter writes it) is read
+        without the envelope, then as a string, never refused."""
+        texts, errors = decode_each(data)
+        out: list[str | None] = [None] * len(data)
+        for i, text in enumerate(texts):
+            if text is None or i in errors:
+                continue
+            try:
+                doc = connectschema.loads(text)
+                if self.schemas_enable:
+                    if not isinstance(doc, dict) or set(doc) != {"schema", "payload"}:
+                        raise ConversionError(_ENVELOPE_HINT)
+                    if (
+                        doc["schema"] is not None
+                        and self._schema(doc["schema"]).read(doc["payload"]) is None
+                    ):
+                        continue
+                    doc = doc["payload"]
+            except (ValueError, ConversionError, RecursionError) as e:
+                if not lenient:
+                    errors[i] = e
+                    continue
+                try:
+                    doc = connectschema.loads(text)
+                except (ValueError, RecursionError):
+                    doc = text
+            out[i] = None if doc is None else json_text(doc)
+        if lenient:
+            errors.clear()  # bytes that are not UTF-8 were refused before the transforms
+        return out, errors
 
     def _schema(self, doc: Any) -> connectschema.Typed:
         """The ``Typed`` of an envelope's schema, cached by its JSON text."""

@@ -96,7 +96,7 @@ def converter_problems(config: Mapping[str, str]) -> list[Problem]:
         prefix = "header.converter."
         options = {k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)}
         try:
-            header_encoding(_header_kind(kind), options)
+            header_reader(_header_kind(kind), options)
         except ConfigError as e:
             found.append(error("header.converter", str(e)))
     for side in ("key", "value"):
@@ -119,6 +119,36 @@ def converter_problems(config: Mapping[str, str]) -> list[Problem]:
                 )
             )
     return found
+
+
+#: The settings Connect's JsonConverter takes as a header converter.
+_JSON_HEADER_SETTINGS = (
+    "converter.type",
+    "decimal.format",
+    "replace.null.with.default",
+    "schemas.cache.size",
+    "schemas.enable",
+)
+
+
+def header_reader(
+    kind: str | None, options: Mapping[str, str]
+) -> tuple[str | None, JsonConverter | None]:
+    """How the ``headers`` column's values are read under ``header.converter`` ``kind``
+    (``daemon.config.values.HeaderConverter``'s values): the encoding of their text
+    (``header_encoding``), or the JsonConverter that reads them as JSON (``json``); neither:
+    their bytes. ``ConfigError`` naming the key for a setting the converter does not take."""
+    if kind != "json":
+        return header_encoding(kind, options), None
+    for key in sorted(options):
+        if key not in _JSON_HEADER_SETTINGS:
+            raise ConfigError(
+                f"header.converter.{key}: not a setting of the header converter (json); it"
+                f" takes {', '.join(_JSON_HEADER_SETTINGS)}"
+            )
+    reader = JsonConverter()
+    reader.configure(options, is_key=False)
+    return None, reader
 
 
 def _header_kind(name: str) -> str | None:

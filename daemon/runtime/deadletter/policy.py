@@ -58,7 +58,11 @@ def conversion_failures(
     for b in bad:
         record = _find(polled, b.tp, b.offset)
         side = converters[0] if b.stage == "key" else converters[1]
-        stage = {"key": "KEY_CONVERTER", "value": "VALUE_CONVERTER"}.get(b.stage, "TRANSFORMATION")
+        stage = {
+            "key": "KEY_CONVERTER",
+            "value": "VALUE_CONVERTER",
+            "header": "HEADER_CONVERTER",
+        }.get(b.stage, "TRANSFORMATION")
         out.append(
             Failure(
                 b.topic,

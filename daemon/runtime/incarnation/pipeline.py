@@ -27,6 +27,9 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from daemon.config import ConnectorConfig, WorkerConfig, effective_converter
 from daemon.config.connector import effective_header_converter
 from daemon.config.transforms import Chain
@@ -39,7 +42,9 @@ from daemon.connectors.converters import (
     convert_poll,
     make_converter,
 )
-from daemon.connectors.converters.batch import header_encoding, text_headers
+from daemon.connectors.converters.batch import TEXT_HEADERS_TYPE, text_headers
+from daemon.connectors.converters.jsonconverter import JsonConverter
+from daemon.connectors.converters.lookup import header_reader
 from daemon.connectors.records import (
     BadRecord,
     OffsetRange,
@@ -50,6 +55,7 @@ from daemon.connectors.records import (
 from daemon.connectors.transforms import Plugins, load_plugins
 from daemon.connectors.transforms import apply as apply_transforms
 from daemon.connectors.transforms.java import TransformError
+from daemon.errors import ConversionError
 from daemon.runtime.deadletter.index import qualified_name
 from daemon.runtime.deadletter.policy import ErrantRecords
 from daemon.runtime.incarnation.consumer import group_id
@@ -113,6 +119,68 @@ def _transformed(
     return ConversionResult(done.batch, bad)
 
 
+def _json_headers_read(
+    reader: JsonConverter, result: ConversionResult, records: Sequence[Any]
+) -> ConversionResult:
+    """``result`` without the records a header of which ``reader`` cannot read (Connect's
+    ``HEADER_CONVERTER`` stage): they join the bad ones, with their raw bytes."""
+    table = result.batch.table
+    if not table.num_rows:
+        return result
+    column = table.column("headers").combine_chunks()
+    items = column.flatten()  # the headers of every row, in order
+    _, errors = reader.header_texts(items.field("value").to_pylist())
+    if not errors:
+        return result
+    parents = pc.list_parent_indices(column).to_pylist()
+    keys = items.field("key").to_pylist()
+    failed: dict[int, str] = {}
+    for i, error in sorted(errors.items()):
+        failed.setdefault(parents[i], f"header {keys[i]!r}: {error}")
+    raw = {(r.topic, r.partition, r.offset): r for r in records}
+    where = zip(
+        table.column("kafka_topic").to_pylist(),
+        table.column("kafka_partition").to_pylist(),
+        table.column("kafka_offset").to_pylist(),
+        strict=True,
+    )
+    bad = list(result.bad)
+    for row, (topic, partition, offset) in enumerate(where):
+        if row in failed:
+            r = raw.get((topic, partition, offset))
+            bad.append(
+                BadRecord(
+                    topic,
+                    partition,
+                    offset,
+                    f"header conversion failed: {failed[row]}",
+                    qualified_name(ConversionError),
+                    "header",
+                    getattr(r, "key", None),
+                    getattr(r, "value", None),
+                    tuple(getattr(r, "headers", ())),
+                    transform=reader.connect_name,
+                )
+            )
+    keep = pa.array([row not in failed for row in range(table.num_rows)], pa.bool_())
+    return ConversionResult(result.batch.filter(keep), bad)
+
+
+def _json_headers(reader: JsonConverter, column: Any) -> pa.Array:
+    """A ``headers`` column whose values are the JSON text ``reader`` reads from each (a
+    header a transform wrote, as Connect's SimpleHeaderConverter writes it, read leniently)."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    items = column.values
+    texts, _ = reader.header_texts(items.field("value").to_pylist(), lenient=True)
+    entries = pa.StructArray.from_arrays(
+        [items.field("key"), pa.array(texts, pa.string())], names=["key", "value"]
+    )
+    return pa.ListArray.from_arrays(
+        column.offsets, entries, type=TEXT_HEADERS_TYPE, mask=column.is_null()
+    )
+
+
 class RecordPipeline:
     """One incarnation's conversion and errant-record handling (see the module docstring)."""
 
@@ -127,8 +195,9 @@ class RecordPipeline:
     ) -> None:
         self.key, self.value = task_converters(worker, config, task_config)
         kind, options = effective_header_converter(worker, config)
-        #: The headers column's text encoding (``header.converter``), or None for its bytes.
-        self.header_encoding = header_encoding(kind and kind.value, options)
+        #: The headers column's text encoding (``header.converter``), or the JsonConverter
+        #: that reads its values as JSON; neither: its bytes.
+        self.header_encoding, self.header_json = header_reader(kind and kind.value, options)
 
         def count(**counts: int) -> None:
             if metrics is not None:
@@ -164,19 +233,26 @@ class RecordPipeline:
     ) -> tuple[int, ConversionResult]:
         """The poll's records converted (those that could not be are in ``bad``); how many."""
         key, value, chain, plugins = self.key, self.value, self.chain, self.plugins
-        encoding = self.header_encoding
+        encoding, as_json = self.header_encoding, self.header_json
 
         def convert() -> tuple[int, ConversionResult]:
             records = [r for tp in sorted(polled) for r in polled[tp]]
             result = convert_poll(RawBatch.from_records(records), key, value, ranges)
+            if as_json is not None:
+                result = _json_headers_read(as_json, result, records)
             if chain:
                 result = _transformed(chain, plugins, result, records)
-            if encoding is not None:
+            if encoding is not None or as_json is not None:
                 # after the transforms, which read and write headers as Connect's
                 # SimpleHeaderConverter writes them (bytes)
                 table = result.batch.table
                 at = table.schema.get_field_index("headers")
-                text = text_headers(table.column(at), encoding)
+                column = table.column(at)
+                if as_json is not None:
+                    text = _json_headers(as_json, column)
+                else:
+                    assert encoding is not None
+                    text = text_headers(column, encoding)
                 batch = dataclasses.replace(
                     result.batch, table=table.set_column(at, "headers", text)
                 )

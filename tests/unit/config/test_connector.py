@@ -218,9 +218,15 @@ def test_header_converter_names_what_the_headers_column_holds() -> None:
         {"converter.encoding": "latin-1"},
     )
     with pytest.raises(InvalidConfig) as caught:
-        parse_connector({**BASE, "header.converter": "org.apache.kafka.connect.json.JsonConverter"})
+        parse_connector(
+            {**BASE, "header.converter": "org.apache.kafka.connect.converters.LongConverter"}
+        )
     [problem] = caught.value.problems
     assert problem.key == "header.converter" and "SimpleHeaderConverter" in str(problem)
+    json_headers = parse_connector(
+        {**BASE, "header.converter": "org.apache.kafka.connect.json.JsonConverter"}
+    )
+    assert json_headers.config.header_converter is HeaderConverter.JSON
 
 
 def test_prefix_settings() -> None:

@@ -467,6 +467,11 @@ def test_header_converter_problems_name_the_key() -> None:
     assert [(p.key, p.is_error) for p in problems] == [("header.converter", True)]
     assert "header.converter.schemas.enable" in str(problems[0])
     assert converter_problems({"header.converter": "ByteArrayConverter"}) == []
+    # JsonConverter takes its own settings as a header converter, not connectd's column modes.
+    json_headers = {"header.converter": "JsonConverter", "header.converter.schemas.enable": "false"}
+    assert converter_problems(json_headers) == []
+    [problem] = converter_problems({**json_headers, "header.converter.mode": "text"})
+    assert problem.key == "header.converter" and "header.converter.mode" in str(problem)
 
 
 def test_boolean_converter_reads_kafkas_one_byte_and_names_what_it_refuses() -> None:
