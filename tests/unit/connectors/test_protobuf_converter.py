@@ -309,3 +309,18 @@ def test_a_large_poll_is_read_in_chunks_with_errant_rows_in_place() -> None:
     got = out.columns["x"].to_pylist()
     assert got[:600] == [None] * 600
     assert got[600:] == [None if i % 100 == 0 else i for i in range(600, 1300)]
+
+
+def test_a_duration_is_a_struct_of_its_fields() -> None:
+    """Confluent's ProtobufData has no Connect type for ``google.protobuf.Duration`` (only for
+    Timestamp, Date, TimeOfDay, Decimal and the wrappers): it is the message it is."""
+    text = (
+        'syntax = "proto3";\nimport "google/protobuf/duration.proto";\n'
+        "message Job { google.protobuf.Duration took = 1; }"
+    )
+    job = proto_classes(text, "job.proto")["Job"]()
+    job.took.seconds, job.took.nanos = 90, 500_000_000
+    out = converter({3: Schema(3, "PROTOBUF", text)}).convert([wire(3, job)])
+    assert not out.errors
+    assert str(out.columns["took"].type) == "struct<seconds: int64, nanos: int32>"
+    assert out.columns["took"].to_pylist() == [{"seconds": 90, "nanos": 500_000_000}]
