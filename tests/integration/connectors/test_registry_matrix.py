@@ -302,7 +302,11 @@ async def test_three_formats_into_three_table_formats_exactly_once_through_kills
         for fmt in FORMATS
         for sink in SINKS
     ]
-    worker = worker_properties(kafka_bootstrap, tmp_path / "state")
+    # One executor JVM for the nine: a second one's start (a write overdue steps aside) costs
+    # more CPU on a small machine than the writes it would share.
+    worker = worker_properties(
+        kafka_bootstrap, tmp_path / "state", **{"executor.pool.max.size": "1"}
+    )
 
     def done() -> int:
         return sum(read() for read in progress.values())
