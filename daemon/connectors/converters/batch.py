@@ -8,7 +8,7 @@ pipeline (``daemon.runtime.incarnation.pipeline``) holds the pair and calls it, 
 from __future__ import annotations
 
 import codecs
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, chain
 
@@ -140,11 +140,23 @@ def text_headers(column: pa.Array, encoding: str) -> pa.Array:
     """A ``headers`` column with each value's bytes decoded (``HEADERS_TYPE`` with ``value``
     a string; bytes invalid in the encoding become U+FFFD, as Connect's StringConverter reads
     them; a null value stays null)."""
+    return headers_as_text(
+        column, lambda values: decode_text(values, encoding, errors="replace")[0]
+    )
+
+
+def headers_as_text(
+    column: pa.Array, texts: Callable[[list[bytes | None]], pa.Array | list[str | None]]
+) -> pa.Array:
+    """A ``headers`` column (``HEADERS_TYPE``) as ``TEXT_HEADERS_TYPE``: every header's value
+    (bytes, or None) made text by ``texts``, in one call for the column."""
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
     items = column.values
-    texts, _ = decode_text(items.field("value").to_pylist(), encoding, errors="replace")
-    entries = pa.StructArray.from_arrays([items.field("key"), texts], names=["key", "value"])
+    values = texts(items.field("value").to_pylist())
+    if not isinstance(values, pa.Array):
+        values = pa.array(values, pa.string())
+    entries = pa.StructArray.from_arrays([items.field("key"), values], names=["key", "value"])
     return pa.ListArray.from_arrays(
         column.offsets, entries, type=TEXT_HEADERS_TYPE, mask=column.is_null()
     )

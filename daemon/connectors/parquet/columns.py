@@ -53,13 +53,10 @@ def table_columns(log: CommitLog, read: FileColumns) -> list[list[str]] | None:
             return None
         commits += 1
         parts = [p.split("=", 1)[0] for p in final.split("/")[:-1] if "=" in p]
-        known = {c: i for i, (c, _) in enumerate(out)}
-        for c, t in columns:
-            if c in known:  # the fields an older file's struct has and a newer's lacks count
-                out[known[c]][1] = sparktypes.widened(out[known[c]][1], t)
-            else:
-                out.append([c, t])
-        out += [[c, ""] for c in parts if c not in known.keys() | {c for c, _ in columns}]
+        known = {c for c, _ in out} | {c for c, _ in columns}
+        # A newer file's type stands, with the fields an older file's struct adds.
+        out = sparktypes.merged_columns(out, ((c, t) for c, t in columns))
+        out += [[c, ""] for c in parts if c not in known]
     return out or None
 
 

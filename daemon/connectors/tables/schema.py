@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from daemon.connectors.tables.sparktypes import difference, widened
+from daemon.connectors.tables.sparktypes import difference, merged_columns
 from daemon.errors import RecordRejected
 
 #: ``[[column, Spark type]]``; a type ``""`` takes any type.
@@ -132,14 +132,11 @@ def fitted(table: pa.Table, schema: Schema | None) -> pa.Table:
 def merged(schema: Schema | None, table: pa.Table) -> list[list[str]]:
     """``schema`` with the columns of ``table`` (just committed) it lacks, by their Spark
     types (``""`` where unknown here), and the fields its struct columns gained."""
-    out = [[str(c), str(t)] for c, t in schema or ()]
-    known = {c: i for i, (c, _) in enumerate(out)}
-    for name, column in zip(table.column_names, table.columns, strict=True):
-        if pa.types.is_null(column.type):
-            continue
-        have = spark_type(column.type)
-        if name not in known:
-            out.append([name, have or ""])
-        elif have is not None:
-            out[known[name]][1] = widened(out[known[name]][1], have)
-    return out
+    return merged_columns(
+        schema or (),
+        (
+            (name, spark_type(column.type) or "")
+            for name, column in zip(table.column_names, table.columns, strict=True)
+            if not pa.types.is_null(column.type)
+        ),
+    )

@@ -11,7 +11,7 @@ only at import time: the executors' commit jobs use it too (``conformed``, with 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -129,6 +129,22 @@ def _compare(path: str, have: Tree, want: Tree, out: Difference) -> None:
             _compare(f"{path}.value", have[2], want[2], out)
             return
     out.other = (path, render(have), render(want))
+
+
+def merged_columns(
+    schema: Iterable[Sequence[str]], columns: Iterable[tuple[str, str]]
+) -> list[list[str]]:
+    """``schema`` (``[[column, type]]``) with ``columns`` (name, type; ``""``: unknown) it
+    lacks appended, and the fields their structs add to its own (``widened``)."""
+    out = [[str(c), str(t)] for c, t in schema]
+    known = {c: i for i, (c, _) in enumerate(out)}
+    for name, kind in columns:
+        if name in known:
+            out[known[name]][1] = widened(out[known[name]][1], kind)
+        else:
+            known[name] = len(out)
+            out.append([name, kind])
+    return out
 
 
 def widened(want: str, have: str) -> str:

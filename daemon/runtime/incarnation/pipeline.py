@@ -42,7 +42,7 @@ from daemon.connectors.converters import (
     convert_poll,
     make_converter,
 )
-from daemon.connectors.converters.batch import TEXT_HEADERS_TYPE, text_headers
+from daemon.connectors.converters.batch import headers_as_text, text_headers
 from daemon.connectors.converters.jsonconverter import JsonConverter
 from daemon.connectors.converters.lookup import header_reader
 from daemon.connectors.records import (
@@ -169,16 +169,7 @@ def _json_headers_read(
 def _json_headers(reader: JsonConverter, column: Any) -> pa.Array:
     """A ``headers`` column whose values are the JSON text ``reader`` reads from each (a
     header a transform wrote, as Connect's SimpleHeaderConverter writes it, read leniently)."""
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
-    items = column.values
-    texts, _ = reader.header_texts(items.field("value").to_pylist(), lenient=True)
-    entries = pa.StructArray.from_arrays(
-        [items.field("key"), pa.array(texts, pa.string())], names=["key", "value"]
-    )
-    return pa.ListArray.from_arrays(
-        column.offsets, entries, type=TEXT_HEADERS_TYPE, mask=column.is_null()
-    )
+    return headers_as_text(column, lambda values: reader.header_texts(values, lenient=True)[0])
 
 
 class RecordPipeline:
