@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from daemon.config import WorkerConfig
+from daemon.config.executors import SparkSession
 from daemon.connectors.registry import ConnectorRegistry
 from daemon.executor.settings import PoolSettings
 from daemon.metrics import Metrics
@@ -55,6 +56,7 @@ def new_pool(c: WorkerConfig, relay: Any) -> ExecutorPool:
             spark_master_ui=tuple(c.executor_spark_master_ui_url),
             spark_conf=dict(c.executor_spark_conf),
             formats=frozenset(c.executor_spark_formats),
+            spark_on_demand=c.executor_spark_session is SparkSession.ON_DEMAND,
             jars_dir=c.executor_jars_dir,
             start_timeout=c.executor_start_timeout.total_seconds(),
             log_path=Path(relay.path) if relay is not None else None,

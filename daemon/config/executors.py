@@ -58,6 +58,24 @@ PoolStartName = Annotated[
 ]
 
 
+SPARK_SESSION_KEY = "executor.spark.session"
+
+
+class SparkSession(enum.StrEnum):
+    """When an executor opens its SparkSession (``executor.spark.session``)."""
+
+    #: Once a connector on this worker needs Spark; until then executors are Python processes
+    #: that write with pyarrow (no JVM, no PySpark workers).
+    ON_DEMAND = "on-demand"
+    #: Every executor, at its start, as connectd always did.
+    ALWAYS = "always"
+
+
+SparkSessionName = Annotated[
+    SparkSession, BeforeValidator(f.choice(SparkSession)), f.Expect("on-demand or always")
+]
+
+
 _EXEC = "Executors (connectd)"
 
 
@@ -109,6 +127,20 @@ class ExecutorSettings(BaseModel):
         " config log has such connectors starts them before it joins its group and joins once"
         " one can write (eager does the same). Whatever the choice, a write starts a pool not"
         " started yet.",
+    )
+    executor_spark_session: SparkSessionName = setting(
+        SparkSession.ON_DEMAND,
+        key=SPARK_SESSION_KEY,
+        group=_EXEC,
+        description="connectd: when an executor opens its SparkSession (a JVM, and PySpark's"
+        " Python workers). on-demand: once a connector on this worker needs Spark: a DeltaSink"
+        " or IcebergSink, a ParquetSink whose writes Spark makes (a Hadoop path, a format other"
+        " than parquet, a codec pyarrow does not write as Spark does, write.engine=spark, or a"
+        " batch with a column type only Spark writes as Spark would), a connector class not"
+        " marked otherwise. Until then each executor is a Python process that writes with"
+        " pyarrow (a ParquetSink on a local path: the same files); from then on every executor"
+        " opens one, and those without are replaced, so the write that first needs Spark waits"
+        " for a JVM start. always: every executor opens one at its start.",
     )
     executor_spark_master: SparkMaster = setting(
         "local[*]",

@@ -124,6 +124,16 @@ class SinkConnector(ABC):
     #: start). A write naming a format not listed here still loads it then.
     executor_formats: ClassVar[frozenset[str]] = frozenset()
 
+    @classmethod
+    def executor_spark(cls, config: Mapping[str, str]) -> bool:
+        """Whether the tasks of a connector configured with ``config`` need a SparkSession in
+        their executors from the start (under ``executor.spark.session=on-demand`` a worker
+        starts its executors without one while no connector says so). True unless a class says
+        otherwise; cheap, and never raises for a bad ``config`` (that fails elsewhere, saying
+        why). A write that needs none says so itself (``run_in_executor(spark=False)``); one
+        that does not still gets a session, at the cost of a JVM start then."""
+        return True
+
     def __init__(self) -> None:
         self.config: dict[str, str] = {}
         self.context: ConnectorContext = _Detached()

@@ -36,6 +36,12 @@ class ExecutorRunner(Protocol):
     into its executors' sessions when a write first asks for it (executors without it are
     replaced, which costs the first such write one executor start); when the format's jars are
     not installed the call raises at once, not retriable, saying how to fetch them.
+
+    ``spark`` False says ``fn`` never uses its ``spark`` argument (a pyarrow write): any
+    executor may run it, one that opened no SparkSession included, where ``spark`` is None
+    (``executor.spark.session=on-demand``). True, the default: the executors open sessions
+    from then on if they had none (the first such call waits for a JVM start). It is not passed
+    on to ``fn``.
     """
 
     async def run_in_executor(
@@ -45,6 +51,7 @@ class ExecutorRunner(Protocol):
         *,
         timeout: float,
         formats: Collection[str] = (),
+        spark: bool = True,
         **kwargs: Any,
     ) -> Any: ...
 
@@ -132,6 +139,7 @@ class SinkTaskContext(Protocol):
         *,
         timeout: float,
         formats: Collection[str] = (),
+        spark: bool = True,
         **kwargs: Any,
     ) -> Any:
         """Run ``fn`` in an executor process; see ``ExecutorRunner``."""

@@ -349,6 +349,7 @@ class LocalRunner:
         *,
         timeout: float,
         formats: Collection[str] = (),  # no session here: nothing to load
+        spark: bool = True,  # nor to open: ``spark`` is None either way
         **kwargs: Any,
     ) -> Any:
         from daemon.executor.handoff import Batch, write_table

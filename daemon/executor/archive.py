@@ -63,6 +63,8 @@ class ArchiveKeeper:
         """``ex``'s session is up; ``mapped``: whether its JVM mapped the archive it was given
         (None when that could not be read). An executor that started without an archive asks
         for one to be built."""
+        if not ex.spark:
+            return  # no JVM: nothing to build an archive for yet
         if ex.uses_cds and mapped is False:
             self._rejected(ex)
         if self._launcher.cds is not None and not ex.uses_cds:

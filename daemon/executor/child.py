@@ -1,4 +1,6 @@
-"""The executor process: one SparkSession, opened once, reused for every write.
+"""The executor process: one SparkSession, opened once, reused for every write (or none: an
+executor started while no write needs Spark, ``PoolSettings.spark_on_demand``, runs its writes
+with ``spark=None`` in this Python process; steps 3 and 4 are then an import of pyarrow).
 
 Started by the pool as ``python -m daemon.executor.child`` in a session of its own, with its end
 of the control socket on descriptor 3. In order:
@@ -207,7 +209,10 @@ def serve(sock: socket.socket, start: protocol.Start) -> None:
             if start.warmup:
                 _warm_up(spark, start.warmup_dir)
         else:
-            import pyarrow  # noqa: F401  (warm: the first hand-off should not pay the import)
+            # No session (``PoolSettings.spark_on_demand``, or a pool without Spark): warm what
+            # a pyarrow write uses, so the first hand-off does not pay the imports.
+            import pyarrow.ipc
+            import pyarrow.parquet  # noqa: F401
     except lines.SparkLineMismatch as exc:  # one clear line, no stack trace
         protocol.send_blocking(sock, protocol.StartFailed(str(exc)))
         os._exit(1)

@@ -207,31 +207,48 @@ class FormatsOwner(Protocol):
 
 
 class SessionFormats:
-    """The table formats every executor leased from now on has loaded (only grows: ``wanted``),
-    and the replacement of the executors whose session lacks one of them: idle and starting
-    ones at once, busy ones when their write ends. No executor lacking one is leased again.
+    """What every executor leased from now on has in its session (only grows): the table
+    formats (``wanted``) and, under ``PoolSettings.spark_on_demand``, whether it opens a
+    SparkSession at all (``spark``); and the replacement of the executors that lack either:
+    idle and starting ones at once, busy ones when their write ends. No executor lacking one
+    is leased again.
 
-    The supervisor spawns executors with ``wanted`` and asks ``lacks`` before it leases an
-    executor, when one becomes ready and when one finishes a write."""
+    The supervisor spawns executors with ``wanted`` and ``spark`` and asks ``lacks`` before it
+    leases an executor, when one becomes ready and when one finishes a write."""
 
-    def __init__(self, initial: frozenset[str], owner: FormatsOwner) -> None:
+    def __init__(
+        self, initial: frozenset[str], owner: FormatsOwner, *, spark: bool = True, able: bool = True
+    ) -> None:
         self.wanted = initial
+        #: False: the pool runs without Spark (``PoolSettings.with_spark``); ``spark`` stays
+        #: False and formats are only names.
+        self._able = able
+        #: Executors open a SparkSession (a table format implies one).
+        self.spark = able and (spark or bool(initial))
         self._owner = owner
 
-    def load(self, names: frozenset[str]) -> None:
-        """Make ``names`` part of every session from now on (see the class docstring)."""
+    def load(self, names: frozenset[str], *, spark: bool = False) -> None:
+        """Make ``names`` part of every session from now on, and a session itself with
+        ``spark`` or any format (see the class docstring)."""
         new = names - self.wanted
-        if not new:
+        opens = self._able and not self.spark and (spark or bool(names))
+        if not new and not opens:
             return
         self.wanted = self.wanted | new
+        self.spark = self.spark or opens
         live = [ex for ex in self._owner.live() if self.lacks(ex)]
         now = [ex for ex in live if ex.state in (ExecutorState.IDLE, ExecutorState.STARTING)]
         later = sum(1 for ex in live if ex.state is ExecutorState.BUSY)
+        what = []
+        if opens:
+            what.append("a SparkSession (a write needs Spark)")
+        if new:
+            what.append(f"table format {', '.join(sorted(new))}")
         log.info(
-            "executor pool: loading table format %s (sessions now load: %s); %d executor(s)"
-            " recycled now, %d when their write ends",
-            ", ".join(sorted(new)),
-            ", ".join(sorted(self.wanted)),
+            "executor pool: loading %s (sessions now load: %s); %d executor(s) recycled now,"
+            " %d when their write ends",
+            " and ".join(what),
+            ", ".join(sorted(self.wanted)) or "no table format",
             len(now),
             later,
         )
@@ -239,15 +256,21 @@ class SessionFormats:
             self.replace(ex)
 
     def lacks(self, ex: ExecutorProcess) -> bool:
-        """``ex``'s session lacks a format the pool loads now."""
-        return not self.wanted <= ex.formats
+        """``ex``'s session lacks a format the pool loads now, or Spark itself."""
+        return not self.wanted <= ex.formats or (self.spark and not ex.spark)
 
     def replace(self, ex: ExecutorProcess) -> None:
-        """Recycle ``ex``, whose session lacks a format (its write, if any, has ended)."""
+        """Recycle ``ex``, whose session lacks a format or Spark (its write, if any, has
+        ended)."""
         missing = ", ".join(sorted(self.wanted - ex.formats))
-        self._owner.recycle(
-            ex, f"its session lacks table format {missing}", when="to load table formats"
-        )
+        if self.spark and not ex.spark:
+            reason = "it opened no SparkSession" + (
+                f" (nor table format {missing})" if missing else ""
+            )
+            when = "to open SparkSessions"
+        else:
+            reason, when = f"its session lacks table format {missing}", "to load table formats"
+        self._owner.recycle(ex, reason, when=when)
 
 
 # -- fetching (``connectd fetch-jars``, ``make jars``) ---------------------------------------

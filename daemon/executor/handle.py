@@ -41,6 +41,7 @@ class ExecutorProcess:
         work_dir: Path,
         uses_cds: bool,
         formats: frozenset[str] = frozenset(),
+        spark: bool = True,
         on_message: Callable[[ExecutorProcess, protocol.Message], None],
         on_exit: Callable[[ExecutorProcess], None],
     ) -> None:
@@ -50,6 +51,8 @@ class ExecutorProcess:
         self.uses_cds = uses_cds
         #: The table formats its session loaded (``formats.py``).
         self.formats = formats
+        #: It opens a SparkSession (False: a Python process with pyarrow only).
+        self.spark = spark
         self.state = ExecutorState.STARTING
         self.task_id: str | None = None
         self.seq: int | None = None
@@ -126,6 +129,7 @@ class ExecutorProcess:
             work_dir=work_dir,
             uses_cds=uses_cds,
             formats=formats,
+            spark=start.with_spark,
             on_message=on_message,
             on_exit=on_exit,
         )
@@ -273,5 +277,6 @@ class ExecutorProcess:
             startup_seconds=self.startup_seconds,
             uses_cds=self.uses_cds,
             formats=self.formats,
+            spark=self.spark,
             reason=self.reason,
         )

@@ -52,6 +52,7 @@ class ExecutorInfo:
     uses_cds: bool
     reason: str | None = None  # why it is being killed, or how it died
     formats: frozenset[str] = frozenset()  # table formats its session loaded (``formats.py``)
+    spark: bool = True  # it opened a SparkSession (False: pyarrow only, ``spark_on_demand``)
 
 
 @dataclass(frozen=True)

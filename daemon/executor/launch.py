@@ -61,11 +61,14 @@ class Launcher:
         archive_out: Path | None = None,
         *,
         formats: frozenset[str] = frozenset(),
+        spark: bool = True,
     ) -> ExecutorProcess:
-        """Spawn an executor whose session loads the table formats ``formats``, or with
+        """Spawn an executor whose session loads the table formats ``formats`` (``spark``
+        False: one that opens no session, ``PoolSettings.spark_on_demand``), or with
         ``archive_out`` the archive builder (``ident`` 0)."""
+        spark = (spark or archive_out is not None) and self.settings.with_spark
         java, uses_cds = "", False
-        if self.cds is not None and not self.cds_off:
+        if self.cds is not None and not self.cds_off and spark:
             if archive_out is not None:
                 java = self.cds.builder_options(archive_out)
             else:
@@ -83,6 +86,7 @@ class Launcher:
                 archive_out,
                 loaded,
                 archive_in=self.cds.archive if uses_cds and self.cds is not None else None,
+                spark=spark,
             ),
             env=self._env,
             work_dir=work_dir,
@@ -143,11 +147,13 @@ def start_message(
     formats: Iterable[str] = (),
     *,
     archive_in: Path | None = None,
+    spark: bool = True,
 ) -> protocol.Start:
     """What an executor is told to open, with the table formats ``formats`` loaded (besides
     ``settings.formats``); with ``archive_out``, the class-data-sharing archive builder
     (``java_options`` then carry ``-XX:ArchiveClassesAtExit``); ``archive_in``: the archive
-    ``java_options`` give the JVM (the executor reports whether the JVM mapped it)."""
+    ``java_options`` give the JVM (the executor reports whether the JVM mapped it); ``spark``
+    False: no session is opened (nor is one when the pool runs ``with_spark=False``)."""
     builder = archive_out is not None
     conf = settings.session_conf(formats)
     java = [
@@ -159,7 +165,7 @@ def start_message(
     conf["spark.driver.extraJavaOptions"] = " ".join(o for o in java if o)
     return protocol.Start(
         parent_pid=os.getpid(),
-        with_spark=settings.with_spark,
+        with_spark=settings.with_spark and spark,
         # The builder dumps the classes of the executor's JVM, whose class path is the same
         # whatever the master: it runs in local mode, so it never registers on a user's cluster
         # (as a second application named like a writer) nor takes a core there.

@@ -83,9 +83,10 @@ class ExecutorPool:
     """Killable Spark executors. Use as ``async with ExecutorPool(settings) as pool:``.
 
     Write functions run as ``fn(spark, batch, **kwargs)`` in the executor. ``spark`` is its
-    SparkSession (None with ``with_spark=False``); ``batch`` is a ``daemon.executor.Batch``
-    (``.df`` Spark DataFrame, ``.table`` Arrow table, ``.path``) or None. The return value travels
-    back pickled: keep it small.
+    SparkSession (None with ``with_spark=False``, and for a write submitted with
+    ``spark=False`` to an executor that opened none, ``spark_on_demand``); ``batch`` is a
+    ``daemon.executor.Batch`` (``.df`` Spark DataFrame, ``.table`` Arrow table, ``.path``) or
+    None. The return value travels back pickled: keep it small.
 
     The pool holds a ``Supervisor`` (the processes: start, replace, back off, reap) and keeps
     the writes: which executor each holds, one write per task id at a time, deadlines. It is
@@ -126,12 +127,14 @@ class ExecutorPool:
             table_formats.require_jars, self.settings.formats, self.settings.jars_dir
         )
 
-    def start_soon(self, formats: Collection[str] = ()) -> None:
+    def start_soon(self, formats: Collection[str] = (), *, spark: bool = True) -> None:
         """``start`` in the background, from the event loop (``startup.Startup.begin``), with
         sessions that load ``formats`` too (as a write naming them would; a format whose jars
-        are missing is left for that write to report). Never raises."""
+        are missing is left for that write to report), and that open a SparkSession if
+        ``spark`` (``settings.spark_on_demand``: as a write asking for one would). Never
+        raises."""
         try:
-            self._load_formats(formats)
+            self._load_formats(formats, spark)
         except ConnectdError as exc:
             log.warning("executor pool: not loading table formats %s now: %s", formats, exc)
         self._startup.begin()
@@ -149,14 +152,16 @@ class ExecutorPool:
             return False
         return True
 
-    def _load_formats(self, formats: Collection[str]) -> None:
-        """Sessions load ``formats`` from now on (``submit``'s ``formats``)."""
+    def _load_formats(self, formats: Collection[str], spark: bool = True) -> None:
+        """Sessions load ``formats`` from now on (``submit``'s ``formats``), and executors open
+        a SparkSession if ``spark``."""
         wanted = table_formats.check_names(formats)
         loaded = self._sup.formats.wanted
         if not wanted <= loaded:
             # A few stat calls, once per format and pool (none once the format is loaded).
             table_formats.require_jars(wanted - loaded, self.settings.jars_dir)
-            self._sup.formats.load(wanted)
+        if not wanted <= loaded or (spark and not self._sup.formats.spark):
+            self._sup.formats.load(wanted, spark=spark)
 
     @property
     def started(self) -> bool:
@@ -184,6 +189,7 @@ class ExecutorPool:
         formats: Collection[str] = (),
         group: str | None = None,
         group_limit: int | None = None,
+        spark: bool = True,
     ) -> WriteLease:
         """Hand ``fn(spark, batch, **kwargs)`` over for ``task_id``; the lease says which
         executor accepted it, when, and how it ended (``daemon.executor.lease``).
@@ -203,6 +209,11 @@ class ExecutorPool:
         that has it like for any free one. This call raises ``ConfigError`` for an unknown
         name and ``formats.JarsMissing`` (not retriable) when the format's jars are missing.
 
+        ``spark`` False: ``fn`` never uses its ``spark`` argument, so any executor may run it,
+        one without a SparkSession included (``settings.spark_on_demand``, where ``spark`` is
+        None); True, the default: the pool opens SparkSessions from now on if it had none,
+        and the write waits for an executor with one like for any free one.
+
         ``group`` (default: the task id) is the write's connector; its writes hold at most
         ``group_limit`` executors at once (default, and at most, ``settings.size``), counting
         the ones that stepped aside after running long.
@@ -212,7 +223,7 @@ class ExecutorPool:
         if not self._sup.started and not self._sup.replacing:
             # The daemon is shutting down: a JVM started now would only be killed.
             raise PoolClosed("the executor pool is shutting down and was never started")
-        self._load_formats(formats)
+        self._load_formats(formats, spark)
         ref = function_ref(fn)
         args = dict(kwargs or {})
         try:
@@ -241,6 +252,7 @@ class ExecutorPool:
         formats: Collection[str] = (),
         group: str | None = None,
         group_limit: int | None = None,
+        spark: bool = True,
     ) -> Any:
         """``await submit(...).result()``: the write's value, or its error (see ``submit``).
         Cancelling it kills the write's executor tree and re-raises once it is reaped."""
@@ -254,6 +266,7 @@ class ExecutorPool:
             formats=formats,
             group=group,
             group_limit=group_limit,
+            spark=spark,
         )
         return await lease.result()
 

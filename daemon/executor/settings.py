@@ -64,6 +64,12 @@ class PoolSettings:
     #: False: executors run write functions without a SparkSession (``spark`` is None). For
     #: tests of the process machinery and for checking a deployment without a JVM.
     with_spark: bool = True
+    #: True: executors start without a SparkSession (a Python process with pyarrow: no JVM, no
+    #: PySpark workers) until a write asks for one (``ExecutorPool.submit(spark=True)``, the
+    #: default) or a table format is loaded; from then on every executor opens one, and those
+    #: without are replaced as for a table format (``formats.SessionFormats``). False: every
+    #: executor opens one at its start (with ``with_spark``).
+    spark_on_demand: bool = False
     #: An executor not ready (session up, warm-up job done) within this is killed and replaced.
     start_timeout: float = 120.0
     #: Default bound on waiting for a free executor in ``run`` (``ExecutorUnavailable``).

@@ -4,8 +4,8 @@
 hears from it through the narrow ``PoolOwner`` protocol. The supervisor holds two parts of its
 own, each with its own state and a narrow protocol of what it reads back: ``ArchiveKeeper``
 (``archive.py``: the class-data-sharing archive, built, replaced, given up) and
-``SessionFormats`` (``formats.py``: the table formats sessions load, and the recycling of
-executors that lack one). Invariants kept here:
+``SessionFormats`` (``formats.py``: the table formats sessions load, whether they open a
+SparkSession at all, and the recycling of executors that lack either). Invariants kept here:
 
 * at most ``size + spares`` executors exist at once, counting the ones being killed, one more
   for each write that stepped aside (``queue.py``), never more than ``max_size``: a
@@ -102,7 +102,12 @@ class Supervisor:
         #: The class-data-sharing archive its executors start from (``archive.py``).
         self.archive = ArchiveKeeper(settings, self._launcher, self._threads, owner=self)
         #: The table formats their sessions load (``formats.py``).
-        self.formats = SessionFormats(settings.formats, owner=self)
+        self.formats = SessionFormats(
+            settings.formats,
+            owner=self,
+            spark=not settings.spark_on_demand,
+            able=settings.with_spark,
+        )
         #: Leases (recorded by the pool) and reaps, in order, with monotonic times.
         self.events = PoolEvents()
 
@@ -170,7 +175,11 @@ class Supervisor:
             ident = next(self._ids)
             try:
                 ex = self._launcher.spawn(
-                    ident, self._on_message, self._on_exit, formats=self.formats.wanted
+                    ident,
+                    self._on_message,
+                    self._on_exit,
+                    formats=self.formats.wanted,
+                    spark=self.formats.spark,
                 )
             except OSError as exc:
                 self._start_failed(f"could not spawn an executor: {exc}")
@@ -330,7 +339,12 @@ class Supervisor:
             self._backoff.succeeded()
             self._problem = None
             self.archive.executor_ready(ex, msg.archive_mapped)
-            log.info("executor %d ready in %.1f s", ex.ident, ex.startup_seconds)
+            log.info(
+                "executor %d ready in %.1f s%s",
+                ex.ident,
+                ex.startup_seconds,
+                "" if ex.spark else " (no SparkSession: pyarrow only)",
+            )
             if self.formats.lacks(ex):  # not expected: starting ones are recycled when formats grow
                 self.formats.replace(ex)
             else:

@@ -150,7 +150,7 @@ class ConnectorRuntime:
             cls = env.registry.resolve(self.config["connector.class"])
         if cls is not None and cls.needs_executors:
             # executor.pool.start=auto: they start with the first such task
-            env.executors_needed(cls.executor_formats)
+            env.executors_needed(cls.executor_formats, spark=cls.executor_spark(self.config))
 
         # The task's freshness outlives its incarnations; each reports through the recorder.
         freshness = Freshness()

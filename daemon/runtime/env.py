@@ -46,16 +46,20 @@ class RuntimeEnv:
     #: them itself (``ConnectorRuntime._reconfigure_tasks``).
     publish_task_configs: Callable[[str, list[dict[str, str]]], Awaitable[None]] | None = None
 
-    def executors_needed(self, formats: Collection[str] = ()) -> None:
+    def executors_needed(self, formats: Collection[str] = (), *, spark: bool = True) -> None:
         """A task of a connector class that needs executors (``SinkConnector.needs_executors``)
         is being set up on this worker: under ``executor.pool.start=auto`` the executors start
         now, in the background, so its first write waits no longer than after an eager start.
         (``eager``: they started with the daemon; ``on-demand``: the first write starts them.)
         ``formats``: the table formats its sessions need (``SinkConnector.executor_formats``),
-        loaded from the start rather than by a second JVM start at the first write.
+        loaded from the start rather than by a second JVM start at the first write; ``spark``:
+        whether they need a SparkSession from the start (``SinkConnector.executor_spark``).
         Returns at once; called for every such task."""
         if self.worker.executor_pool_start is PoolStart.AUTO:
-            self.executors.start_soon(formats)
+            if spark:
+                self.executors.start_soon(formats)
+            else:  # only then: an ``Executors`` written before ``spark`` would refuse it
+                self.executors.start_soon(formats, spark=False)
 
     @classmethod
     def of_worker(

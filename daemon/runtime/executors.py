@@ -50,9 +50,11 @@ class Executors(Protocol):
         formats: Collection[str] = (),
         group: str | None = None,
         group_limit: int | None = None,
+        spark: bool = True,
     ) -> WriteLease:
         """Hand ``fn(spark, batch, **kwargs)`` over for ``task_id`` in a session with the table
-        formats ``formats`` loaded; ``timeout`` counts from the executor's acknowledgement.
+        formats ``formats`` loaded (``spark`` False: ``fn`` needs no session, any executor may
+        run it); ``timeout`` counts from the executor's acknowledgement.
         ``group`` is the task's connector, whose writes hold at most ``group_limit`` executors
         at once (``executor.writes.max``; None: the pool's size).
         Cancelling the await of the lease's ``result()`` kills the write's executor tree and
@@ -61,10 +63,10 @@ class Executors(Protocol):
         timeout."""
         ...
 
-    def start_soon(self, formats: Collection[str] = ()) -> None:
+    def start_soon(self, formats: Collection[str] = (), *, spark: bool = True) -> None:
         """Start the executors in the background unless they started (``RuntimeEnv``'s
-        ``executors_needed``), with sessions that load the table formats ``formats`` too;
-        returns at once and never raises."""
+        ``executors_needed``), with sessions that load the table formats ``formats`` too, and
+        (``spark``) with a SparkSession; returns at once and never raises."""
         ...
 
     async def ready(self, timeout: float) -> bool:
@@ -126,10 +128,12 @@ class ExecutorBinding:
         *,
         timeout: float,
         formats: Collection[str] = (),
+        spark: bool = True,
         **kwargs: Any,
     ) -> Any:
         """``fn`` in an executor under ``timeout`` seconds (the worker's write timeout when
-        ``timeout`` is 0 or less), in a session with the table formats ``formats`` loaded."""
+        ``timeout`` is 0 or less), in a session with the table formats ``formats`` loaded
+        (``spark`` False: ``fn`` needs no session)."""
         if self._closed is not None:
             raise PoolClosed(f"task {self.task_id}: no more writes ({self._closed})")
         deadline = timeout if timeout > 0 else self.default_timeout
@@ -143,6 +147,7 @@ class ExecutorBinding:
             formats=formats,
             group=self.group,
             group_limit=self.group_limit,
+            spark=spark,
         )
         try:
             result = await lease.result()

@@ -113,7 +113,7 @@ class NoExecutors:
     def submit(self, task_id: str, fn: str, batch: Any = None, **options: Any) -> WriteLease:
         raise AssertionError(f"task {task_id}: no write expected (it submitted {fn})")
 
-    def start_soon(self, formats: Collection[str] = ()) -> None:
+    def start_soon(self, formats: Collection[str] = (), *, spark: bool = True) -> None:
         pass  # a hint that a task may write: submit says whether one does
 
     async def ready(self, timeout: float) -> bool:

@@ -113,6 +113,7 @@ class ThreadedPool:
         formats: Collection[str] = (),
         group: str | None = None,
         group_limit: int | None = None,
+        spark: bool = True,
     ) -> WriteLease:
         """``ExecutorPool.submit`` on the pool's loop, seen through a lease on the caller's
         loop: its acceptance, outcome and ``killed`` come from the pool-side write. Cancelling
@@ -129,6 +130,7 @@ class ThreadedPool:
             formats=formats,
             group=group,
             group_limit=group_limit,
+            spark=spark,
         )
         lease = WriteLease(task_id, asyncio.get_running_loop())
         lease.start(self._relay(lease, submit))
@@ -201,6 +203,7 @@ class ThreadedPool:
         kwargs: Mapping[str, Any] | None = None,
         acquire_timeout: float | None = None,
         formats: Collection[str] = (),
+        spark: bool = True,
     ) -> Any:
         """``await submit(...).result()``, as ``ExecutorPool.run``."""
         lease = self.submit(
@@ -211,12 +214,15 @@ class ThreadedPool:
             kwargs=kwargs,
             acquire_timeout=acquire_timeout,
             formats=formats,
+            spark=spark,
         )
         return await lease.result()
 
-    def start_soon(self, formats: Collection[str] = ()) -> None:
+    def start_soon(self, formats: Collection[str] = (), *, spark: bool = True) -> None:
         """``ExecutorPool.start_soon`` on the pool's loop (nothing once it started)."""
-        self._loop.call_soon_threadsafe(self.pool.start_soon, formats)
+        self._loop.call_soon_threadsafe(
+            functools.partial(self.pool.start_soon, formats, spark=spark)
+        )
 
     async def ready(self, timeout: float) -> bool:
         """``ExecutorPool.ready`` on the pool's loop."""

@@ -43,6 +43,7 @@ from daemon.connectors.parquet.table import (
     table_log,
 )
 from daemon.connectors.parquet.upkeep import LogUpkeep
+from daemon.connectors.parquet.write import WRITE_STAGED
 from daemon.connectors.protocols import SinkTaskContext
 from daemon.connectors.records import OffsetRange, TopicPartition
 from daemon.connectors.tables.format import Claim, Committed, Offsets, OffsetsCall
@@ -50,9 +51,6 @@ from daemon.connectors.tables.jobs import offsets_in, offsets_out
 from daemon.connectors.tables.schema import merged
 from daemon.connectors.tables.settings import Target
 from daemon.storage.commitlog import META, CleanUp, CommitLog
-
-#: ParquetSink's executor write (``parquet.write``).
-WRITE_STAGED = "daemon.connectors.parquet.write:write_staged"
 
 
 class ParquetFormat:

@@ -10,8 +10,9 @@ from collections.abc import Mapping
 from typing import ClassVar
 
 from daemon import __version__
-from daemon.connectors.parquet.format import WRITE_STAGED, ParquetFormat
-from daemon.connectors.parquet.settings import CONFIG_DEF
+from daemon.connectors.parquet.format import ParquetFormat
+from daemon.connectors.parquet.settings import CONFIG_DEF, ParquetSettings
+from daemon.connectors.parquet.write import WRITE_STAGED, arrow_refusal
 from daemon.connectors.tables.connector import TableSinkConnector
 from daemon.connectors.tables.task import TableSinkTask
 
@@ -39,6 +40,22 @@ class ParquetSinkConnector(TableSinkConnector):
 
     task_type = ParquetSinkTask
     CONFIG_DEF = CONFIG_DEF
+
+    @classmethod
+    def executor_spark(cls, config: Mapping[str, str]) -> bool:
+        """Spark from the start unless pyarrow writes this table's files (a local path,
+        format parquet, a codec pyarrow writes as Spark does, ``write.engine`` auto or arrow):
+        then a batch with a column only Spark writes as Spark would asks for it itself."""
+        if getattr(cls.task_type, "write_function", WRITE_STAGED) != WRITE_STAGED:
+            return True  # a test's write function: it may use its session
+        try:
+            settings = ParquetSettings.from_config(config)
+        except Exception:
+            return True  # refused where it runs, saying why
+        if settings.engine == "spark":
+            return True
+        refusal = arrow_refusal(None, settings.format, (), settings.compression, settings.path)
+        return refusal is not None
 
 
 # Their public home is the package (see its ``__init__``).

@@ -34,6 +34,9 @@ from typing import Any
 
 FORMATS = ("parquet", "orc", "json", "csv")
 
+#: ParquetSink's executor write, as the task names it to the executor.
+WRITE_STAGED = "daemon.connectors.parquet.write:write_staged"
+
 #: Codecs per format that this Spark build writes (checked on Spark 4.1 with its bundled
 #: libraries; brotli, and lzo for Parquet, need extra jars; zstd needs Hadoop native code for
 #: the text formats). ``""`` means the format's Spark default.

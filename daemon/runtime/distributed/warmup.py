@@ -25,10 +25,11 @@ from daemon.storage.kafka import ConfigSnapshot
 log = logging.getLogger("connectd.herder")
 
 
-def executor_needs(snapshot: ConfigSnapshot, env: RuntimeEnv) -> tuple[bool, frozenset[str]]:
-    """Whether the connectors ``snapshot`` runs (not STOPPED) need executors, and the table
-    formats their sessions load (``SinkConnector.needs_executors``, ``executor_formats``)."""
-    needs, formats = False, frozenset[str]()
+def executor_needs(snapshot: ConfigSnapshot, env: RuntimeEnv) -> tuple[bool, frozenset[str], bool]:
+    """Whether the connectors ``snapshot`` runs (not STOPPED) need executors, the table formats
+    their sessions load, and whether they need a SparkSession from the start
+    (``SinkConnector.needs_executors``, ``executor_formats``, ``executor_spark``)."""
+    needs, formats, spark = False, frozenset[str](), False
     for name, config in snapshot.connectors.items():
         if snapshot.target_state(name) is TargetState.STOPPED:
             continue
@@ -38,7 +39,8 @@ def executor_needs(snapshot: ConfigSnapshot, env: RuntimeEnv) -> tuple[bool, fro
             continue  # it fails where it runs, saying why
         if cls.needs_executors:
             needs, formats = True, formats | cls.executor_formats
-    return needs, formats
+            spark = spark or cls.executor_spark(config)
+    return needs, formats, spark
 
 
 async def warm_executors(config: WorkerConfig, snapshot: ConfigSnapshot, env: RuntimeEnv) -> None:
@@ -46,11 +48,14 @@ async def warm_executors(config: WorkerConfig, snapshot: ConfigSnapshot, env: Ru
     start that fails or takes too long (the first write meets it)."""
     if config.executor_pool_start is PoolStart.ON_DEMAND:
         return
-    needs, formats = executor_needs(snapshot, env)
+    needs, formats, spark = executor_needs(snapshot, env)
     if not needs:
         return
     began = time.monotonic()
-    env.executors.start_soon(formats)
+    if spark:
+        env.executors.start_soon(formats)
+    else:  # only then: an ``Executors`` written before ``spark`` would refuse it
+        env.executors.start_soon(formats, spark=False)
     limit = config.executor_start_timeout.total_seconds()
     if await env.executors.ready(limit):
         log.info(

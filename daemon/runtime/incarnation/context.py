@@ -119,11 +119,16 @@ class TaskContext:
         *,
         timeout: float,
         formats: Collection[str] = (),
+        spark: bool = True,
         **kwargs: Any,
     ) -> Any:
         run = self._runner.run_in_executor
-        if formats:  # only then: a runner written before ``formats`` would pass it on to fn
-            return await run(fn, batch, timeout=timeout, formats=tuple(formats), **kwargs)
+        # Each only when it says something: a runner written before ``formats`` or ``spark``
+        # would pass it on to fn.
+        if formats:
+            kwargs["formats"] = tuple(formats)
+        if not spark:
+            kwargs["spark"] = False
         return await run(fn, batch, timeout=timeout, **kwargs)
 
     def start_background(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:

@@ -38,9 +38,11 @@ class Runner:
         self.pool = pool
 
     async def run_in_executor(
-        self, fn: str, batch: pa.Table | None, *, timeout: float, **kwargs: Any
+        self, fn: str, batch: pa.Table | None, *, timeout: float, spark: bool = True, **kwargs: Any
     ) -> Any:
-        return await self.pool.run("bench-0", fn, batch, timeout=timeout, kwargs=kwargs)
+        return await self.pool.run(
+            "bench-0", fn, batch, timeout=timeout, kwargs=kwargs, spark=spark
+        )
 
 
 async def main(args: argparse.Namespace) -> None:

@@ -27,9 +27,11 @@ class PoolRunner:
         self.task_id = task_id
 
     async def run_in_executor(
-        self, fn: str, batch: pa.Table | None, *, timeout: float, **kwargs: Any
+        self, fn: str, batch: pa.Table | None, *, timeout: float, spark: bool = True, **kwargs: Any
     ) -> Any:
-        return await self.pool.run(self.task_id, fn, batch, timeout=timeout, kwargs=kwargs)
+        return await self.pool.run(
+            self.task_id, fn, batch, timeout=timeout, kwargs=kwargs, spark=spark
+        )
 
 
 @pytest.fixture(scope="session")

@@ -15,9 +15,9 @@ import pytest
 from support.spark import ThreadedPool
 
 from daemon.connectors.api import TaskId
-from daemon.connectors.parquet.format import WRITE_STAGED
 from daemon.connectors.parquet.settings import ParquetSettings
 from daemon.connectors.parquet.table import HadoopTable, log_job_kwargs
+from daemon.connectors.parquet.write import WRITE_STAGED
 from daemon.connectors.records import TopicPartition
 from daemon.connectors.tables.jobs import raise_for
 from daemon.connectors.testing import sample_batch

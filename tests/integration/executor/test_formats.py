@@ -97,3 +97,36 @@ async def test_missing_jars_fail_the_write_at_once_naming_the_directory(
     await pool.wait_ready(1)
     assert [e.formats for e in pool.snapshot()] == [frozenset()]
     assert pool.status().recycles == 0
+
+
+async def test_spark_is_opened_on_demand_and_the_executors_without_it_recycled(
+    make_pool: Callable[..., Awaitable[ExecutorPool]],
+) -> None:
+    """``spark_on_demand``: executors start as Python processes with no JVM (their whole tree
+    is one process) and run writes that need no session with ``spark=None``; the first write
+    that needs one recycles them (killed, reaped, replaced by executors with a session), waits
+    for one, and runs in a JVM; from then on every executor has a session."""
+    pool = await make_pool(spares=1, spark_on_demand=True)
+    await pool.wait_ready(2, timeout=60)
+    light = pool.snapshot()
+    assert [(e.spark, e.java_pid) for e in light] == [(False, None), (False, None)]
+    assert all(set(walk_tree(e.pid)) == {e.pid} for e in light)  # no JVM, no worker below
+    assert all(e.startup_seconds is not None and e.startup_seconds < 10 for e in light)
+    plain = await pool.run("od-0", "daemon.executor.testing:whoami", timeout=30, spark=False)
+    assert plain["java_pid"] is None and plain["pid"] in {e.pid for e in light}
+    assert pool.status().recycles == 0 and pool.status().cds_archive is None
+
+    began = time.monotonic()
+    got = await pool.run("od-0", "daemon.executor.testing:whoami", timeout=120)
+    opened = time.monotonic() - began
+    assert got["java_pid"] is not None and got["pid"] not in {e.pid for e in light}
+    assert wait_gone([s for e in light for s in walk_tree(e.pid).values()], 10.0) == []
+    recycled = [e.pid for e in pool.events.snapshot() if e.kind is PoolEventKind.RECYCLED]
+    assert sorted(recycled) == sorted(e.pid for e in light)
+    await pool.wait_ready(2, timeout=180)
+    assert all(e.spark and e.java_pid is not None for e in pool.snapshot())
+    # A write that needs no session runs on one that has it, as it is.
+    again = await pool.run("od-1", "daemon.executor.testing:whoami", timeout=30, spark=False)
+    assert again["java_pid"] is not None
+    assert pool.status().recycles == 2
+    print(f"\nfirst write that needs Spark: {opened:.1f} s (recycle + JVM start + write)")

@@ -8,7 +8,9 @@ real Spark executors:
 - ``auto``: a ParquetSink created through REST on a daemon that started with no connector
   starts the pool at once, so an executor is ready before the first record is even produced;
 - ``on-demand``: a ParquetSink's task runs with no executor until its first write, which
-  starts the pool and lands.
+  starts the pool and lands;
+- ``executor.spark.session=on-demand`` (the default): a ParquetSink on a local path writes
+  through executors without a JVM until a connector that needs Spark is added.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from support.daemon import (
 )
 from support.kafka import produce
 from support.kafka_fixtures import TopicFactory
+from support.spark import walk_tree
 from support.tables import committed
 
 from daemon.executor import ExecutorPool
@@ -225,3 +228,56 @@ async def test_on_demand_the_first_write_starts_the_pool(
     assert status.started and status.writes_done >= 1
     leases = [e for e in pool.events.snapshot() if e.kind is PoolEventKind.LEASED]
     assert leases and leases[0].task_id == "pq-0" and leases[0].executor == 1
+
+
+async def test_a_parquet_sink_writes_without_a_jvm_until_a_connector_needs_spark(
+    run_daemon: DaemonFactory, kafka_bootstrap: str, kafka_topic: TopicFactory, tmp_path: Path
+) -> None:
+    """``executor.spark.session=on-demand`` (the default): a ParquetSink on a local path writes
+    through executors that opened no SparkSession (each executor's tree is one Python process:
+    no JVM, no PySpark worker); a ParquetSink added through REST whose files Spark writes
+    (format json) makes the pool open sessions: the executors without one are recycled, and
+    both connectors commit every record once."""
+    first, second = await kafka_topic(partitions=1), await kafka_topic(partitions=1)
+    arrow_table, spark_table = tmp_path / "arrow", tmp_path / "spark"
+    parquet = {
+        "name": "pq",
+        "connector.class": "ParquetSink",
+        "topics": first,
+        "path": str(arrow_table),
+        "flush.interval.ms": "500",
+    }
+    d = await run_daemon(
+        worker_properties(kafka_bootstrap, tmp_path / "state"), connectors=[parquet]
+    )
+    pool = own_pool(d)
+    sent = await produce(kafka_bootstrap, first, 200)
+    await wait_until(lambda: committed(arrow_table) == sent, 120.0, f"{sent} offsets committed")
+    light = pool.snapshot()
+    assert light and all(not e.spark and e.java_pid is None for e in light)
+    assert all(set(walk_tree(e.pid)) <= {e.pid} for e in light)
+    assert pool.status().recycles == 0
+
+    json_sink = {
+        "connector.class": "ParquetSink",
+        "topics": second,
+        "path": str(spark_table),
+        "format": "json",
+        "flush.interval.ms": "500",
+    }
+    assert d.rest_url is not None
+    code = await asyncio.to_thread(
+        post, d.rest_url + "/connectors", {"name": "js", "config": json_sink}
+    )
+    assert code == 201
+    more = await produce(kafka_bootstrap, first, 200)
+    other = await produce(kafka_bootstrap, second, 200)
+    await wait_until(lambda: committed(spark_table) == other, 240.0, f"{other} JSON offsets")
+    await wait_until(lambda: committed(arrow_table) == sent + more, 120.0, "the rest committed")
+    assert all(e.pid not in {x.pid for x in pool.snapshot()} for e in light)  # all replaced
+    recycled = [e for e in pool.events.snapshot() if e.kind is PoolEventKind.RECYCLED]
+    assert {e.pid for e in recycled} >= {e.pid for e in light}
+    await wait_until(
+        lambda: any(e.spark and e.java_pid for e in pool.snapshot()), 60.0, "a session open"
+    )
+    assert all(e.spark for e in pool.snapshot() if e.state in ("idle", "busy"))

@@ -210,7 +210,12 @@ async def test_a_million_records_exactly_once_through_a_hundred_faults(
     worker = worker_properties(
         own_broker.bootstrap,
         tmp_path / "state",
-        **{"task.shutdown.graceful.timeout.ms": "2000", "executor.spark.master": "local[2]"},
+        **{
+            "task.shutdown.graceful.timeout.ms": "2000",
+            "executor.spark.master": "local[2]",
+            # JVMs to kill: ParquetSink's pyarrow writes alone would start none.
+            "executor.spark.session": "always",
+        },
     )
     sink = {
         "name": "soak",

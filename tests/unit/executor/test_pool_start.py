@@ -209,7 +209,7 @@ class _Recording:
     def submit(self, *args: Any, **kwargs: Any) -> WriteLease:
         raise AssertionError("no write expected")
 
-    def start_soon(self, formats: Collection[str] = ()) -> None:
+    def start_soon(self, formats: Collection[str] = (), *, spark: bool = True) -> None:
         self.starts += 1
         self.formats = frozenset(formats)
 

@@ -43,6 +43,7 @@ class FakePool:
         formats: Collection[str] = (),
         group: str | None = None,
         group_limit: int | None = None,
+        spark: bool = True,
     ) -> WriteLease:
         lease = WriteLease(task_id, asyncio.get_running_loop())
         lease.start(self._write(lease))
