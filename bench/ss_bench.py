@@ -25,6 +25,10 @@ Delta table: the SS job with ``format("delta")``, connectd with DeltaSink; both 
 Delta jars and session settings (``daemon.executor.formats``), and the table is read back with
 delta-rs. ``connectd-iceberg-1`` writes them with IcebergSink into an Iceberg table of a Hadoop
 catalog (no SS counterpart), read back from its metadata, manifests and data files.
+``connectd-json-1-ucu`` is ``connectd-json-1`` run ``--until-caught-up`` (it exits by itself
+once every partition's end at launch is committed, as the SS job's AvailableNow does), and
+``floor-json`` the no-Spark floor (bench/ss/floor_job.py: aiokafka and pyarrow in one process,
+no exactly-once), so every run shows the gap to it (issue 32).
 """
 
 from __future__ import annotations
@@ -103,6 +107,8 @@ def run_line(i: int, key: str, r: dict[str, Any]) -> str:
         line += f"; executors ready at {r['executors_ready_s']} s"
     if r.get("cpu_cluster_s"):
         line += f"; CPU s on the cluster's executors {r['cpu_cluster_s']:.1f}"
+    if "exit_s" in r:
+        line += f"; exited at {r['exit_s']:.1f} s"
     if "batch_start_s" in r:
         line += f"; first batch began at {r['batch_start_s']:.1f} s"
     if "iceberg_versions" in r:

@@ -241,10 +241,23 @@ class Daemon:
         self.herder = herder
         self.metrics.watch_worker(herder)
         self.metrics.watch_pool(self._require_executors())
-        if self._want_rest:
-            await self._start_rest(herder)
         origins = [o for o in origins_of(self.plan) if o is not None]
-        await herder.start([c.properties for c in self.plan.connectors], origins)
+        connectors = [c.properties for c in self.plan.connectors]
+        if not self._want_rest:
+            await herder.start(connectors, origins)
+            return
+        # The REST front is a process of its own that takes about a second to import and bind:
+        # the connectors start meanwhile (the worker id the statuses name is the listener's
+        # address as configured until the bound one is known: port 0 picks one).
+        rest = asyncio.ensure_future(self._start_rest(herder))
+        try:
+            await herder.start(connectors, origins)
+        except BaseException:
+            rest.cancel()
+            with contextlib.suppress(BaseException):
+                await rest
+            raise
+        await rest
 
     async def _start_rest(self, herder: StandaloneHerder | DistributedHerder) -> None:
         from daemon.rest.server import BindError

@@ -27,6 +27,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
+
 from ss.delta import DeltaLogReader, check_delta_table
 from ss.iceberg import IcebergReader, check_iceberg_table, connector_name, sink_props
 from ss.tables import JSON_FIELDS, CommitLogReader, check_table, spark_metadata
@@ -45,7 +47,7 @@ class BenchFailed(Exception):
 @dataclass(frozen=True)
 class Variant:
     key: str
-    engine: str  # "ss" | "connectd"
+    engine: str  # "ss" | "connectd" | "floor" (``floor_job.py``: aiokafka + pyarrow, no Spark)
     kind: str  # "json" | "bytes" | "avro"
     tasks: int = 1
     sink: str = "parquet"  # "parquet" | "delta" | "iceberg"
@@ -56,6 +58,8 @@ class Variant:
     by_default: bool = True
     #: Connect transforms the connector runs (issue 30), and the table's typed columns then.
     transforms: Mapping[str, str] = field(default_factory=dict)
+    #: connectd runs ``--until-caught-up`` and exits by itself, as the SS job does.
+    until_caught_up: bool = False
     typed: Mapping[str, str] | None = None
 
     @property
@@ -69,7 +73,7 @@ class Variant:
     def references(self) -> tuple[str, ...]:
         if self.peers:
             return self.peers
-        return (f"ss-{self.kind}",) if self.engine == "connectd" else ()
+        return (f"ss-{self.kind}",) if self.engine != "ss" else ()
 
 
 #: InsertField, ReplaceField, MaskField, Cast and a Filter with a predicate (that drops no
@@ -107,6 +111,10 @@ VARIANTS = (
     Variant("ss-json", "ss", "json"),
     Variant("connectd-json-1", "connectd", "json", 1),
     Variant("connectd-json-3", "connectd", "json", 3),
+    # Issue 32: the same connector run until caught up (it exits by itself, as SS's
+    # AvailableNow does), and the no-Spark floor: aiokafka and pyarrow in one process.
+    Variant("connectd-json-1-ucu", "connectd", "json", 1, until_caught_up=True),
+    Variant("floor-json", "floor", "json", peers=("ss-json", "connectd-json-1")),
     # Issue 30: five common transforms against the same connector without them.
     Variant(
         "connectd-json-chain",
@@ -300,8 +308,9 @@ def _deadline_passed(began: float, s: Settings, what: str, tree: Tree) -> None:
 
 def run_connectd(v: Variant, s: Settings, topic: str, run_dir: Path) -> dict[str, Any]:
     worker, connector, table = connectd_files(v, s, topic, run_dir)
+    until = ["--until-caught-up"] if v.until_caught_up else []
     tree = Tree(
-        [str(BIN / "connectd"), "standalone", str(worker), str(connector)],
+        [str(BIN / "connectd"), "standalone", *until, str(worker), str(connector)],
         run_dir / "connectd.log",
         outside=s.cluster_workers,
         others=s.others,
@@ -315,6 +324,10 @@ def run_connectd(v: Variant, s: Settings, topic: str, run_dir: Path) -> dict[str
         reader = CommitLogReader(table)
     began = time.monotonic()
     tree.launch()
+    while v.until_caught_up and tree.alive():  # it exits once caught up
+        _deadline_passed(began, s, v.key, tree)
+        time.sleep(0.1)
+    exited = time.time()
     while reader.poll() < s.records:
         if not tree.alive():
             tree.stop(s.stop_grace_s)
@@ -350,13 +363,9 @@ def run_connectd(v: Variant, s: Settings, topic: str, run_dir: Path) -> dict[str
         "commits": len(reader.commits),
         "files": len(reader.files),
         "stop_s": stopped - term,
+        **({"exit_s": exited - tree.started} if v.until_caught_up else {}),
         "executors_ready_s": executors_ready(tree.log_path, tree.started),
-        "cpu_s": stats.cpu_s,
-        "cpu_sampled_s": stats.cpu_sampled_s,
-        "cpu_rusage_s": stats.cpu_rusage_s,
-        "cpu_cluster_s": stats.cpu_outside_s,
-        "processes": stats.processes,
-        "by_process": stats.by_process,
+        **_tree_figures(stats),
         "commit_costs": commit_costs(tree.log_path),
         **extra,
     }
@@ -389,6 +398,36 @@ def _check(
     return {}
 
 
+def _tree_figures(stats: Any) -> dict[str, Any]:
+    """A run's process tree's CPU (and how it was counted) and its processes."""
+    return {
+        "cpu_s": stats.cpu_s,
+        "cpu_sampled_s": stats.cpu_sampled_s,
+        "cpu_rusage_s": stats.cpu_rusage_s,
+        "cpu_cluster_s": stats.cpu_outside_s,
+        "processes": stats.processes,
+        "by_process": stats.by_process,
+    }
+
+
+def _run_to_exit(
+    argv: list[str], log: Path, v: Variant, s: Settings
+) -> tuple[Tree, float, Any, list[str]]:
+    """Launch ``argv`` as a tree, wait for it to exit by itself (within the run's deadline);
+    the tree, its exit's time, its figures, and what went wrong (exit code, stop notes)."""
+    tree = Tree(argv, log, outside=s.cluster_workers, others=s.others)
+    began = time.monotonic()
+    tree.launch()
+    while tree.alive():
+        _deadline_passed(began, s, v.key, tree)
+        time.sleep(0.1)
+    exited = time.time()
+    notes = tree.stop(s.stop_grace_s)
+    stats = tree.stats()
+    problems = [] if tree.returncode == 0 else [f"exit code {tree.returncode}"]
+    return tree, exited, stats, problems + notes
+
+
 def run_ss(v: Variant, s: Settings, topic: str, run_dir: Path) -> dict[str, Any]:
     out, progress = run_dir / "table", run_dir / "progress.json"
     jars, conf = list(s.jars), dict(s.spark_conf)
@@ -409,17 +448,7 @@ def run_ss(v: Variant, s: Settings, topic: str, run_dir: Path) -> dict[str, Any]
         f"--format={v.sink}",
         *(f"--conf={k}={x}" for k, x in conf.items()),
     ]
-    tree = Tree(argv, run_dir / "ss.log", outside=s.cluster_workers, others=s.others)
-    began = time.monotonic()
-    tree.launch()
-    while tree.alive():
-        _deadline_passed(began, s, v.key, tree)
-        time.sleep(0.1)
-    exited = time.time()
-    notes = tree.stop(s.stop_grace_s)
-    stats = tree.stats()
-    problems = [] if tree.returncode == 0 else [f"exit code {tree.returncode}"]
-    problems += notes
+    tree, exited, stats, problems = _run_to_exit(argv, run_dir / "ss.log", v, s)
     delta = DeltaLogReader(out) if v.sink == "delta" else None
     if delta is not None:
         delta.poll()
@@ -457,20 +486,53 @@ def run_ss(v: Variant, s: Settings, topic: str, run_dir: Path) -> dict[str, Any]
             )
             for p in reports
         ],
-        "cpu_s": stats.cpu_s,
-        "cpu_sampled_s": stats.cpu_sampled_s,
-        "cpu_rusage_s": stats.cpu_rusage_s,
-        "cpu_cluster_s": stats.cpu_outside_s,
-        "processes": stats.processes,
-        "by_process": stats.by_process,
+        **_tree_figures(stats),
         **extra,
     }
+
+
+def run_floor(v: Variant, s: Settings, topic: str, run_dir: Path) -> dict[str, Any]:
+    """``floor_job.py``: its files' times give the first and last rows (renamed into place
+    once whole); it exits by itself once it read every partition to its end."""
+    out = run_dir / "table"
+    argv = [
+        sys.executable,
+        str(HERE / "floor_job.py"),
+        f"--bootstrap={s.bootstrap}",
+        f"--topic={topic}",
+        f"--out={out}",
+    ]
+    tree, exited, stats, problems = _run_to_exit(argv, run_dir / "floor.log", v, s)
+    files = sorted(f.name for f in out.glob("part-*.parquet"))
+    problems += check_table(
+        out, files, s.records, partition_col="kafka_partition", offset_col="kafka_offset",
+        typed=v.columns,
+    )  # fmt: skip
+    if problems:
+        raise BenchFailed(f"{v.key}: " + "; ".join(problems) + f" (log: {tree.log_path})")
+    times = [(out / f).stat().st_mtime for f in files]
+    first_rows = pq.ParquetFile(out / files[0]).metadata.num_rows
+    steady = (s.records - first_rows) / (times[-1] - times[0]) if times[-1] > times[0] else None
+    return {
+        "all_s": times[-1] - tree.started,
+        "first_s": times[0] - tree.started,
+        "steady_rps": steady,
+        "cpu_s_per_m": stats.cpu_s / (s.records / 1e6),
+        "peak_rss_mb": stats.peak_rss_mb,
+        "commits": len(files),
+        "files": len(files),
+        "exit_s": exited - tree.started,
+        **_tree_figures(stats),
+    }
+
+
+RUNNERS = {"ss": run_ss, "connectd": run_connectd, "floor": run_floor}
 
 
 def run(v: Variant, s: Settings, topic: str, run_dir: Path) -> dict[str, Any]:
     run_dir.mkdir(parents=True)
     load = os.getloadavg()[0]
-    result = (run_ss if v.engine == "ss" else run_connectd)(v, s, topic, run_dir)
+    result = RUNNERS[v.engine](v, s, topic, run_dir)
     # The 1-minute load average before and after: on a shared machine, the context of a figure.
     result["load"] = (round(load, 1), round(os.getloadavg()[0], 1))
     return result

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import json
+import operator
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
@@ -79,13 +80,10 @@ class SinkRecord:
         return TopicPartition(self.topic, self.partition)
 
 
-class ConsumerRecordLike(Protocol):
-    """What ``RawBatch.from_records`` reads from a record (aiokafka's ``ConsumerRecord`` fits)."""
+class FetchedRecord(Protocol):
+    """What ``RawBatch.from_polled`` reads from a record: aiokafka's C record as a task's
+    consumer hands it over (``daemon.kafka.records``), or a ``ConsumerRecord``."""
 
-    @property
-    def topic(self) -> str: ...
-    @property
-    def partition(self) -> int: ...
     @property
     def offset(self) -> int: ...
     @property
@@ -98,6 +96,23 @@ class ConsumerRecordLike(Protocol):
     def value(self) -> bytes | None: ...
     @property
     def headers(self) -> Sequence[tuple[str, bytes | None]]: ...
+
+
+_OFFSET = operator.attrgetter("offset")
+_TIMESTAMP = operator.attrgetter("timestamp")
+_TIMESTAMP_TYPE = operator.attrgetter("timestamp_type")
+_KEY = operator.attrgetter("key")
+_VALUE = operator.attrgetter("value")
+_HEADERS = operator.attrgetter("headers")
+
+
+class ConsumerRecordLike(FetchedRecord, Protocol):
+    """What ``RawBatch.from_records`` reads from a record (aiokafka's ``ConsumerRecord`` fits)."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +142,30 @@ class RawBatch:
 
     def __len__(self) -> int:
         return len(self.offsets)
+
+    @classmethod
+    def from_polled(cls, polled: Mapping[TopicPartition, Sequence[FetchedRecord]]) -> RawBatch:
+        """One poll's records, partition by partition in ``TopicPartition`` order: each
+        partition's topic and partition are its key's (a task's consumer hands over aiokafka's
+        records, which carry neither: ``daemon.kafka.records``)."""
+        order = sorted(tp for tp, rs in polled.items() if rs)
+        rs = [r for tp in order for r in polled[tp]]
+        topics: list[str] = []
+        partitions: list[int] = []
+        for tp in order:
+            n = len(polled[tp])
+            topics += [tp.topic] * n
+            partitions += [tp.partition] * n
+        return cls(
+            topics,
+            partitions,
+            list(map(_OFFSET, rs)),
+            list(map(_TIMESTAMP, rs)),
+            list(map(_KEY, rs)),
+            list(map(_VALUE, rs)),
+            [tuple(h) for h in map(_HEADERS, rs)],
+            list(map(_TIMESTAMP_TYPE, rs)),
+        )
 
     @classmethod
     def from_records(cls, records: Iterable[ConsumerRecordLike]) -> RawBatch:

@@ -8,6 +8,7 @@ single-file Java programs that run records and settings through them."""
 from __future__ import annotations
 
 import base64
+import fcntl
 import hashlib
 import json
 import shutil
@@ -50,6 +51,20 @@ def maven_libs(
     libs = ROOT / ".cache" / f"{name}-{digest}" / "libs"
     if (libs / ".complete").exists():
         return libs
+    libs.parent.mkdir(parents=True, exist_ok=True)
+    # One resolution at a time: the suite's workers (pytest-xdist) may all get here at once,
+    # and Maven copying into a directory another one is removing fails ("Failed to copy
+    # artifact").
+    with open(libs.parent / "resolve.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (libs / ".complete").exists():
+            return libs  # another worker resolved them meanwhile
+        return _resolve(pom, name, libs, expect, properties)
+
+
+def _resolve(
+    pom: Path, name: str, libs: Path, expect: str, properties: Mapping[str, str] | None
+) -> Path:
     mvn = shutil.which("mvn")
     if mvn is None:
         raise RuntimeError(f"mvn not found: {name} needs Maven (apt-get install maven)")

@@ -254,9 +254,11 @@ class DaemonProcess:
             raw = e.read()
             return e.code, json.loads(raw) if raw else None
 
-    def log(self) -> str:
+    def log(self, tail: int | None = 6000) -> str:
+        """The last ``tail`` characters of its log (None: all of it)."""
         try:
-            return self.log_path.read_text(errors="replace")[-6000:]
+            text = self.log_path.read_text(errors="replace")
+            return text if tail is None else text[-tail:]
         except OSError:
             return ""
 

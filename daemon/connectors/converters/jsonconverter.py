@@ -6,7 +6,7 @@ import decimal
 import enum
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -216,17 +216,21 @@ class JsonConverter(Converter):
 
     def _fast(self, data: Sequence[bytes | None]) -> Converted | None:
         """The ``pyarrow.json`` path, or ``None`` when only the reference path can decide."""
-        present = [v for v in data if v is not None]
-        if not present:
-            return None
         if self.mode is not JsonMode.TEXT:
             learnt = all(f in self._types for f in self._wanted) and bool(self._types)
             if not learnt or "json" in self._types.values():
                 return None
+        values = pa.array(data, pa.binary())  # once: the text below, the nulls' places after
+        nulls = values.null_count
+        if nulls == len(values):
+            return None
+        present: Sequence[bytes] = (
+            [v for v in data if v is not None] if nulls else cast("Sequence[bytes]", data)
+        )
         # Only objects: a bare `null` line crashes pyarrow's parser (apache/arrow#47409) and
         # other non-objects are refused by it anyway. And valid UTF-8 only: the parser does not
         # check the bytes inside strings (text mode checks them below, record by record).
-        blob = pa.array(present, pa.binary())
+        blob = values.drop_null() if nulls else values
         if not pc.all(pc.starts_with(blob, pattern="{")).as_py():
             return None
         if self.mode is not JsonMode.TEXT:
@@ -253,11 +257,14 @@ class JsonConverter(Converter):
         if self.mode is JsonMode.TEXT:
             column, errors = decode_text(data)
             return Converted({self.side: column}, errors, json_columns=frozenset({self.side}))
-        valid = pa.array(data, pa.binary()).is_valid()
+        valid = values.is_valid()
+        names = self.columns
+        if not nulls:  # row i of the batch is row i of `parsed`
+            columns = {col: parsed.column(f).combine_chunks() for f, col in names.items()}
+            return Converted(columns, value_columns=names, tombstones=pc.invert(valid))
         # Row i of the batch is row (number of non-null values before i) of `parsed`.
         where = pc.subtract(pc.cumulative_sum(valid.cast(pa.int64())), 1)
         where = pc.if_else(valid, where, pa.scalar(None, pa.int64()))
-        names = self.columns
         columns = {col: parsed.column(f).take(where).combine_chunks() for f, col in names.items()}
         return Converted(columns, value_columns=names, tombstones=pc.invert(valid))
 

@@ -334,6 +334,10 @@ class TableSinkTask(SinkTask):
             time.monotonic() - began,
             done.seconds,
         )
+        # The runtime's next loop passes the table's new offsets on (``pre_commit``): to the
+        # consumer group for lag tools, and to the task's status, where ``--until-caught-up``
+        # sees them, at once rather than at the next ``offset.flush.interval.ms``.
+        ctx.request_commit()
         if not ctx.is_closing:
             await handle.upkeep()
 

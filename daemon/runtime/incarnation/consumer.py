@@ -43,7 +43,7 @@ from typing import Any, Protocol
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka import TopicPartition as KafkaTP
 from aiokafka.errors import NoOffsetForPartitionError, OffsetOutOfRangeError
-from aiokafka.structs import ConsumerRecord, OffsetAndMetadata
+from aiokafka.structs import OffsetAndMetadata
 
 from daemon.config import ConnectorConfig, WorkerConfig
 from daemon.config.clients import CONSUMER_KEYS, KafkaClient, ignored_reason, is_security_key
@@ -53,6 +53,8 @@ from daemon.errors import TaskTimeout
 from daemon.kafka.client import client_of
 from daemon.kafka.outages import BrokerOutageFilter
 from daemon.kafka.positions import fetch_state, fetch_states, request_reset
+from daemon.kafka.records import RAW
+from daemon.kafka.records import install as install_raw_records
 from daemon.kafka.traffic import ClientTraffic, release, track
 from daemon.runtime.clients import client_security, security_settings
 
@@ -271,7 +273,12 @@ class TaskConsumer:
         """Connect and subscribe. Partitions arrive later, through the listener."""
         # No automatic reset: an offset out of range is raised (``OutOfRange``), a missing one
         # gets ``self.reset`` in ``poll``.
-        consumer = AIOKafkaConsumer(**{**self.settings, "auto_offset_reset": "none"})
+        # Records as aiokafka decodes them, with no Python object each (``daemon.kafka.records``):
+        # topic and partition are the keys of each poll's answer.
+        install_raw_records()
+        consumer = AIOKafkaConsumer(
+            **{**self.settings, "auto_offset_reset": "none", "key_deserializer": RAW}
+        )
         self._consumer = consumer
         # Counted from the first connection on (``daemon.kafka.traffic``).
         self._traffic = track(str(self.settings.get("client_id", "aiokafka")))
@@ -317,8 +324,10 @@ class TaskConsumer:
 
     async def poll(
         self, timeout_ms: int, max_records: int | None = None
-    ) -> dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]:
-        """Records fetched since the last poll, by partition (waits up to ``timeout_ms``).
+    ) -> dict[TopicPartition, list[Any]]:
+        """Records fetched since the last poll, by partition (waits up to ``timeout_ms``): as
+        aiokafka decodes them (``daemon.kafka.records``: ``offset``, ``timestamp``,
+        ``timestamp_type``, ``key``, ``value``, ``headers``; no topic nor partition).
 
         Raises ``OutOfRange`` when a fetch offset is not in its partition's log."""
         consumer = self._c()

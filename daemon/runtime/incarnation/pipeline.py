@@ -90,15 +90,26 @@ def task_converters(
     )
 
 
+def _raw_records(
+    polled: Mapping[TopicPartition, Sequence[Any]],
+) -> dict[tuple[str, int, int], Any]:
+    """The poll's records by (topic, partition, offset): the raw bytes of the ones a later
+    stage refuses, for the dead-letter queue."""
+    return {(tp.topic, tp.partition, r.offset): r for tp, rs in polled.items() for r in rs}
+
+
 def _transformed(
-    chain: Chain, plugins: Plugins, result: ConversionResult, records: Sequence[Any]
+    chain: Chain,
+    plugins: Plugins,
+    result: ConversionResult,
+    polled: Mapping[TopicPartition, Sequence[Any]],
 ) -> ConversionResult:
     """``result`` after ``chain``: the records a transform refused join the bad ones, with
     their raw bytes for the dead-letter queue."""
     done = apply_transforms(chain, result.batch, plugins)
     if not done.failures:
         return dataclasses.replace(result, batch=done.batch)
-    raw = {(r.topic, r.partition, r.offset): r for r in records}
+    raw = _raw_records(polled)
     bad = list(result.bad)
     for f in done.failures:
         r = raw.get((f.topic, f.partition, f.offset))
@@ -120,7 +131,7 @@ def _transformed(
 
 
 def _json_headers_read(
-    reader: JsonConverter, result: ConversionResult, records: Sequence[Any]
+    reader: JsonConverter, result: ConversionResult, polled: Mapping[TopicPartition, Sequence[Any]]
 ) -> ConversionResult:
     """``result`` without the records a header of which ``reader`` cannot read (Connect's
     ``HEADER_CONVERTER`` stage): they join the bad ones, with their raw bytes."""
@@ -137,7 +148,7 @@ def _json_headers_read(
     failed: dict[int, str] = {}
     for i, error in sorted(errors.items()):
         failed.setdefault(parents[i], f"header {keys[i]!r}: {error}")
-    raw = {(r.topic, r.partition, r.offset): r for r in records}
+    raw = _raw_records(polled)
     where = zip(
         table.column("kafka_topic").to_pylist(),
         table.column("kafka_partition").to_pylist(),
@@ -227,12 +238,12 @@ class RecordPipeline:
         encoding, as_json = self.header_encoding, self.header_json
 
         def convert() -> tuple[int, ConversionResult]:
-            records = [r for tp in sorted(polled) for r in polled[tp]]
-            result = convert_poll(RawBatch.from_records(records), key, value, ranges)
+            raw = RawBatch.from_polled(polled)
+            result = convert_poll(raw, key, value, ranges)
             if as_json is not None:
-                result = _json_headers_read(as_json, result, records)
+                result = _json_headers_read(as_json, result, polled)
             if chain:
-                result = _transformed(chain, plugins, result, records)
+                result = _transformed(chain, plugins, result, polled)
             if encoding is not None or as_json is not None:
                 # after the transforms, which read and write headers as Connect's
                 # SimpleHeaderConverter writes them (bytes)
@@ -248,7 +259,7 @@ class RecordPipeline:
                     result.batch, table=table.set_column(at, "headers", text)
                 )
                 result = dataclasses.replace(result, batch=batch)
-            return len(records), result
+            return len(raw), result
 
         if not any(polled.values()):
             return convert()

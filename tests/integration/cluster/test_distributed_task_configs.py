@@ -76,7 +76,7 @@ async def test_changed_task_configurations_go_through_the_leader_to_every_worker
     statuses = await c.wait(lambda w: _running(w, name, 4, "4"), 90, f"{name}: 4 tasks")
     workers = {t["worker_id"] for t in statuses[0]["tasks"]}
     assert workers == {w.worker_id for w in c}, statuses[0]  # spread over both workers
-    assert "sending them to the leader" in owner.log()
+    assert "sending them to the leader" in owner.log(tail=None)
     assert f"Connector {name}: 4 task configuration(s) written" in lead.log()
 
     files[name].write_text("3")

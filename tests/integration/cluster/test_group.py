@@ -157,18 +157,18 @@ async def test_a_fourth_member_gets_a_share_only_after_others_stopped_it(cluster
     mark = len(cluster.log)
     await cluster.add("w4")
     await wait_for(lambda: cluster.settled({"w1", "w2", "w3", "w4"}), 60, "w4 takes a share")
-    after = [r.event for r in cluster.log[mark:] if isinstance(r.event, Assigned)]
-    w4_first = min(
-        r.event.generation
-        for r in cluster.log[mark:]
-        if r.name == "w4" and isinstance(r.event, Assigned) and r.event.assignment.assigned
-    )
-    revoked_before = EMPTY
-    for e in after:
-        if e.generation < w4_first:
-            revoked_before = revoked_before | e.assignment.revoked
-    w4_got = cluster.members["w4"].running
-    assert w4_got and (w4_got - revoked_before) == EMPTY, "w4 got work nobody had stopped"
+    after = [r for r in cluster.log[mark:] if isinstance(r.event, Assigned)]
+    # Each share w4 is given (a loaded machine may take more rounds than one) was stopped by
+    # its holder in an earlier generation.
+    given = [r.event for r in after if r.name == "w4" and r.event.assignment.assigned]
+    assert given and cluster.members["w4"].running, "w4 got no share"
+    for got in given:
+        revoked_before = EMPTY
+        for r in after:
+            if r.event.generation < got.generation:
+                revoked_before = revoked_before | r.event.assignment.revoked
+        unstopped = got.assignment.assigned - revoked_before
+        assert unstopped == EMPTY, f"w4 got work nobody had stopped: {unstopped}"
 
 
 async def test_a_member_that_leaves_keeps_its_work_reserved_for_the_delay(cluster: Cluster) -> None:

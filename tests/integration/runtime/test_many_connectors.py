@@ -82,6 +82,10 @@ async def test_twenty_connectors_share_the_pool_and_a_hung_one_holds_none_back(
         **{
             "executor.pool.spares": "1",  # the default pool, which test daemons otherwise trim
             "executor.pool.start": "eager",
+            # Sessions from the start: the HangSink added later needs Spark, and under on-demand
+            # its arrival would replace every executor at once (a JVM start that every
+            # connector's writes wait for), which is not what this test measures.
+            "executor.spark.session": "always",
             "task.write.timeout.ms": str(int(WRITE_TIMEOUT_S * 1000)),
         },
     )
