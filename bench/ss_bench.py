@@ -28,7 +28,9 @@ catalog (no SS counterpart), read back from its metadata, manifests and data fil
 ``connectd-json-1-ucu`` is ``connectd-json-1`` run ``--until-caught-up`` (it exits by itself
 once every partition's end at launch is committed, as the SS job's AvailableNow does), and
 ``floor-json`` the no-Spark floor (bench/ss/floor_job.py: aiokafka and pyarrow in one process,
-no exactly-once), so every run shows the gap to it (issue 32).
+no exactly-once), so every run shows the gap to it (issue 32). ``--only
+ss-wide,connectd-wide-1,floor-wide`` runs the three on a wide JSON shape (10 flat fields, ~300
+bytes: bench/ss/tables.py ``WIDE_FIELDS``), produced for the run.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from ss.tables import ARROW_TYPES, JSON_FIELDS, PARTITIONS
+from ss.tables import ARROW_TYPES, JSON_FIELDS, PARTITIONS, WIDE_FIELDS
 
 FLUSH = 50_000
 
@@ -33,10 +33,10 @@ FLUSH = 50_000
 class Files:
     """Writes each flush's rows as one Parquet file in ``out``."""
 
-    def __init__(self, out: Path) -> None:
+    def __init__(self, out: Path, fields: dict[str, str]) -> None:
         self.out = out
         self.count = 0
-        schema = pa.schema([(k, ARROW_TYPES[t]) for k, t in JSON_FIELDS.items()])
+        schema = pa.schema([(k, ARROW_TYPES[t]) for k, t in fields.items()])
         self.options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
         self.values: list[bytes] = []
         self.partitions: list[int] = []
@@ -73,7 +73,7 @@ async def main(args: argparse.Namespace) -> None:
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
         ends = await consumer.end_offsets(tps)
-        files = Files(out)
+        files = Files(out, WIDE_FIELDS if args.kind == "wide" else JSON_FIELDS)
         left = {tp for tp in tps if ends[tp] > 0}
         while left:
             got = await consumer.getmany(timeout_ms=500)
@@ -93,4 +93,5 @@ if __name__ == "__main__":
     p.add_argument("--bootstrap", required=True)
     p.add_argument("--topic", required=True)
     p.add_argument("--out", required=True)
+    p.add_argument("--kind", choices=("json", "wide"), default="json")
     asyncio.run(main(p.parse_args()))

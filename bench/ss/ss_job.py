@@ -45,11 +45,28 @@ SCHEMA = StructType(
 )
 
 
+#: The wide JSON shape's (bench/ss/tables.py WIDE_FIELDS).
+WIDE_SCHEMA = StructType(
+    [
+        StructField("id", LongType()),
+        StructField("user", StringType()),
+        StructField("amount", DoubleType()),
+        StructField("ok", BooleanType()),
+        StructField("ts", LongType()),
+        StructField("country", StringType()),
+        StructField("device", StringType()),
+        StructField("score", DoubleType()),
+        StructField("visits", LongType()),
+        StructField("note", StringType()),
+    ]
+)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--topic", required=True)
-    parser.add_argument("--kind", choices=("json", "bytes"), required=True)
+    parser.add_argument("--kind", choices=("json", "wide", "bytes"), required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--checkpoint", required=True)
     parser.add_argument("--format", choices=("parquet", "delta"), default="parquet")
@@ -84,9 +101,10 @@ def main() -> None:
         F.col("timestamp").alias("kafka_timestamp"),
         F.col("key").cast("string").alias("key"),
     ]
-    if args.kind == "json":
+    if args.kind in ("json", "wide"):
+        schema = SCHEMA if args.kind == "json" else WIDE_SCHEMA
         parsed = source.select(
-            *coords, F.from_json(F.col("value").cast("string"), SCHEMA).alias("v")
+            *coords, F.from_json(F.col("value").cast("string"), schema).alias("v")
         )
         rows = parsed.select(*[c for c in parsed.columns if c != "v"], "v.*")
     else:

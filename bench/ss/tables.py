@@ -46,6 +46,33 @@ ARROW_TYPES["boolean"] = pa.bool_()
 ARROW_TYPES["int32"] = pa.int32()
 
 
+#: The wide JSON shape (issue 32): 10 flat fields, ~300 bytes.
+WIDE_FIELDS = {
+    "id": "int64",
+    "user": "string",
+    "amount": "double",
+    "ok": "boolean",
+    "ts": "int64",
+    "country": "string",
+    "device": "string",
+    "score": "double",
+    "visits": "int64",
+    "note": "string",
+}
+WIDE_BYTES = 300
+
+
+def wide_value(i: int) -> bytes:
+    head = (
+        f'{{"id":{i},"user":"user-{i % 50_000:05d}","amount":{(i % 100_000) / 100 + 0.01},'
+        f'"ok":{"true" if i % 3 else "false"},"ts":{1_764_000_000_000 + i},'
+        f'"country":"{("DE", "FR", "US", "JP", "BR")[i % 5]}","device":"device-{i % 977:03d}",'
+        f'"score":{(i % 1000) / 7:.4f},"visits":{i % 12_345},"note":"'
+    )
+    pad = WIDE_BYTES - len(head) - 2
+    return (head + "w" * max(pad, 1) + '"}').encode()
+
+
 def json_value(i: int) -> bytes:
     head = (
         f'{{"id":{i},"user":"user-{i % 50_000:05d}","amount":{(i % 100_000) / 100 + 0.01},'
@@ -89,7 +116,8 @@ async def produce(bootstrap: str, n: int, kind: str, registry_url: str | None = 
     """A fresh topic of ``PARTITIONS`` partitions holding ``n`` records, ``i % 3`` to each.
 
     ``kind`` ``json``: a 6-field JSON object of ~200 bytes, key ``user-NNNNN``. ``bytes``: 200
-    opaque bytes (the record number, then a slice of a random buffer), the same key. ``avro``:
+    opaque bytes (the record number, then a slice of a random buffer), the same key. ``wide``:
+    a 10-field JSON object of ~300 bytes (``WIDE_FIELDS``), the same key. ``avro``:
     the JSON records' values in Avro through the Schema Registry at ``registry_url``
     (``AVRO_SCHEMA``; ~150 bytes each), the same key."""
     topic = f"bench-ss-{kind}-{uuid.uuid4().hex[:8]}"
@@ -112,6 +140,8 @@ async def produce(bootstrap: str, n: int, kind: str, registry_url: str | None = 
                 value = avro[i]
             elif kind == "json":
                 value = json_value(i)
+            elif kind == "wide":
+                value = wide_value(i)
             else:
                 at = (i * 7919) % (len(noise) - RECORD_BYTES)
                 value = b"%012d" % i + noise[at : at + RECORD_BYTES - 12]

@@ -31,7 +31,7 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 
 from ss.delta import DeltaLogReader, check_delta_table
 from ss.iceberg import IcebergReader, check_iceberg_table, connector_name, sink_props
-from ss.tables import JSON_FIELDS, CommitLogReader, check_table, spark_metadata
+from ss.tables import JSON_FIELDS, WIDE_FIELDS, CommitLogReader, check_table, spark_metadata
 from ss.tree import Tree
 
 HERE = Path(__file__).resolve().parent
@@ -67,6 +67,8 @@ class Variant:
         """The value columns and types the table must have (None: not checked)."""
         if self.typed is not None:
             return self.typed
+        if self.kind == "wide":
+            return WIDE_FIELDS
         return JSON_FIELDS if self.kind in ("json", "avro") else None
 
     @property
@@ -115,6 +117,10 @@ VARIANTS = (
     # AvailableNow does), and the no-Spark floor: aiokafka and pyarrow in one process.
     Variant("connectd-json-1-ucu", "connectd", "json", 1, until_caught_up=True),
     Variant("floor-json", "floor", "json", peers=("ss-json", "connectd-json-1")),
+    # Issue 32: a wide JSON shape (10 fields, ~300 bytes), each engine and the floor.
+    Variant("ss-wide", "ss", "wide", by_default=False),
+    Variant("connectd-wide-1", "connectd", "wide", 1, by_default=False),
+    Variant("floor-wide", "floor", "wide", peers=("ss-wide", "connectd-wide-1"), by_default=False),
     # Issue 30: five common transforms against the same connector without them.
     Variant(
         "connectd-json-chain",
@@ -256,11 +262,12 @@ def connectd_files(v: Variant, s: Settings, topic: str, run_dir: Path) -> tuple[
         conn.update(props)
     else:
         conn["path"] = str(table)
-    if v.kind == "json":
+    if v.kind in ("json", "wide"):
         conn["value.converter"] = "org.apache.kafka.connect.json.JsonConverter"
         conn["value.converter.schemas.enable"] = "false"
         if s.json_mode == "fields":
-            conn["value.converter.fields"] = ",".join(f"{k}:{t}" for k, t in JSON_FIELDS.items())
+            fields = v.columns or {}
+            conn["value.converter.fields"] = ",".join(f"{k}:{t}" for k, t in fields.items())
         else:
             conn["value.converter.mode"] = "infer"
     elif v.kind == "avro":
@@ -501,6 +508,7 @@ def run_floor(v: Variant, s: Settings, topic: str, run_dir: Path) -> dict[str, A
         f"--bootstrap={s.bootstrap}",
         f"--topic={topic}",
         f"--out={out}",
+        f"--kind={v.kind}",
     ]
     tree, exited, stats, problems = _run_to_exit(argv, run_dir / "floor.log", v, s)
     files = sorted(f.name for f in out.glob("part-*.parquet"))
