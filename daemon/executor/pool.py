@@ -160,8 +160,7 @@ class ExecutorPool:
         if not wanted <= loaded:
             # A few stat calls, once per format and pool (none once the format is loaded).
             table_formats.require_jars(wanted - loaded, self.settings.jars_dir)
-        if not wanted <= loaded or (spark and not self._sup.formats.spark):
-            self._sup.formats.load(wanted, spark=spark)
+        self._sup.formats.load(wanted, spark=spark)  # returns at once when nothing is new
 
     @property
     def started(self) -> bool:

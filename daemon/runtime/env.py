@@ -56,10 +56,15 @@ class RuntimeEnv:
         whether they need a SparkSession from the start (``SinkConnector.executor_spark``).
         Returns at once; called for every such task."""
         if self.worker.executor_pool_start is PoolStart.AUTO:
-            if spark:
-                self.executors.start_soon(formats)
-            else:  # only then: an ``Executors`` written before ``spark`` would refuse it
-                self.executors.start_soon(formats, spark=False)
+            self.start_executors(formats, spark=spark)
+
+    def start_executors(self, formats: Collection[str] = (), *, spark: bool = True) -> None:
+        """``executors.start_soon(formats)``, with ``spark`` passed only when False: an
+        ``Executors`` written before ``spark`` would refuse it."""
+        if spark:
+            self.executors.start_soon(formats)
+        else:
+            self.executors.start_soon(formats, spark=False)
 
     @classmethod
     def of_worker(

@@ -12,7 +12,7 @@ from typing import ClassVar
 from daemon import __version__
 from daemon.connectors.parquet.format import ParquetFormat
 from daemon.connectors.parquet.settings import CONFIG_DEF, ParquetSettings
-from daemon.connectors.parquet.write import WRITE_STAGED, arrow_refusal
+from daemon.connectors.parquet.write import WRITE_STAGED, spark_writes
 from daemon.connectors.tables.connector import TableSinkConnector
 from daemon.connectors.tables.task import TableSinkTask
 
@@ -52,10 +52,9 @@ class ParquetSinkConnector(TableSinkConnector):
             settings = ParquetSettings.from_config(config)
         except Exception:
             return True  # refused where it runs, saying why
-        if settings.engine == "spark":
-            return True
-        refusal = arrow_refusal(None, settings.format, (), settings.compression, settings.path)
-        return refusal is not None
+        return spark_writes(
+            settings.engine, None, settings.format, (), settings.compression, settings.path
+        )
 
 
 # Their public home is the package (see its ``__init__``).

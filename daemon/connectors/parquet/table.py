@@ -39,7 +39,7 @@ import pyarrow as pa
 from daemon.connectors.api import SinkTaskContext
 from daemon.connectors.parquet.columns import read_local, table_columns
 from daemon.connectors.parquet.settings import ParquetSettings
-from daemon.connectors.parquet.write import WRITE_STAGED, arrow_refusal, tidy
+from daemon.connectors.parquet.write import WRITE_STAGED, spark_writes, tidy
 from daemon.connectors.records import OffsetRange, TopicPartition
 from daemon.connectors.tables.format import Claim
 from daemon.connectors.tables.jobs import raise_for
@@ -185,14 +185,13 @@ class LocalTable:
         written: Mapping[str, Any] = {}
         if table.num_rows:
             stage = await asyncio.to_thread(commit_log.stage, commit_id)
-            kwargs = _write_kwargs(self.settings)
             written = await ctx.run_in_executor(
                 self.write_function,
                 table,
                 timeout=self.settings.table.write_timeout,
-                spark=self._needs_spark(table, stage, kwargs),
+                spark=self._needs_spark(table, stage),
                 path=stage,
-                **kwargs,
+                **_write_kwargs(self.settings),
             )
             staged = await asyncio.to_thread(commit_log.staged_files, commit_id)
             files = [DataFile(f.staged, tidy(f.final)) for f in staged]
@@ -207,17 +206,21 @@ class LocalTable:
         )
         return Written(len(files), float(written.get("seconds", 0.0)))
 
-    def _needs_spark(self, table: pa.Table, stage: str, kwargs: Mapping[str, Any]) -> bool:
+    def _needs_spark(self, table: pa.Table, stage: str) -> bool:
         """Whether this write needs the executor's SparkSession: False when ``write_staged``
-        writes it with pyarrow (``write.engine`` auto or arrow, and ``arrow_refusal`` finds
-        nothing in these rows), so an executor without Spark may take it
+        writes these rows with pyarrow, so an executor without Spark may take it
         (``executor.spark.session=on-demand``)."""
-        if self.write_function != WRITE_STAGED or self.settings.engine == "spark":
-            return True
-        refusal = arrow_refusal(
-            table.schema, kwargs["format"], kwargs["partition_by"], kwargs["compression"], stage
+        if self.write_function != WRITE_STAGED:
+            return True  # a test's write function: it may use its session
+        settings = self.settings
+        return spark_writes(
+            settings.engine,
+            table.schema,
+            settings.format,
+            settings.table.partition_by,
+            settings.compression,
+            stage,
         )
-        return refusal is not None
 
     async def abort(self, commit_id: str) -> bool:
         return await asyncio.to_thread(self.log.abort, commit_id)

@@ -256,6 +256,15 @@ def arrow_refusal(
     return None
 
 
+def spark_writes(
+    engine: str, schema: Any, format: str, partition_by: Sequence[str], codec: str, path: str
+) -> bool:
+    """Whether ``write_staged`` needs its executor's SparkSession for rows of ``schema`` (None:
+    for the settings alone) under ``engine``: ``spark``, or anything ``arrow_refusal`` refuses
+    (with ``engine=arrow`` too: the write then fails as it does with a session)."""
+    return engine == "spark" or arrow_refusal(schema, format, partition_by, codec, path) is not None
+
+
 def _same_in_parquet(t: Any) -> bool:
     """pyarrow writes ``t`` with the Parquet type Spark gives the column it reads it as."""
     import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]

@@ -56,7 +56,7 @@ def conversion_failures(
     polled record)."""
     out = []
     for b in bad:
-        record = _find(polled, b.tp, b.offset)
+        record = find_record(polled, b.tp, b.offset)
         side = converters[0] if b.stage == "key" else converters[1]
         stage = {
             "key": "KEY_CONVERTER",
@@ -99,7 +99,7 @@ def rejection_failures(
             table.column("kafka_topic")[row].as_py(), table.column("kafka_partition")[row].as_py()
         )
         offset = table.column("kafka_offset")[row].as_py()
-        record = _find(polled, tp, offset)
+        record = find_record(polled, tp, offset)
         exception_class, message, trace = describe_exception(rejected[row])
         out.append(
             Failure(
@@ -120,7 +120,11 @@ def rejection_failures(
     return out
 
 
-def _find(polled: Mapping[TopicPartition, Sequence[Any]], tp: TopicPartition, offset: int) -> Any:
+def find_record(
+    polled: Mapping[TopicPartition, Sequence[Any]], tp: TopicPartition, offset: int
+) -> Any:
+    """The polled record of ``tp`` at ``offset`` (a poll's records are in offset order), or
+    None."""
     records = polled.get(tp, ())
     i = bisect.bisect_left(records, offset, key=lambda r: r.offset)
     return records[i] if i < len(records) and records[i].offset == offset else None

@@ -52,10 +52,7 @@ async def warm_executors(config: WorkerConfig, snapshot: ConfigSnapshot, env: Ru
     if not needs:
         return
     began = time.monotonic()
-    if spark:
-        env.executors.start_soon(formats)
-    else:  # only then: an ``Executors`` written before ``spark`` would refuse it
-        env.executors.start_soon(formats, spark=False)
+    env.start_executors(formats, spark=spark)
     limit = config.executor_start_timeout.total_seconds()
     if await env.executors.ready(limit):
         log.info(

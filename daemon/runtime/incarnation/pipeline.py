@@ -57,7 +57,7 @@ from daemon.connectors.transforms import apply as apply_transforms
 from daemon.connectors.transforms.java import TransformError
 from daemon.errors import ConversionError
 from daemon.runtime.deadletter.index import qualified_name
-from daemon.runtime.deadletter.policy import ErrantRecords
+from daemon.runtime.deadletter.policy import ErrantRecords, find_record
 from daemon.runtime.incarnation.consumer import group_id
 from daemon.runtime.settings import TaskMetrics, TaskSettings
 
@@ -90,14 +90,6 @@ def task_converters(
     )
 
 
-def _raw_records(
-    polled: Mapping[TopicPartition, Sequence[Any]],
-) -> dict[tuple[str, int, int], Any]:
-    """The poll's records by (topic, partition, offset): the raw bytes of the ones a later
-    stage refuses, for the dead-letter queue."""
-    return {(tp.topic, tp.partition, r.offset): r for tp, rs in polled.items() for r in rs}
-
-
 def _transformed(
     chain: Chain,
     plugins: Plugins,
@@ -109,10 +101,9 @@ def _transformed(
     done = apply_transforms(chain, result.batch, plugins)
     if not done.failures:
         return dataclasses.replace(result, batch=done.batch)
-    raw = _raw_records(polled)
     bad = list(result.bad)
     for f in done.failures:
-        r = raw.get((f.topic, f.partition, f.offset))
+        r = find_record(polled, TopicPartition(f.topic, f.partition), f.offset)
         bad.append(
             BadRecord(
                 f.topic,
@@ -148,7 +139,6 @@ def _json_headers_read(
     failed: dict[int, str] = {}
     for i, error in sorted(errors.items()):
         failed.setdefault(parents[i], f"header {keys[i]!r}: {error}")
-    raw = _raw_records(polled)
     where = zip(
         table.column("kafka_topic").to_pylist(),
         table.column("kafka_partition").to_pylist(),
@@ -158,7 +148,7 @@ def _json_headers_read(
     bad = list(result.bad)
     for row, (topic, partition, offset) in enumerate(where):
         if row in failed:
-            r = raw.get((topic, partition, offset))
+            r = find_record(polled, TopicPartition(topic, partition), offset)
             bad.append(
                 BadRecord(
                     topic,
