@@ -135,3 +135,28 @@ def test_executor_pool_start_is_checked_by_its_key(tmp_path: Path) -> None:
     toml.write_text('mode = "standalone"\n[worker]\n"executor.pool.start" = "never"\n')
     code, out, _ = _run(toml)
     assert code == 78 and "executor.pool.start: 'never' is not one of" in out, out
+
+
+def test_executor_spark_session_is_checked_by_its_key_and_reaches_the_pool(tmp_path: Path) -> None:
+    """``executor.spark.session``: on-demand or always, anything else refused (exit 78) naming
+    the key, the value and what is expected; the value decides the pool's ``spark_on_demand``."""
+    from support.cli import connectd
+
+    from daemon.assembly import new_pool
+    from daemon.config import load_worker
+
+    worker = tmp_path / "worker.properties"
+    worker.write_text("bootstrap.servers=127.0.0.1:9092\nexecutor.spark.session=lazy\n")
+    done = connectd("check-config", worker)
+    assert done.returncode == 78, done.stdout + done.stderr
+    assert (
+        f"error: {worker}:2: executor.spark.session: 'lazy' is not one of on-demand, always;"
+        " expected on-demand or always"
+    ) in done.stdout
+    for value, on_demand in (("", True), ("on-demand", True), ("ALWAYS", False)):
+        line = f"executor.spark.session={value}\n" if value else ""
+        worker.write_text(f"bootstrap.servers=127.0.0.1:9092\n{line}")
+        code, out, _ = _run(worker)
+        assert code == 0, out
+        pool = new_pool(load_worker(worker).config, None)
+        assert pool.settings.spark_on_demand is on_demand
