@@ -151,10 +151,15 @@ def report(
                 a, b = m[k], ref[k]
                 cells.append(f"{a / b:.2f}x" if a is not None and b else "-")
             print(f"{'  x ' + peer:<22}" + "".join(f"{c:>14}" for c in cells))
-    one, three = medians.get("connectd-json-1"), medians.get("connectd-json-3")
-    if one and three and one["all_s"] and three["all_s"]:
-        speed = one["all_s"] / three["all_s"]
-        print(f"connectd 3 tasks against 1 task, launch → all rows: {speed:.2f}x the speed")
+    one = medians.get("connectd-json-1")
+    for key, what in (
+        ("connectd-json-3", "3 tasks"),
+        ("connectd-json-3-2w", "3 tasks on 2 workers"),
+    ):
+        many = medians.get(key)
+        if one and many and one["all_s"] and many["all_s"]:
+            speed = one["all_s"] / many["all_s"]
+            print(f"connectd {what} against 1 task, launch → all rows: {speed:.2f}x the speed")
     return medians
 
 

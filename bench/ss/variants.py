@@ -61,6 +61,9 @@ class Variant:
     #: connectd runs ``--until-caught-up`` and exits by itself, as the SS job does.
     until_caught_up: bool = False
     typed: Mapping[str, str] | None = None
+    #: ``connectd distributed`` workers on this machine sharing the connector's tasks (one
+    #: process each: ``workers.py``); 1 is one ``connectd standalone``.
+    workers: int = 1
 
     @property
     def columns(self) -> Mapping[str, str] | None:
@@ -113,6 +116,17 @@ VARIANTS = (
     Variant("ss-json", "ss", "json"),
     Variant("connectd-json-1", "connectd", "json", 1),
     Variant("connectd-json-3", "connectd", "json", 3),
+    # One worker per core: the tasks of one connector spread over two processes by Kafka's
+    # group coordinator (issue 32 item 5).
+    Variant(
+        "connectd-json-3-2w",
+        "connectd",
+        "json",
+        3,
+        workers=2,
+        peers=("ss-json", "connectd-json-1"),
+        by_default=False,
+    ),
     # Issue 32: the same connector run until caught up (it exits by itself, as SS's
     # AvailableNow does), and the no-Spark floor: aiokafka and pyarrow in one process.
     Variant("connectd-json-1-ucu", "connectd", "json", 1, until_caught_up=True),
@@ -316,8 +330,12 @@ def _deadline_passed(began: float, s: Settings, what: str, tree: Tree) -> None:
 def run_connectd(v: Variant, s: Settings, topic: str, run_dir: Path) -> dict[str, Any]:
     worker, connector, table = connectd_files(v, s, topic, run_dir)
     until = ["--until-caught-up"] if v.until_caught_up else []
+    argv = [str(BIN / "connectd"), "standalone", *until, str(worker), str(connector)]
+    if v.workers > 1:
+        launcher = [sys.executable, str(HERE / "workers.py"), "--workers", str(v.workers)]
+        argv = [*launcher, "--connectd", str(BIN / "connectd"), str(worker), str(connector)]
     tree = Tree(
-        [str(BIN / "connectd"), "standalone", *until, str(worker), str(connector)],
+        argv,
         run_dir / "connectd.log",
         outside=s.cluster_workers,
         others=s.others,

@@ -46,6 +46,14 @@ class SinkTask(ABC):
     async def start(self, config: Mapping[str, str], context: SinkTaskContext) -> None:
         """Called once, first. Keep ``context``; read the task configuration."""
 
+    def max_poll_records(self) -> int | None:
+        """The most records one ``put`` should get, asked once after ``start``: the task's
+        polls take at most this many unless ``max.poll.records`` is set (the worker's
+        ``consumer.*``, the connector's ``consumer.override.*``), and at most 10,000 by default
+        (``daemon.runtime.incarnation.consumer.MAX_POLL_RECORDS``). A sink that buffers up to a
+        bound says it, so one poll does not go far past the bound. Default: ``None``."""
+        return None
+
     async def open(self, partitions: Collection[TopicPartition]) -> None:  # noqa: B027 (optional hook)
         """Partitions were assigned; no ``put`` has delivered their records yet. Exactly-once
         sinks read their committed offsets here and seek with ``context.offset``."""

@@ -68,7 +68,6 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import choose_encoder
@@ -85,6 +84,7 @@ from daemon.metrics.collectors import (
     WorkerCollector,
 )
 from daemon.metrics.sampled import Startups, TaskWindows, WindowsCollector
+from daemon.runtime.incarnation.progress import Marks
 from daemon.runtime.model import Herder
 
 #: Connect's per-task counters that the runtime adds to (``record_task_counts``): keyword →
@@ -336,7 +336,7 @@ class Metrics:
         connector: str,
         task: int,
         ranges: Sequence[OffsetRange],
-        polled: Mapping[TopicPartition, Sequence[Any]],
+        marks: Marks,
     ) -> None:
         pass
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from daemon.config import WorkerConfig
 from daemon.connectors.records import OffsetRange, TopicPartition
 from daemon.kafka.traffic import ClientTraffic
+from daemon.runtime.incarnation.progress import Marks
 
 
 class TaskMetrics(Protocol):
@@ -47,10 +48,10 @@ class TaskMetrics(Protocol):
         connector: str,
         task: int,
         ranges: Sequence[OffsetRange],
-        polled: Mapping[TopicPartition, Sequence[Any]],
+        marks: Marks,
     ) -> None:
         """A batch about to be handed to ``put``: its offset ranges (``PartitionProgress.begin``)
-        and its records (their ``offset`` and ``timestamp`` are read)."""
+        and its records' offsets and timestamps (``progress.record_marks``)."""
         ...
 
     def record_committed(

@@ -102,6 +102,11 @@ class TableSinkTask(SinkTask):
         if tps:
             await self._openings.start(tps, self._claim_all(tps))
 
+    def max_poll_records(self) -> int:
+        """A poll at most the buffer's bound (``buffer.max.records``, at least
+        ``flush.max.records``): behind a backlog the buffer holds at most about twice it."""
+        return self.settings.flush_policy.buffer_records
+
     async def reject(self, batch: RecordBatch) -> Mapping[int, BaseException]:
         table = batch.table
         if not table.num_rows:

@@ -7,6 +7,11 @@ Kafka client settings (brokers, security), the worker's ``consumer.*`` keys, the
 (the table is ``daemon.config.clients.CONSUMER_KEYS``, which also checks their values when a
 file or REST body is loaded); the others are ignored with a warning.
 
+Records per poll: ``max.poll.records`` is 10,000 unless set (Connect's consumer default is
+500; ``MAX_POLL_RECORDS`` says why), or fewer if the sink task asks (``max_poll_records``: the
+table sinks' buffer bound). The fetched bytes bound a poll as well
+(``max.partition.fetch.bytes``, ``fetch.max.bytes``).
+
 Why ``max.poll.interval.ms`` is raised: aiokafka sends heartbeats from a background task, so a
 long write never starves the group session; what it does enforce is the time between two
 ``getmany`` calls (``max.poll.interval.ms``), and a task does not poll while its ``put`` runs.
@@ -83,6 +88,15 @@ def poll_bound_ms(put_timeout: float) -> int:
     return int(poll_bound(put_timeout) * 1000)
 
 
+#: ``max.poll.records`` unless the worker's ``consumer.*`` or the connector's
+#: ``consumer.override.*`` says otherwise. Connect's consumers take 500; here each poll is one
+#: ``put`` of an Arrow batch, and what a poll costs apart from its records (the hand-off to the
+#: conversion thread, the Arrow tables built, the sink's checks, ``put``, the bookkeeping) was
+#: most of the event loop's time with 500: 1M JSON records took 12 s with 500 per poll, 7.9 s
+#: with 10,000 (bench/README.md, "Cut 3").
+MAX_POLL_RECORDS = 10_000
+
+
 def consumer_settings(
     worker: WorkerConfig,
     connector: ConnectorConfig,
@@ -90,8 +104,11 @@ def consumer_settings(
     task: int,
     put_timeout: float,
     warn: Callable[[str], None] | None = None,
+    poll_records: int | None = None,
 ) -> dict[str, Any]:
-    """The ``AIOKafkaConsumer`` keyword arguments of one task of ``connector``."""
+    """The ``AIOKafkaConsumer`` keyword arguments of one task of ``connector``.
+    ``poll_records``: the most records the task's ``put`` should get
+    (``SinkTask.max_poll_records``), the default's bound where ``max.poll.records`` is not set."""
     warn = warn or log.warning
     kwargs: dict[str, Any] = {
         "bootstrap_servers": list(worker.bootstrap_servers),
@@ -102,7 +119,7 @@ def consumer_settings(
         "max_poll_interval_ms": poll_bound_ms(put_timeout),
         "session_timeout_ms": int(worker.session_timeout.total_seconds() * 1000),
         "heartbeat_interval_ms": int(worker.heartbeat_interval.total_seconds() * 1000),
-        "max_poll_records": 500,
+        "max_poll_records": min(MAX_POLL_RECORDS, max(1, poll_records or MAX_POLL_RECORDS)),
     }
     kwargs.update(security_settings(consumer_security(worker, connector)))
     for source, overrides in (
@@ -250,12 +267,16 @@ class TaskConsumer:
         target: Partitions,
         metrics: LagMetrics | None,
         outages: BrokerOutageFilter | None = None,
+        poll_records: int | None = None,
     ) -> TaskConsumer:
         """The consumer of one task of the connector ``config`` (``consumer_settings``),
         subscribed to its ``topics`` or ``topics.regex``."""
         pattern = config.topics_regex.pattern if config.topics_regex is not None else None
+        settings = consumer_settings(
+            worker, config, task=task_id.task, put_timeout=put_timeout, poll_records=poll_records
+        )
         return cls(
-            consumer_settings(worker, config, task=task_id.task, put_timeout=put_timeout),
+            settings,
             topics=config.topics,
             pattern=pattern,
             target=target,

@@ -23,6 +23,7 @@ rebalance and retry parts see the incarnation only through a narrow protocol (``
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 import traceback
@@ -37,20 +38,19 @@ from daemon.errors import ConnectdError, TaskTimeout
 from daemon.kafka.outages import BrokerOutageFilter
 from daemon.logs import set_task_context
 from daemon.runtime.executors import ExecutorBinding, Executors
+from daemon.runtime.incarnation.ahead import Fetched, PollAhead
 from daemon.runtime.incarnation.consumer import OutOfRange, TaskConsumer, poll_bound
 from daemon.runtime.incarnation.context import TaskContext
 from daemon.runtime.incarnation.deadlines import log_failure, unless_set, with_deadline
 from daemon.runtime.incarnation.gaps import OffsetGaps
-from daemon.runtime.incarnation.pipeline import RecordPipeline
-from daemon.runtime.incarnation.progress import PartitionProgress
+from daemon.runtime.incarnation.pipeline import Converted, RecordPipeline
+from daemon.runtime.incarnation.progress import PartitionProgress, offset_ranges
 from daemon.runtime.incarnation.rebalance import Rebalancer
 from daemon.runtime.incarnation.retry import Retrier
 from daemon.runtime.settings import TaskMetrics, TaskSettings
 
 log = logging.getLogger("connectd.task")
 T = TypeVar("T")
-#: A poll: its rebalance generation, its records, the offsets it found out of range.
-Fetched = tuple[int, dict[TopicPartition, list[Any]], dict[TopicPartition, int]]
 
 
 class Incarnation:
@@ -110,6 +110,7 @@ class Incarnation:
         self.retrier = Retrier(self, self._stop_event)
         self.gaps = OffsetGaps(self, metrics, wake=self._stop_event)
         self.pipeline: RecordPipeline | None = None
+        self.ahead = PollAhead()
         self._runner: asyncio.Task[None] | None = None
 
     # ---- control (the stop sequence and the worker call these) ----
@@ -206,6 +207,7 @@ class Incarnation:
             if self.context is not None:  # the sink's writer: a write it holds is killed
                 await self.context.end_background()
             self.binding.close("the incarnation is over")
+            await self.ahead.drop()
             await self._close_consumer()
             if self.pipeline is not None:
                 await self.pipeline.close()
@@ -243,6 +245,7 @@ class Incarnation:
             target=self.rebalancer,
             metrics=self._metrics,
             outages=self._outages,
+            poll_records=self.task.max_poll_records(),
         )
         self.context.set_group_reader(self.consumer.committed_offsets)
         async with asyncio.timeout(self.settings.consumer_start_timeout):
@@ -254,10 +257,21 @@ class Incarnation:
             return await asyncio.to_thread(resolve, config, self._providers)
 
     async def _main_loop(self) -> None:
+        try:
+            await self._loop()
+        finally:
+            await self.ahead.drop()  # its records were not delivered: nothing to give back
+
+    async def _loop(self) -> None:
         next_flush = time.monotonic() + self.settings.flush_interval
         while not self._stopping:
             self._apply_pause()
-            generation, polled, out_of_range = await self._poll()
+            ahead = await self.ahead.take()
+            if ahead is not None and ahead.fetched is not None:
+                generation, polled, out_of_range = ahead.fetched
+            else:
+                ahead = None
+                generation, polled, out_of_range = await self._poll()
             if self._stopping:
                 return
             delay: float | None = None
@@ -274,17 +288,22 @@ class Incarnation:
                     # (aiokafka resets every position of a new assignment: to the sink's seeks,
                     # else to the group's offsets, which the closing commit set to what the sink
                     # made durable). Records handed out before a pause are sought back.
+                    # A poll made ahead whose partitions were sought or paused since it began
+                    # is given back the same way (``ahead.py``).
                     current = generation == self.progress.generation
-                    if current and self._paused:
+                    stale = ahead is not None and ahead.stale(self.context.paused())
+                    if current and (self._paused or stale):
                         self._fetch_again(polled)  # see ``PartitionProgress.refetch``
                     elif current:
                         if out_of_range:
                             await self.gaps.handle(out_of_range)
                         owned = self.context.assignment()
+                        mine = {tp: rs for tp, rs in polled.items() if tp in owned}
+                        converted = None
+                        if ahead is not None and len(mine) == len(polled):
+                            converted = ahead.converted
                         step = "deliver"
-                        if await self._deliver(
-                            {tp: rs for tp, rs in polled.items() if tp in owned}
-                        ):
+                        if await self._deliver(mine, converted):
                             self.retrier.succeeded(step)
                     if time.monotonic() >= next_flush or self.context.take_commit_request():
                         step = "commit"
@@ -324,14 +343,24 @@ class Incarnation:
         )
         return fetched if fetched is not None else (self.progress.generation, {}, {})
 
-    async def _deliver(self, polled: Mapping[TopicPartition, list[Any]]) -> int:
-        """Convert, apply the error policy (``deadletter/policy.py``), ``put``; how many records."""
+    async def _deliver(
+        self, polled: Mapping[TopicPartition, list[Any]], converted: Converted | None = None
+    ) -> int:
+        """Convert (unless ``converted`` ahead), apply the error policy
+        (``deadletter/policy.py``), ``put``; how many records. The next poll begins once the
+        records are converted (``ahead.py``)."""
         assert self.pipeline is not None and self.task is not None
         # Before anything can fail: a retry re-reads these ranges (``retry.py``).
         ranges = self.progress.begin(polled)
+        if converted is None:
+            count, result, marks = await self.pipeline.convert(polled, ranges)
+        else:  # converted before the ranges were known: they start where delivery continues
+            count, result, marks = converted
+            batch = dataclasses.replace(result.batch, ranges=tuple(sorted(ranges)))
+            result = dataclasses.replace(result, batch=batch)
+        self._look_ahead()
         if self._metrics is not None:  # the task's freshness: what may be committed next
-            self._metrics.record_delivering(self.id.connector, self.id.task, ranges, polled)
-        count, result = await self.pipeline.convert(polled, ranges)
+            self._metrics.record_delivering(self.id.connector, self.id.task, ranges, marks)
         self.topics.update(tp.topic for tp in polled)
         batch = result.batch
         rejected = await self._call("reject", self.task.reject(batch)) if len(batch) else {}
@@ -347,6 +376,32 @@ class Incarnation:
             )
         self.apply_seeks()
         return count
+
+    def _look_ahead(self) -> None:
+        """Begin the next poll and its conversion (``ahead.py``), unless the loop is to stop or
+        the connector is paused (the next poll would hand nothing out)."""
+        if self._stopping or self._paused or self.rebalancer.failure is not None:
+            return
+        assert self.context is not None
+        self.ahead.begin(self._poll_ahead(), self.context.paused(), f"task {self.id}: poll")
+
+    async def _poll_ahead(self) -> tuple[Fetched | None, Converted | None]:
+        try:
+            fetched = await self._poll()
+        except TaskTimeout:  # made again, with its own bound, when its turn comes
+            return None, None
+        generation, polled, _ = fetched
+        if not polled or self._stopping or generation != self.progress.generation:
+            return fetched, None
+        assert self.pipeline is not None
+        try:
+            # Ranges from the first records: the delivery sets them from its own positions.
+            return fetched, await self.pipeline.convert(polled, offset_ranges(polled, {}))
+        except Exception as exc:  # converted again at delivery, where a failure is handled
+            log.debug(
+                "Task %s: converting a poll ahead failed (%s); at delivery then", self.id, exc
+            )
+            return fetched, None
 
     async def _put(self, batch: RecordBatch) -> None:
         """``put``. A failure is retried (``retry.py``) or fails the incarnation: the slot's
@@ -428,14 +483,21 @@ class Incarnation:
         assert self.consumer is not None
         self.consumer.seek(tp, offset)
         self.progress.seek(tp, offset)
+        self.ahead.sought(tp)
 
     def _fetch_again(self, polled: Mapping[TopicPartition, list[Any]]) -> None:
+        """Give a poll's records back: the connector was paused after the poll, or the poll was
+        made ahead and went stale (``ahead.py``). A seek made since the poll began set where
+        delivery continues (``progress.next``), so it wins."""
         assert self.consumer is not None and self.context is not None
         for tp, offset in self.progress.refetch(polled, self.context.assignment()):
             self.consumer.seek(tp, offset)
-            log.info(
-                "Paused after a poll: %s is fetched again after the resume from %d", tp, offset
-            )
+            if self._paused:
+                log.info(
+                    "Paused after a poll: %s is fetched again after the resume from %d", tp, offset
+                )
+            else:
+                log.debug("A poll made ahead went stale: %s is fetched again from %d", tp, offset)
 
     def take_retry_wait(self) -> float | None:
         return self.context.take_retry_wait() if self.context is not None else None

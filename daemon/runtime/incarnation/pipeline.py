@@ -9,13 +9,13 @@ connector's or the worker's converter classes, with the task configuration's
 guarantees:
 
 - conversion loops over every record, so it never runs on the event loop (DESIGN.md): a poll
-  with records is converted (``convert_poll``, one call) and transformed in a thread, under the
-  callback deadline; the rows a transform drops leave the batch while its offset ranges still
-  cover them, so the sink's commit moves past them;
+  with records is converted (``convert_poll``, one call) and transformed in the pipeline's own
+  thread, under the callback deadline, one poll at a time; the rows a transform drops leave
+  the batch while its offset ranges still cover them, so the sink's commit moves past them;
 - every failure of a poll (the converters', the transforms' and the sink's ``reject``) is
-  sifted out and handled
-  (tolerance, log, dead-letter topic) before ``put`` sees the batch; the batch's offset ranges
-  still cover the records left out, so the sink's commit moves past them;
+  sifted out and handled (tolerance, log, dead-letter topic) before ``put`` sees the batch;
+  the batch's offset ranges still cover the records left out, so the sink's commit moves past
+  them;
 - with a dead-letter topic, the group commit's metadata carries each partition's dead-letter
   bound (``metadata``; ``deadletter/index.py`` has the argument).
 """
@@ -23,9 +23,12 @@ guarantees:
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
+import functools
 from collections.abc import Mapping, Sequence
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -59,6 +62,7 @@ from daemon.errors import ConversionError
 from daemon.runtime.deadletter.index import qualified_name
 from daemon.runtime.deadletter.policy import ErrantRecords, find_record
 from daemon.runtime.incarnation.consumer import group_id
+from daemon.runtime.incarnation.progress import Marks, record_marks
 from daemon.runtime.settings import TaskMetrics, TaskSettings
 
 
@@ -173,6 +177,14 @@ def _json_headers(reader: JsonConverter, column: Any) -> pa.Array:
     return headers_as_text(column, lambda values: reader.header_texts(values, lenient=True)[0])
 
 
+class Converted(NamedTuple):
+    """A poll converted: how many records, the result, the records' ``Marks``."""
+
+    records: int
+    result: ConversionResult
+    marks: Marks
+
+
 class RecordPipeline:
     """One incarnation's conversion and errant-record handling (see the module docstring)."""
 
@@ -208,12 +220,17 @@ class RecordPipeline:
         self.chain = config.transform_chain
         #: The chain's Python transforms and predicates, made once for the incarnation.
         self.plugins = load_plugins(self.chain)
+        #: The one thread conversions run in: one at a time, in the order asked, even when a
+        #: conversion the loop stopped waiting for (cancelled, past its deadline) still runs,
+        #: since the converters and transforms keep state (learnt fields, cached schemas).
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix=f"connectd-convert-{task_id}")
 
     async def start(self) -> None:
         """Creates the dead-letter topic if there is one."""
         await self.errant.start()
 
     async def close(self) -> None:
+        self._thread.shutdown(wait=False, cancel_futures=True)
         try:
             await self.errant.close()
         finally:
@@ -222,12 +239,14 @@ class RecordPipeline:
 
     async def convert(
         self, polled: Mapping[TopicPartition, Sequence[Any]], ranges: Sequence[OffsetRange]
-    ) -> tuple[int, ConversionResult]:
-        """The poll's records converted (those that could not be are in ``bad``); how many."""
+    ) -> Converted:
+        """The poll's records converted (those that could not be are in ``bad``), how many,
+        and their offsets and timestamps for the task's freshness (``record_marks``, made in
+        the same thread)."""
         key, value, chain, plugins = self.key, self.value, self.chain, self.plugins
         encoding, as_json = self.header_encoding, self.header_json
 
-        def convert() -> tuple[int, ConversionResult]:
+        def convert() -> Converted:
             raw = RawBatch.from_polled(polled)
             result = convert_poll(raw, key, value, ranges)
             if as_json is not None:
@@ -249,14 +268,16 @@ class RecordPipeline:
                     result.batch, table=table.set_column(at, "headers", text)
                 )
                 result = dataclasses.replace(result, batch=batch)
-            return len(raw), result
+            return Converted(len(raw), result, record_marks(polled))
 
         if not any(polled.values()):
             return convert()
+        loop = asyncio.get_running_loop()
         while True:
             try:
                 async with asyncio.timeout(self._timeout):
-                    return await asyncio.to_thread(convert)
+                    run = functools.partial(contextvars.copy_context().run, convert)
+                    return await loop.run_in_executor(self._thread, run)
             except SchemasNeeded as need:
                 # A Schema Registry converter met ids it has not cached: fetched here, on the
                 # loop; RegistryUnavailable (retriable: the batch is read again after a backoff)

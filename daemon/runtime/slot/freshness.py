@@ -6,8 +6,8 @@ slot gives it a ``SlotRecorder``, which keeps what matters here and passes every
 daemon's metrics. These calls feed it:
 
 - ``record_delivering``: the offset ranges of a batch about to be handed to ``put``, with its
-  records (the offset and ``timestamp`` of each are kept until committed, so the event time of
-  the newest committed record is known);
+  records' offsets and timestamps (``progress.record_marks``: kept until committed, so the
+  event time of the newest committed record is known);
 - ``record_committed``: what ``pre_commit`` returned, the offsets durable in the sink;
 - ``set_consumer_lags`` then ``set_log_ends``, after every poll (``consumer.py``, in that order and
   in one step): each assigned partition's end (highwater), ``None`` where not known yet, and its
@@ -33,8 +33,8 @@ restarts it (a paused task is behind by choice). Only a RUNNING task is reported
 slot decides that: a FAILED one says so already).
 
 Everything here runs on the event loop and is cheap, whatever a stuck sink does: a poll costs
-each partition two ``array`` fills from its records in C (``map(attrgetter(...))``, no Python
-code per record) and O(1) bookkeeping; per partition at most ``MAX_PENDING`` records and
+each partition O(1) bookkeeping (its records' two columns were filled in the conversion thread,
+``record_marks``); per partition at most ``MAX_PENDING`` records and
 ``MAX_BATCHES + 1`` batch entries are kept however long nothing commits.
 """
 
@@ -46,11 +46,10 @@ from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
-from typing import Any
 
 from daemon.connectors.records import OffsetRange, TopicPartition
 from daemon.kafka.traffic import ClientTraffic
+from daemon.runtime.incarnation.progress import Marks
 from daemon.runtime.model import PartitionFreshness, Stall, iso
 from daemon.runtime.settings import TaskMetrics
 
@@ -69,9 +68,6 @@ MAX_BATCHES = 1_000
 #: kept per partition above its committed offset.
 MAX_GAPS = 64
 
-_offset = attrgetter("offset")
-_timestamp = attrgetter("timestamp")
-
 
 @dataclass(slots=True)
 class _Batch:
@@ -86,16 +82,6 @@ class _Batch:
 
     def __len__(self) -> int:
         return 0 if self.offsets is None else len(self.offsets)
-
-
-def _columns(records: Sequence[Any]) -> tuple[array[int], array[int]]:
-    """The records' offsets and timestamps (ms; below 0 for none), filled in C."""
-    offsets = array("q", map(_offset, records))
-    try:
-        times = array("q", map(_timestamp, records))
-    except TypeError:  # a ``None`` timestamp (message format v0): the slow path, rare
-        times = array("q", (-1 if t is None else int(t) for t in map(_timestamp, records)))
-    return offsets, times
 
 
 @dataclass
@@ -167,12 +153,12 @@ class _Partition:
         elif self.waiting is None:
             self.waiting = now
 
-    def add(self, first: int, end: int, records: Sequence[Any]) -> None:
+    def add(self, first: int, end: int, marks: tuple[array[int], array[int]] | None) -> None:
         self.drop_from(first)  # delivered again (a retry, a seek back): the new ones count
         self.delivered = end
-        if not records:
+        if not marks or not marks[0]:
             return
-        offsets, times = _columns(records)
+        offsets, times = marks
         self.pending.append(_Batch(first, end, times[-1], offsets, times))
         self.kept += len(offsets)
         while self.kept > MAX_PENDING or len(self.pending) > MAX_BATCHES + 1:
@@ -251,15 +237,13 @@ class Freshness:
 
     # ---- what the incarnation reports ----
 
-    def delivering(
-        self, ranges: Sequence[OffsetRange], polled: Mapping[TopicPartition, Sequence[Any]]
-    ) -> None:
+    def delivering(self, ranges: Sequence[OffsetRange], marks: Marks) -> None:
         now = self._mono()
         for r in ranges:
             part = self._part(r.tp)
             if part.committed is None and part.start is None:
                 part.start = r.start
-            part.add(r.start, r.end, polled.get(r.tp, ()))
+            part.add(r.start, r.end, marks.get(r.tp))
             part.tick(now)
 
     def committed(self, offsets: Mapping[TopicPartition, int]) -> None:
@@ -411,11 +395,11 @@ class SlotRecorder:
         connector: str,
         task: int,
         ranges: Sequence[OffsetRange],
-        polled: Mapping[TopicPartition, Sequence[Any]],
+        marks: Marks,
     ) -> None:
-        self.freshness.delivering(ranges, polled)
+        self.freshness.delivering(ranges, marks)
         if self._inner is not None:
-            self._inner.record_delivering(connector, task, ranges, polled)
+            self._inner.record_delivering(connector, task, ranges, marks)
 
     def record_committed(
         self, connector: str, task: int, offsets: Mapping[TopicPartition, int]

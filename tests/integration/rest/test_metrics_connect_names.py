@@ -79,6 +79,11 @@ async def test_connect_named_metrics_count_what_the_tasks_did(
                 == 2
                 and (commits(s, "echo") or 0) > 0
                 and (commits(s, "flaky-metrics") or 0) > 0
+                # the put after the two retries (a commit may come before it)
+                and _value(
+                    s, "kafka_connect_sink_task_sink_record_send_total", connector="flaky-metrics"
+                )
+                == GOOD + BAD
             )
             return s if done else None
 

@@ -9,6 +9,7 @@ from daemon.errors import ConfigError, InvalidConfig
 from daemon.runtime.clients import security_settings
 from daemon.runtime.deadletter.policy import dead_letter_clients
 from daemon.runtime.incarnation.consumer import (
+    MAX_POLL_RECORDS,
     consumer_security,
     consumer_settings,
     group_id,
@@ -55,6 +56,20 @@ def test_overrides_map_and_the_connectors_win() -> None:
     assert s["isolation_level"] == "read_committed"
     assert s["max_poll_interval_ms"] == 900_000
     assert warnings == []
+
+
+def test_records_per_poll_default_to_ten_thousand_or_what_the_sink_asks() -> None:
+    def polls(worker: object, connector: object, asked: int | None) -> int:
+        s = consumer_settings(worker, connector, task=0, put_timeout=150.0, poll_records=asked)
+        return int(s["max_poll_records"])
+
+    assert polls(_worker(), _connector(), None) == MAX_POLL_RECORDS == 10_000
+    assert polls(_worker(), _connector(), 1_500) == 1_500  # the sink's buffer bound
+    assert polls(_worker(), _connector(), 250_000) == 10_000
+    # Set by the worker or the connector, max.poll.records wins over both.
+    assert polls(_worker(**{"consumer.max.poll.records": "500"}), _connector(), 1_500) == 500
+    explicit = _connector(**{"consumer.override.max.poll.records": "20000"})
+    assert polls(_worker(), explicit, 1_500) == 20_000
 
 
 def test_fixed_unknown_and_too_small_settings_are_ignored_with_a_warning() -> None:

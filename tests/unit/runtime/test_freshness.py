@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from daemon.connectors.records import OffsetRange, TopicPartition
+from daemon.runtime.incarnation.progress import record_marks
 from daemon.runtime.slot import freshness as fr
 from daemon.runtime.slot.freshness import Freshness
 
@@ -34,7 +35,7 @@ class Clock:
 
 def deliver(f: Freshness, start: int, end: int, ts: int = 0) -> None:
     records = [Rec(o, ts + o) for o in range(start, end)]
-    f.delivering([OffsetRange(TP.topic, TP.partition, start, end)], {TP: records})
+    f.delivering([OffsetRange(TP.topic, TP.partition, start, end)], record_marks({TP: records}))
 
 
 def test_commits_lag_and_the_event_time_of_the_newest_committed_record() -> None:
@@ -210,11 +211,11 @@ def test_delivering_a_poll_runs_no_python_code_per_record() -> None:
     f = Freshness()
     counts = []
     for n in (10, 10_000):
-        records = [Rec(o, 5) for o in range(n)]
+        marks = record_marks({TP: [Rec(o, 5) for o in range(n)]})
         calls = 0
         sys.setprofile(profile)
         try:
-            f.delivering([OffsetRange(TP.topic, TP.partition, 0, n)], {TP: records})
+            f.delivering([OffsetRange(TP.topic, TP.partition, 0, n)], marks)
         finally:
             sys.setprofile(None)
         counts.append(calls)
