@@ -175,6 +175,9 @@ async def audit(
         "path": str(table),
         "flush.max.records": "1500",
         "buffer.max.records": "1500",  # commits in small steps, even behind the backlog
+        # Connect's poll size: the task reads at the pace the faults' windows were made for
+        # (with polls of 1,500 it could commit all before the first fault was due).
+        "consumer.override.max.poll.records": "500",
         "flush.interval.ms": "2000",
         # A killed JVM fails its task; the auto-restart waits minutes from the second failure
         # on (n·(n+1)), which this test need not sit through.
