@@ -5,9 +5,13 @@ Started by ``ss_bench.py`` as one command, so the bench's process tree holds eve
 their executors and REST fronts. It takes the standalone files the bench writes for a run
 (the worker's and the connector's properties), makes a distributed worker file of each worker
 (the run's own group and internal topics, a REST port and a state directory each), starts the
-workers as its children (their logs go to its own output), creates the connector through the
-first one's REST API, and waits. SIGTERM is passed on to every worker; it exits 0 once all of
-them exited 0, and at once, with the first failure's code, if a worker ends by itself.
+workers as its children (their logs go to its own output), waits until all of them are members
+of one group generation (as a deployment's workers are up before a connector is created; a
+connector created while the second worker is still joining starts all its tasks on the first
+and then moves some, a rebalance the bench would time instead of the tasks), creates the
+connector through the first one's REST API, and waits. SIGTERM is passed on to every worker;
+it exits 0 once all of them exited 0, and at once, with the first failure's code, if a worker
+ends by itself.
 """
 
 from __future__ import annotations
@@ -69,6 +73,42 @@ def worker_files(base: dict[str, str], n: int, run_dir: Path) -> list[tuple[Path
     return files
 
 
+def generation(port: int) -> tuple[int, bool] | None:
+    """A worker's group generation and whether it is applying an assignment, from its
+    ``/metrics`` (Connect's rebalance metrics); None while it does not answer."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+            text = answer.read().decode()
+    except OSError:
+        return None
+    values = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in (
+            "kafka_connect_worker_rebalance_epoch",
+            "kafka_connect_worker_rebalance_rebalancing",
+        ):
+            values[name] = float(value)
+    if len(values) != 2:
+        return None
+    return (
+        int(values["kafka_connect_worker_rebalance_epoch"]),
+        values["kafka_connect_worker_rebalance_rebalancing"] > 0,
+    )
+
+
+def joined(ports: list[int], deadline: float) -> None:
+    """Wait until every worker is a member of the same generation and none is rebalancing."""
+    seen: list[tuple[int, bool] | None] = []
+    while time.monotonic() < deadline:
+        seen = [generation(port) for port in ports]
+        members = [g for g in seen if g is not None and g[0] > 0 and not g[1]]
+        if len(members) == len(ports) and len({g[0] for g in members}) == 1:
+            return
+        time.sleep(0.05)
+    raise SystemExit(f"workers.py: the workers did not join one generation: {seen}")
+
+
 def create(port: int, connector: dict[str, str], deadline: float) -> None:
     """POST the connector until the worker takes it (it answers once it joined its group)."""
     body = json.dumps({"name": connector["name"], "config": connector}).encode()
@@ -116,6 +156,7 @@ def main() -> int:
         for path, _ in files
     ]
     try:
+        joined([port for _, port in files], time.monotonic() + 120)
         create(files[0][1], properties(args.connector), time.monotonic() + 120)
         while not stopping:
             for proc in procs:
