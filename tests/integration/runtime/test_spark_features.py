@@ -464,19 +464,29 @@ async def test_spark_executor_killed_mid_write_is_reaped_and_the_task_auto_resta
     tree = walk_tree(old_pid)
     assert any(s.comm == "java" for s in tree.values()), f"no JVM under executor {old_pid}"
 
-    os.kill(old_pid, signal.SIGKILL)
-    # Gone from /proc: killed and reaped by the pool (the test reaps nothing itself: the pool
-    # runs in this process, and its executors are this process's children).
-    await wait_until(lambda: not _present(tree.values()), 30, f"executor {old_pid}'s tree reaped")
-
-    # Restarted at once (restart 0 waits 0 s). The new incarnation's executor pids are
-    # sampled from the status while it writes.
+    # The new incarnation's executor pids are sampled from the status from the kill on: it is
+    # restarted at once (restart 0 waits 0 s) and its write on the warm spare can be over
+    # before the killed tree is confirmed gone.
     seen: set[int] = set()
 
-    def caught_up() -> Any:
+    def sample() -> Any:
         task = worker.task_status(name, 0)
         if task.executor_pid is not None and (task.incarnation or 0) > (first.incarnation or 0):
             seen.add(task.executor_pid)
+        return task
+
+    os.kill(old_pid, signal.SIGKILL)
+    # Gone from /proc: killed and reaped by the pool (the test reaps nothing itself: the pool
+    # runs in this process, and its executors are this process's children).
+    await wait_until(
+        lambda: sample() and not _present(tree.values()),
+        30,
+        f"executor {old_pid}'s tree reaped",
+        0.01,
+    )
+
+    def caught_up() -> Any:
+        task = sample()
         return (
             task.state is State.RUNNING
             and task.auto_restart is not None
