@@ -45,6 +45,7 @@ import pytest
 
 from daemon.config.properties import parse_properties
 from support.daemon import DaemonProcess, worker_properties
+from support.jvm import TEST_JAVA_OPTIONS
 from support.kafka import delete_topic, free_port
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "distributed"
@@ -76,6 +77,7 @@ CLUSTER_DEFAULTS = {
     # No spare (see worker_properties): a JVM start fewer per worker that writes.
     "executor.pool.spares": "0",
     "executor.spark.master": "local[1]",
+    "executor.spark.conf.spark.driver.extraJavaOptions": TEST_JAVA_OPTIONS,
 }
 
 

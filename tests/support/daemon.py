@@ -50,6 +50,7 @@ from daemon.executor import ExecutorInfo, PoolStatus, WriteLease
 from daemon.runtime.executors import Executors
 from daemon.storage.commitlog import CommitLog
 from daemon.storage.standalone import ConfigStore
+from support.jvm import TEST_JAVA_OPTIONS
 from support.kafka import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,6 +74,7 @@ def worker_properties(bootstrap: str, state_dir: Path, **overrides: str) -> dict
         "executor.spark.master": "local[2]",
         "executor.spark.conf.spark.ui.enabled": "false",
         "executor.spark.conf.spark.driver.memory": "512m",
+        "executor.spark.conf.spark.driver.extraJavaOptions": TEST_JAVA_OPTIONS,
         "log.level": "INFO",
     }
     props.update({k.replace("_", "."): v for k, v in overrides.items()})

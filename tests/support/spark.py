@@ -43,6 +43,7 @@ from daemon.executor import ExecutorInfo, ExecutorPool, PoolSettings, PoolStatus
 from daemon.executor import formats as table_formats
 from daemon.executor.process import ProcStat, read_stat, scan, tree
 from support import procs
+from support.jvm import TEST_JAVA_OPTIONS
 
 #: Generous: executors start in 7-20 s here, much slower while other JVMs compete for 2 cores.
 START_TIMEOUT = 240.0
@@ -57,7 +58,11 @@ def spark_settings(**overrides: Any) -> PoolSettings:
         size=1,
         spares=1,
         spark_master="local[2]",
-        spark_conf={"spark.ui.enabled": "false", "spark.driver.memory": "512m"},
+        spark_conf={
+            "spark.ui.enabled": "false",
+            "spark.driver.memory": "512m",
+            "spark.driver.extraJavaOptions": TEST_JAVA_OPTIONS,
+        },
         start_timeout=START_TIMEOUT,
         acquire_timeout=START_TIMEOUT,
         cds_build=False,

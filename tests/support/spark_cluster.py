@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from support import procs
+from support.jvm import TEST_JAVA_OPTIONS
 from support.kafka import free_port
 
 _SPARKCTL_PATH = Path(__file__).resolve().parents[2] / "dev" / "spark" / "sparkctl.py"
@@ -161,6 +162,8 @@ def cluster_spark_conf() -> dict[str, str]:
         "spark.cores.max": "1",
         "spark.executor.cores": "1",
         "spark.executor.memory": "512m",
+        "spark.driver.extraJavaOptions": TEST_JAVA_OPTIONS,
+        "spark.executor.extraJavaOptions": TEST_JAVA_OPTIONS,
     }
 
 

@@ -21,7 +21,11 @@ async def main(marker: str, scratch: str) -> None:
         size=1,
         spares=1,
         spark_master="local[2]",
-        spark_conf={"spark.ui.enabled": "false", "spark.driver.memory": "512m"},
+        spark_conf={
+            "spark.ui.enabled": "false",
+            "spark.driver.memory": "512m",
+            "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",  # support/jvm.py
+        },
         work_dir=Path(scratch) / "work",
         handoff_dir=Path(scratch) / "shm",
         start_timeout=240,
