@@ -22,7 +22,8 @@ comma := ,
 # make test runs the suite in two pytest worker processes (pytest-xdist), a test file per worker
 # at a time: most tests wait on a broker, a JVM or a deadline, and one process left half of the
 # machine's two cores idle. Each worker has its own broker and Spark pools (session fixtures).
-# TEST_WORKERS=0 runs it in one process.
+# TEST_WORKERS=0 runs it in one process. Files go longest first (tests/support/ordering.py, by
+# tests/durations.json); each run records its own durations in .cache/test-durations.json.
 TEST_WORKERS ?= 2
 
 export KAFKA_VERSION
@@ -131,7 +132,7 @@ fmt: $(STAMP)
 	$(VENV)/bin/ruff check --fix daemon tests bench dev
 
 test: lint check-java check-test-tools jars prometheus registry
-	$(VENV)/bin/pytest -m "not soak and not cross_line" --durations=40 -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	mkdir -p .cache && CONNECTD_TEST_DURATIONS_OUT=$(CURDIR)/.cache/test-durations.json $(VENV)/bin/pytest -m "not soak and not cross_line" --durations=40 -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # The compatibility suite (tests marked spark_line) on one Spark line: SPARK=3.5, 4.0 or 4.1.
 # Each line gets a venv of its own with connectd and that line's pyspark (the pip extra

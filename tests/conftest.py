@@ -20,6 +20,7 @@ pytest_plugins = [
     "support.daemon",
     "support.cluster",
     "support.registry",
+    "support.ordering",
 ]
 
 ALLOWED_CI_SKIPS: dict[str, str] = {

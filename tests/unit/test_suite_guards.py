@@ -93,7 +93,9 @@ def suite(tmp_path: Path) -> Path:
 
 
 def _pytest(root: Path, ci: str | None, *paths: str) -> tuple[int, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTHONTRACEMALLOC")}
+    # Not the outer run's record of durations (support/ordering.py): this suite is not it.
+    dropped = ("CI", "PYTHONTRACEMALLOC", "CONNECTD_TEST_DURATIONS_OUT")
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
     env["PYTHONPATH"] = str(TESTS)  # the conftest imports tests/support
     env["COLUMNS"] = "300"  # the summary lines whole
     if ci is not None:
