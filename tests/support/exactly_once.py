@@ -63,8 +63,13 @@ def _gone(pid: int) -> bool:
     return stat is None or not stat.running
 
 
-def _writing_executors(p: DaemonProcess) -> set[int]:
-    code, body = p.rest("GET", "/connectors/eos/status", timeout=10.0)
+def _writing_executors(p: DaemonProcess) -> set[int] | None:
+    """The executors writing for the connector's tasks; None while the REST API does not
+    answer yet (its front starts beside the tasks, see ``audit``)."""
+    try:
+        code, body = p.rest("GET", "/connectors/eos/status", timeout=10.0)
+    except OSError:  # URLError included: not listening yet
+        return None
     return {t["executor_pid"] for t in body["tasks"] if t["executor_pid"]} if code == 200 else set()
 
 
@@ -73,6 +78,8 @@ def _kill_one(p: DaemonProcess, jvm: bool) -> int | None:
     write runs: ParquetSink's writes run in the Python process by default
     (``write.engine=auto``: pyarrow, no Spark job), Delta's and Iceberg's in the JVM."""
     writing = _writing_executors(p)
+    if writing is None:
+        return None  # asked again: the victim is the writing executor when there is one
     found = []
     for pid in p.descendants():
         try:
@@ -187,7 +194,10 @@ async def audit(
     # Progress points (offsets committed) at which a fault strikes, in order.
     points = [(kind, rng.randint(low, high)) for kind, low, high in windows]
     began = time.monotonic()
-    p = daemon_process(worker, [sink])
+    # Progress is watched from the daemon's start, not from its REST API's: the REST front is a
+    # process of its own that, on a loaded machine, can take longer to answer than the task
+    # takes to commit every record, and the faults would all come too late.
+    p = daemon_process(worker, [sink], wait=False)
     done: list[str] = []
     for kind, at in points:
         await wait_until(lambda a=at: progress(table) >= a, 300, f"{at} offsets committed")
@@ -197,7 +207,7 @@ async def audit(
             p.wait(10)
             done.append(f"daemon SIGKILL at {progress(table)}")
             await after_daemon_kill(below)
-            p = daemon_process(worker, [sink])
+            p = daemon_process(worker, [sink], wait=False)
         else:
             fault = (faults or {"jvm": jvm_fault, "executor": executor_fault})[kind]
             done.append(f"{await fault(p)} at {progress(table)}")
