@@ -132,7 +132,7 @@ fmt: $(STAMP)
 	$(VENV)/bin/ruff check --fix daemon tests bench dev
 
 test: lint check-java check-test-tools jars prometheus registry
-	mkdir -p .cache && CONNECTD_TEST_DURATIONS_OUT=$(CURDIR)/.cache/test-durations.json $(VENV)/bin/pytest -m "not soak and not cross_line" --durations=40 -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+	CONNECTD_TEST_DURATIONS_OUT=$(CURDIR)/.cache/test-durations.json $(VENV)/bin/pytest -m "not soak and not cross_line" --durations=40 -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # The compatibility suite (tests marked spark_line) on one Spark line: SPARK=3.5, 4.0 or 4.1.
 # Each line gets a venv of its own with connectd and that line's pyspark (the pip extra

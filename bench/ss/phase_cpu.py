@@ -8,7 +8,7 @@ executors and REST front, the bench itself).
         [--worker-prop consumer.heartbeat.interval.ms=100 ...]
 
 Every argument after the variant goes to ``ss_bench.py`` (``--runs 1`` and ``--records``
-default to one run of 1M records). A Linux /proc is needed; the figures are the machine's, so
+default to one run of 1M records). The figures are the machine's, so
 run nothing else beside it.
 """
 
@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
+
 KINDS = (
     ("kafka.Kafka", "broker"),
     ("daemon.executor.child", "executors"),
@@ -30,7 +32,6 @@ KINDS = (
     ("ss_bench.py", "bench"),
     ("ss/workers.py", "bench"),
 )
-TICK = os.sysconf("SC_CLK_TCK")
 
 
 def kind(cmdline: str) -> str:
@@ -43,22 +44,18 @@ def kind(cmdline: str) -> str:
 def processes() -> dict[int, tuple[float, str]]:
     """Every process's CPU seconds (user + system) and command line."""
     out = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        out[int(entry)] = ((int(fields[11]) + int(fields[12])) / TICK, cmdline)
+    for p in psutil.process_iter(["cpu_times", "cmdline"]):
+        times, argv = p.info["cpu_times"], p.info["cmdline"]
+        if times is not None:  # None: it ended or is not ours to read
+            out[p.pid] = (times.user + times.system, " ".join(argv or ()))
     return out
 
 
-def machine() -> tuple[int, int]:
-    """All CPU ticks and idle ticks (idle + iowait) since boot."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
-    return sum(fields), fields[3] + fields[4]
+def machine() -> tuple[float, float]:
+    """All CPU seconds and idle seconds (idle + iowait) since boot, over every core."""
+    t = psutil.cpu_times()
+    busy = t.user + t.nice + t.system + t.irq + t.softirq + t.steal
+    return busy + t.idle + t.iowait, t.idle + t.iowait
 
 
 def main(argv: list[str]) -> int:
@@ -71,7 +68,7 @@ def main(argv: list[str]) -> int:
     command = [sys.executable, str(Path(__file__).parent.parent / "ss_bench.py")]
     command += ["--runs", "1", "--only", variant, "--scratch", str(scratch), *defaults, *rest]
     bench = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    samples: list[tuple[float, tuple[int, int], dict[int, tuple[float, str]]]] = []
+    samples: list[tuple[float, tuple[float, float], dict[int, tuple[float, str]]]] = []
     files: dict[Path, float] = {}
     while bench.poll() is None:
         now = time.monotonic()
@@ -88,7 +85,7 @@ def main(argv: list[str]) -> int:
     first = min(samples, key=lambda s: abs(s[0] - min(files.values())))
     last = min(samples, key=lambda s: abs(s[0] - max(files.values())))
     wall = last[0] - first[0]
-    busy = 1 - (last[1][1] - first[1][1]) / max(1, last[1][0] - first[1][0])
+    busy = 1 - (last[1][1] - first[1][1]) / max(0.01, last[1][0] - first[1][0])
     cores: dict[str, float] = {}
     for pid, (cpu, cmdline) in last[2].items():
         before = first[2][pid][0] if pid in first[2] else 0.0

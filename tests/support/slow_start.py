@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from daemon.cli import main
+from daemon.config.properties import parse_properties
 from daemon.runtime.standalone import StandaloneHerder
 
 #: How long to wait for the REST port before starting the delay anyway.
@@ -28,13 +29,11 @@ LISTEN_DEADLINE_S = 120.0
 
 def rest_address(worker_file: Path) -> tuple[str, int] | None:
     """The first listener's host and port of a worker properties file."""
-    for line in worker_file.read_text().splitlines():
-        key, _, value = line.partition("=")
-        if key.strip() == "listeners":
-            url = urlsplit(value.split(",")[0].strip())
-            if url.hostname and url.port:
-                return url.hostname, url.port
-    return None
+    listeners = parse_properties(worker_file.read_text(), str(worker_file)).values.get("listeners")
+    if not listeners:
+        return None
+    url = urlsplit(listeners.split(",")[0].strip())
+    return (url.hostname, url.port) if url.hostname and url.port else None
 
 
 async def answering(address: tuple[str, int] | None) -> None:

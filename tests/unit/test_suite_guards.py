@@ -9,16 +9,11 @@ real settings (pyproject.toml) and tests/conftest.py:
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-TESTS = Path(__file__).resolve().parents[1]
-PYPROJECT = TESTS.parent / "pyproject.toml"
+from support.subsuite import TESTS, run_pytest
 
 SKIPPING = """
 import pytest
@@ -93,19 +88,7 @@ def suite(tmp_path: Path) -> Path:
 
 
 def _pytest(root: Path, ci: str | None, *paths: str) -> tuple[int, str]:
-    # Not the outer run's record of durations (support/ordering.py): this suite is not it.
-    dropped = ("CI", "PYTHONTRACEMALLOC", "CONNECTD_TEST_DURATIONS_OUT")
-    env = {k: v for k, v in os.environ.items() if k not in dropped}
-    env["PYTHONPATH"] = str(TESTS)  # the conftest imports tests/support
-    env["COLUMNS"] = "300"  # the summary lines whole
-    if ci is not None:
-        env["CI"] = ci
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-c", str(PYPROJECT), "--rootdir", str(root),
-         "-p", "no:cacheprovider", "-rA", *paths],
-        cwd=root, env=env, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    return done.returncode, done.stdout + done.stderr
+    return run_pytest(root, *paths, env={} if ci is None else {"CI": ci})
 
 
 def _tally(out: str) -> dict[str, int]:

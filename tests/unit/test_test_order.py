@@ -4,15 +4,10 @@ record of a run that the order comes from."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from support import ordering
-
-TESTS = Path(__file__).resolve().parents[1]
-PYPROJECT = TESTS.parent / "pyproject.toml"
+from support.subsuite import TESTS, run_pytest
 
 
 def test_files_go_longest_first_and_keep_their_tests_in_order() -> None:
@@ -70,15 +65,8 @@ def test_a_run_writes_its_record_by_file(tmp_path: Path) -> None:
     (tests / "test_slow.py").write_text(SLOW)
     (tests / "test_fast.py").write_text(FAST)
     out = tmp_path / "durations.json"
-    env = {k: v for k, v in os.environ.items() if k != "CI"}
-    env["PYTHONPATH"] = str(TESTS)
-    env[ordering.RECORD_ENV] = str(out)
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-c", str(PYPROJECT), "--rootdir", str(tmp_path),
-         "-p", "no:cacheprovider", "-q", "tests"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
+    code, output = run_pytest(tmp_path, "tests", env={ordering.RECORD_ENV: str(out)})
+    assert code == 0, output
     record = json.loads(out.read_text())
     assert list(record["files"]) == ["tests/test_slow.py", "tests/test_fast.py"]
     assert record["files"]["tests/test_slow.py"] >= 0.3
