@@ -163,7 +163,7 @@ class RawBatch:
             list(map(_TIMESTAMP, rs)),
             list(map(_KEY, rs)),
             list(map(_VALUE, rs)),
-            [tuple(h) for h in map(_HEADERS, rs)],
+            list(map(_HEADERS, rs)),  # each record's own list of (key, value) pairs
             list(map(_TIMESTAMP_TYPE, rs)),
         )
 

@@ -162,11 +162,18 @@ def headers_as_text(
     )
 
 
+_NO_HEADER_ITEMS = pa.StructArray.from_arrays(
+    [pa.array([], pa.string()), pa.array([], pa.binary())], names=["key", "value"]
+)
+
+
 def headers_array(headers: Sequence[Sequence[tuple[str, bytes | None]]] | None, n: int) -> pa.Array:
     """``list<struct<key, value>>`` built from flattened lists, not record by record."""
-    if headers is None:
-        headers = [()] * n
-    offsets = pa.array(list(accumulate((len(h) for h in headers), initial=0)), pa.int32())
+    if headers is None or not any(headers):  # no record has a header (any: in C)
+        return pa.ListArray.from_arrays(
+            pa.array([0] * (n + 1), pa.int32()), _NO_HEADER_ITEMS, type=HEADERS_TYPE
+        )
+    offsets = pa.array(list(accumulate(map(len, headers), initial=0)), pa.int32())
     flat = list(chain.from_iterable(headers))
     keys = pa.array([k for k, _ in flat], pa.string())
     items = pa.StructArray.from_arrays(

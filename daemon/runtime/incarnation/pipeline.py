@@ -268,7 +268,7 @@ class RecordPipeline:
                     result.batch, table=table.set_column(at, "headers", text)
                 )
                 result = dataclasses.replace(result, batch=batch)
-            return Converted(len(raw), result, record_marks(polled))
+            return Converted(len(raw), result, record_marks(polled, (raw.offsets, raw.timestamps)))
 
         if not any(polled.values()):
             return convert()

@@ -37,16 +37,28 @@ _timestamp = attrgetter("timestamp")
 
 def record_marks(
     polled: Mapping[TopicPartition, Sequence[Any]],
+    raw: tuple[Sequence[int], Sequence[int | None]] | None = None,
 ) -> dict[TopicPartition, tuple[array[int], array[int]]]:
     """A poll's ``Marks``, filled in C (``map(attrgetter(...))``: no Python code per record).
-    The pipeline makes them in its conversion thread, beside the conversion, not on the loop."""
+    The pipeline makes them in its conversion thread, beside the conversion, not on the loop.
+    ``raw``: the poll's offsets and timestamps already read, partition after partition in
+    ``TopicPartition`` order (``RawBatch.from_polled``'s), which are then sliced, not read
+    from the records a second time."""
     marks = {}
-    for tp, records in polled.items():
+    at = 0
+    for tp in sorted(polled) if raw is not None else polled:
+        records = polled[tp]
         if not records:
             continue
-        offsets = array("q", map(_offset, records))
+        stamps: Iterable[Any]  # ints, or a None (format v0): array() refuses it below
+        if raw is None:
+            offsets, stamps = array("q", map(_offset, records)), map(_timestamp, records)
+        else:
+            n = len(records)
+            offsets, stamps = array("q", raw[0][at : at + n]), raw[1][at : at + n]
+            at += n
         try:
-            times = array("q", map(_timestamp, records))
+            times = array("q", stamps)
         except TypeError:  # a ``None`` timestamp (message format v0): the slow path, rare
             times = array("q", (-1 if t is None else int(t) for t in map(_timestamp, records)))
         marks[tp] = offsets, times

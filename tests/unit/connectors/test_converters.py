@@ -326,6 +326,8 @@ CORPUS: list[bytes | None] = [
     b'{"a": 7, "a": 8}',
     b'{"a": NaN}',
     b'{"a": -Infinity}',
+    b'{"a": 2, "z": Infinity}',
+    b'{"z": NaN, "a": 3}',
     b'{"b": "NaN is text"}',
     b'{"a": 1e400}',
     b'{"b": "\xff"}',

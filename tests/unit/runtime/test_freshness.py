@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from daemon.connectors.records import OffsetRange, TopicPartition
+from daemon.connectors.records import OffsetRange, RawBatch, TopicPartition
 from daemon.runtime.incarnation.progress import record_marks
 from daemon.runtime.slot import freshness as fr
 from daemon.runtime.slot.freshness import Freshness
@@ -20,6 +20,16 @@ TP = TopicPartition("orders", 0)
 class Rec:
     offset: int
     timestamp: int | None
+
+
+@dataclass(slots=True)
+class Fetched(Rec):
+    """What ``RawBatch.from_polled`` reads of a record."""
+
+    timestamp_type: int = 0
+    key: bytes | None = None
+    value: bytes | None = b"{}"
+    headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
 class Clock:
@@ -222,3 +232,19 @@ def test_delivering_a_poll_runs_no_python_code_per_record() -> None:
     assert counts[1] <= counts[0] < 40, counts  # about 20 either way
     f.committed({TP: 10_000})
     assert f.snapshot()[0].event_time == 0.005
+
+
+def test_marks_sliced_from_the_polls_columns_are_the_records_own() -> None:
+    # The conversion thread reads offsets and timestamps once (RawBatch.from_polled, partitions
+    # in TopicPartition order) and slices the marks from them; they must be what the records say.
+    b, a, empty = TopicPartition("orders", 1), TopicPartition("audit", 0), TopicPartition("x", 0)
+    polled: dict[TopicPartition, list[Any]] = {
+        b: [Fetched(o, 100 + o) for o in range(5, 9)],
+        empty: [],
+        a: [Fetched(o, -1) for o in range(2)],
+    }
+    raw = RawBatch.from_polled(polled)
+    sliced = record_marks(polled, (raw.offsets, raw.timestamps))
+    assert sliced == record_marks(polled)
+    assert list(sliced) == [a, b]  # no entry for a partition without records
+    assert list(sliced[b][0]) == [5, 6, 7, 8] and list(sliced[b][1]) == [105, 106, 107, 108]
