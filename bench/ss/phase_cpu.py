@@ -8,8 +8,13 @@ executors and REST front, the bench itself).
         [--worker-prop consumer.heartbeat.interval.ms=100 ...]
 
 Every argument after the variant goes to ``ss_bench.py`` (``--runs 1`` and ``--records``
-default to one run of 1M records). The figures are the machine's, so
-run nothing else beside it.
+default to one run of 1M records), except ``--py-spy PATH``: then, from the table's first file
+on, py-spy (not a project dependency: ``python3 -m venv /tmp/pyspy && /tmp/pyspy/bin/pip
+install py-spy``) samples each worker process for ``GIL_SECONDS``, only the thread holding the
+interpreter lock (``--gil``), and the script prints how much of that time the lock was held and
+by which thread, with each thread's heaviest frames; ``--gil-svg PREFIX`` also writes each
+worker's flame graph of the lock's holders as ``PREFIX-w<N>.svg``. The figures are the
+machine's, so run nothing else beside it.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import psutil
@@ -32,6 +38,74 @@ KINDS = (
     ("ss_bench.py", "bench"),
     ("ss/workers.py", "bench"),
 )
+
+
+#: How long the interpreter lock is sampled, from the first table file on (the data phase of
+#: 1M records lasts 5-8 s here).
+GIL_SECONDS = 3
+GIL_RATE = 200  # samples a second
+
+
+def take_option(argv: list[str], name: str) -> str | None:
+    """``name VALUE`` removed from ``argv``; its value, or None."""
+    if name not in argv:
+        return None
+    at = argv.index(name)
+    value = argv[at + 1]
+    del argv[at : at + 2]
+    return value
+
+
+def sample_lock(
+    py_spy: str, scratch: Path, svg: str | None
+) -> list[tuple[Path, list[subprocess.Popen[bytes]]]]:
+    """py-spy on each worker process, holder of the lock only (module docstring)."""
+    out = []
+    workers = [
+        p.pid
+        for p in psutil.process_iter(["cmdline"])
+        if kind(" ".join(p.info["cmdline"] or ())) == "worker"
+    ]
+    for i, pid in enumerate(workers):
+        raw = scratch.parent / f"{scratch.name}-gil-w{i}.raw"
+        common = ["record", "--pid", str(pid), "--gil", "--threads", "--nonblocking"]
+        common += ["--rate", str(GIL_RATE), "--duration", str(GIL_SECONDS)]
+        spies = [
+            subprocess.Popen(
+                [py_spy, *common, "--format", "raw", "-o", str(raw)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        ]
+        if svg:
+            spies.append(
+                subprocess.Popen(
+                    [py_spy, *common, "-o", f"{svg}-w{i}.svg"],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+        out.append((raw, spies))
+    return out
+
+
+def lock_report(raw: Path) -> str:
+    """Share of the sampled time the lock was held, by thread, with each thread's top frames."""
+    threads: Counter[str] = Counter()
+    frames: dict[str, Counter[str]] = {}
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        parts = stack.split(";")
+        thread = parts[0].split(": ", 1)[-1]
+        thread = thread.split("-bench-")[0]  # a task's conversion thread: its prefix
+        threads[thread] += int(count)
+        frames.setdefault(thread, Counter())[parts[-1].strip()] += int(count)
+    expected = GIL_SECONDS * GIL_RATE
+    lines = [f"  interpreter lock held {sum(threads.values()) / expected:.0%} of {GIL_SECONDS} s"]
+    for thread, n in threads.most_common(4):
+        top = ", ".join(f"{f} {c / expected:.0%}" for f, c in frames[thread].most_common(3))
+        lines.append(f"    {thread}: {n / expected:.0%} ({top})")
+    return "\n".join(lines)
 
 
 def kind(cmdline: str) -> str:
@@ -63,6 +137,7 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     variant, rest = argv[0], argv[1:]
+    py_spy, svg = take_option(rest, "--py-spy"), take_option(rest, "--gil-svg")
     scratch = Path(tempfile.mkdtemp(prefix="phase-cpu-"))
     defaults = [] if "--records" in rest else ["--records", "1000000"]
     command = [sys.executable, str(Path(__file__).parent.parent / "ss_bench.py")]
@@ -70,13 +145,19 @@ def main(argv: list[str]) -> int:
     bench = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     samples: list[tuple[float, tuple[float, float], dict[int, tuple[float, str]]]] = []
     files: dict[Path, float] = {}
+    spies: list[tuple[Path, list[subprocess.Popen[bytes]]]] = []
     while bench.poll() is None:
         now = time.monotonic()
         for path in scratch.rglob("*.parquet"):
             files.setdefault(path, now)
+        if py_spy and files and not spies:
+            spies = sample_lock(py_spy, scratch, svg)
         samples.append((now, machine(), processes()))
         time.sleep(0.1)
     output = bench.stdout.read() if bench.stdout else ""
+    for _, procs in spies:
+        for proc in procs:
+            proc.wait()
     subprocess.run(["rm", "-rf", str(scratch)], check=False)
     if bench.returncode != 0 or len(files) < 2:
         print(output, file=sys.stderr)
@@ -97,6 +178,9 @@ def main(argv: list[str]) -> int:
         f"data phase {wall:.1f} s ({len(files)} files): machine busy {busy:.0%} of "
         f"{os.cpu_count()} cores; cores used: {used}"
     )
+    for i, (raw, _) in enumerate(spies):
+        print(f"worker {i}:\n{lock_report(raw)}" if raw.exists() else f"worker {i}: no samples")
+        raw.unlink(missing_ok=True)
     return 0
 
 
