@@ -234,9 +234,19 @@ class ConnectorRuntime:
         """Every task through the stop sequence, in parallel. Tasks whose reap could not be
         confirmed stay (as suspected zombies) and ``StopFailed`` is raised."""
         slots = list(self.slots.items())
-        results = await asyncio.gather(
-            *(slot.stop(reason) for _, slot in slots), return_exceptions=True
-        )
+        # Begun a few at a time: each stop's first step is work on the loop, and hundreds in
+        # the same turn of it would hold it as long (they still run side by side after that).
+        stops: list[asyncio.Future[Any]] = []
+        try:
+            for n, (_, slot) in enumerate(slots, 1):
+                stops.append(asyncio.ensure_future(slot.stop(reason)))
+                if n % STARTS_AT_ONCE == 0:
+                    await asyncio.sleep(0)
+        except asyncio.CancelledError:
+            for stop in stops:
+                stop.cancel()
+            raise
+        results = await asyncio.gather(*stops, return_exceptions=True)
         failed: list[StopFailed] = []
         for (index, slot), result in zip(slots, results, strict=True):
             self._collect_topics(slot)
