@@ -323,8 +323,16 @@ async def test_a_healthy_period_resets_the_count(
     assert len(log.restarts) == 1
     # 3 more: 5 for this incarnation, it fails; the count starts again: restarted at once.
     await produce(kafka_bootstrap, topic, 3)
+    # The restart is logged as it begins; its status is read once it has made the new
+    # incarnation (RESTARTING until then, with the old one's number).
     second = await wait_until(
-        lambda: len(log.restarts) == 2 and worker.task_status("echo", 0), 30, "a second restart"
+        lambda: (
+            len(log.restarts) == 2
+            and (t := worker.task_status("echo", 0)).state is not State.RESTARTING
+            and t
+        ),
+        30,
+        "a second restart",
     )
     assert log.resets == 1
     assert clock.sleeping == []  # restarted at once, not 2 minutes later
