@@ -70,21 +70,15 @@ def sample_lock(
         raw = scratch.parent / f"{scratch.name}-gil-w{i}.raw"
         common = ["record", "--pid", str(pid), "--gil", "--threads", "--nonblocking"]
         common += ["--rate", str(GIL_RATE), "--duration", str(GIL_SECONDS)]
+        outputs = [["--format", "raw", "-o", str(raw)]]
+        if svg:
+            outputs.append(["-o", f"{svg}-w{i}.svg"])  # py-spy's default format: a flame graph
         spies = [
             subprocess.Popen(
-                [py_spy, *common, "--format", "raw", "-o", str(raw)],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
+                [py_spy, *common, *output], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
             )
+            for output in outputs
         ]
-        if svg:
-            spies.append(
-                subprocess.Popen(
-                    [py_spy, *common, "-o", f"{svg}-w{i}.svg"],
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
-            )
         out.append((raw, spies))
     return out
 

@@ -42,11 +42,11 @@ def record_marks(
     """A poll's ``Marks``, filled in C (``map(attrgetter(...))``: no Python code per record).
     The pipeline makes them in its conversion thread, beside the conversion, not on the loop.
     ``raw``: the poll's offsets and timestamps already read, partition after partition in
-    ``TopicPartition`` order (``RawBatch.from_polled``'s), which are then sliced, not read
-    from the records a second time."""
+    ``TopicPartition`` order (``RawBatch.from_polled``'s, the order the marks are made in),
+    which are then sliced, not read from the records a second time."""
     marks = {}
     at = 0
-    for tp in sorted(polled) if raw is not None else polled:
+    for tp in sorted(polled):
         records = polled[tp]
         if not records:
             continue

@@ -8,49 +8,26 @@ from __future__ import annotations
 
 import gc
 import weakref
-from collections.abc import Mapping
 
 import pytest
+from support.failing_sinks import IdleTask, StartFailingTask
 from support.fake_task_consumer import incarnation, install
 
-from daemon.connectors.api import SinkTask, SinkTaskContext
-from daemon.connectors.records import RecordBatch
+from daemon.connectors.api import SinkTask
 
 
-class CannotStart(SinkTask):
-    async def start(self, config: Mapping[str, str], context: SinkTaskContext) -> None:
-        raise OSError("injected: cannot start")
-
-    async def put(self, batch: RecordBatch) -> None:
-        raise AssertionError("never started")
-
-    async def stop(self) -> None:
-        pass
-
-
-class Starts(SinkTask):
-    async def start(self, config: Mapping[str, str], context: SinkTaskContext) -> None:
-        pass
-
-    async def put(self, batch: RecordBatch) -> None:
-        pass
-
-    async def stop(self) -> None:
-        pass
-
-
-@pytest.mark.parametrize("task_class", [CannotStart, Starts])
+@pytest.mark.parametrize("task_class", [StartFailingTask, IdleTask])
 async def test_an_ended_incarnation_is_freed_without_the_cycle_collector(
     monkeypatch: pytest.MonkeyPatch, task_class: type[SinkTask]
 ) -> None:
     install(monkeypatch)
     inc = incarnation(task_class)
     runner = inc.start()
-    if task_class is Starts:
+    if task_class is IdleTask:
         inc.ask()
     await inc.wait()
     assert runner.done()
-    assert (inc.failure is not None) is (task_class is CannotStart)
+    assert (inc.failure is not None) is (task_class is StartFailingTask)
     gone = weakref.ref(inc)
     gc.disable()
     try:
