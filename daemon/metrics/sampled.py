@@ -114,29 +114,42 @@ class SampledStat:
 
 
 class Sampled:
-    """The stats Connect keeps of one sensor: a rate, or an average and a maximum."""
+    """The stats Connect keeps of one sensor: a rate, or an average and a maximum. They are
+    made at the first record or read (a task that never feeds a sensor, such as one whose
+    start fails, carries none of them: fewer objects for each full garbage collection to walk);
+    made then, they are what they would have been from the start, since a stat has no state
+    before its first sample."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._sum = SampledStat("sum", clock)
-        self._avg = SampledStat("avg", clock)
-        self._max = SampledStat("max", clock)
+        self._clock = clock
+        self._stats: tuple[SampledStat, SampledStat, SampledStat] | None = None
+
+    def _made(self) -> tuple[SampledStat, SampledStat, SampledStat]:
+        if self._stats is None:
+            clock = self._clock
+            self._stats = (
+                SampledStat("sum", clock),
+                SampledStat("avg", clock),
+                SampledStat("max", clock),
+            )
+        return self._stats
 
     def record(self, value: float = 1.0) -> None:
-        for stat in (self._sum, self._avg, self._max):
+        for stat in self._made():
             stat.record(value)
 
     def rate(self) -> float:
-        return self._sum.rate()
+        return self._made()[0].rate()
 
     def avg(self) -> float:
-        return self._avg.value()
+        return self._made()[1].value()
 
     def max(self) -> float:
-        return self._max.value()
+        return self._made()[2].value()
 
     def percentage(self) -> float:
         """Of values 1 (yes) and 0 (no): the share of yes (Connect's ``-percentage``)."""
-        return self._avg.value()
+        return self._made()[1].value()
 
 
 class StateTimes:

@@ -25,7 +25,7 @@ from daemon.metrics import Metrics
 from daemon.rest.errors import RestError
 from daemon.rest.settings import RestSettings
 from daemon.runtime.distributed.forward import FORWARDED, HEADER, RETRIED, RETRY_HEADER
-from daemon.runtime.model import Herder
+from daemon.runtime.model import Herder, Stall
 
 log = logging.getLogger("connectd.rest")
 T = TypeVar("T")
@@ -52,6 +52,11 @@ class HealthReporting(Protocol):
     def is_ready(self) -> bool: ...
 
     async def health_check(self) -> None: ...
+
+    def stalled_tasks(self) -> list[tuple[str, int, Stall]]:
+        """(connector, task, stall) of each task with lag and no commit for
+        ``task.stall.warn.ms``, by name and index: only the stalls, not whole statuses."""
+        ...
 
 
 @dataclass

@@ -10,12 +10,10 @@ from typing import Any
 from aiohttp import web
 
 import daemon
-from daemon.errors import ConnectdError
 from daemon.rest import models as m
 from daemon.rest.api import Reply, Routes
 from daemon.rest.context import HealthReporting, context
 from daemon.rest.errors import json_reply
-from daemon.runtime.model import Herder, TaskStatus
 
 routes = Routes("worker")
 
@@ -88,36 +86,16 @@ async def health(request: web.Request) -> web.Response:
         return _health(status, state, f"{text} {exc}")
     if not herder.is_ready():
         return _health(503, "starting", STARTING)
-    stalled = _stalled(herder)
+    stalled = herder.stalled_tasks()
     if not stalled:
         return _health(200, "healthy", HEALTHY)
-    named = "; ".join(
-        f"{c}-{t.id} (no commit since {t.stalled.since}, lag {t.stalled.lag})"
-        for c, t in stalled
-        if t.stalled is not None
-    )
-    listed = [
-        {"connector": c, "task": t.id, "since": t.stalled.since, "lag": t.stalled.lag}
-        for c, t in stalled
-        if t.stalled is not None
-    ]
+    named = "; ".join(f"{c}-{t} (no commit since {s.since}, lag {s.lag})" for c, t, s in stalled)
+    listed = [{"connector": c, "task": t, "since": s.since, "lag": s.lag} for c, t, s in stalled]
     if ctx.settings.health_stalled_unhealthy:
         return _health(
             503, "unhealthy", f"Tasks stalled (health.stalled.unhealthy=true): {named}", listed
         )
     return _health(200, "healthy", f"{HEALTHY} Tasks stalled: {named}", listed)
-
-
-def _stalled(herder: Herder) -> list[tuple[str, TaskStatus]]:
-    """Tasks with lag and no commit for ``task.stall.warn.ms`` (their status says so)."""
-    out: list[tuple[str, TaskStatus]] = []
-    for name in herder.connector_names():
-        try:
-            status = herder.connector_status(name)
-        except ConnectdError:  # deleted while we looked
-            continue
-        out.extend((name, t) for t in status.tasks if t.stalled is not None)
-    return out
 
 
 def _health(

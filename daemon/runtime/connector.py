@@ -247,18 +247,37 @@ class ConnectorRuntime:
                 stop.cancel()
             raise
         results = await asyncio.gather(*stops, return_exceptions=True)
+        outcomes = list(zip(slots, results, strict=True))
         failed: list[StopFailed] = []
-        for (index, slot), result in zip(slots, results, strict=True):
-            self._collect_topics(slot)
-            if isinstance(result, StopFailed):
-                failed.append(result)
-            elif isinstance(result, BaseException):
-                log.error("Stopping task %s failed: %r", slot.id, result)
-                failed.append(StopFailed(f"stopping task {slot.id} failed: {result!r}"))
-            else:
-                self._drop_slot(index)
+        # Settled a few at a time as well (forgetting a task's metric series is work on the
+        # loop); cancelled meanwhile, the rest at once: no stopped task stays as a slot.
+        settled = 0
+        try:
+            while settled < len(outcomes):
+                (index, slot), result = outcomes[settled]
+                settled += 1
+                self._stopped(index, slot, result, failed)
+                if settled % STARTS_AT_ONCE == 0:
+                    await asyncio.sleep(0)
+        except asyncio.CancelledError:
+            for (index, slot), result in outcomes[settled:]:
+                self._stopped(index, slot, result, failed)
+            raise
         if failed:
             raise failed[0]
+
+    def _stopped(
+        self, index: int, slot: TaskSlot, result: object, failed: list[StopFailed]
+    ) -> None:
+        """A task's stop has ended with ``result``: its slot dropped, or its failure kept."""
+        self._collect_topics(slot)
+        if isinstance(result, StopFailed):
+            failed.append(result)
+        elif isinstance(result, BaseException):
+            log.error("Stopping task %s failed: %r", slot.id, result)
+            failed.append(StopFailed(f"stopping task {slot.id} failed: {result!r}"))
+        else:
+            self._drop_slot(index)
 
     def _drop_slot(self, index: int) -> None:
         """Forget a stopped task: its slot, and its metric series (as Connect removes a

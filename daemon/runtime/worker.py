@@ -29,7 +29,7 @@ from daemon.cluster import Allocation
 from daemon.errors import ConnectdError, ConnectorExists, ConnectorNotFound
 from daemon.runtime.connector import ConnectorRuntime
 from daemon.runtime.env import RuntimeEnv
-from daemon.runtime.model import State, TargetState
+from daemon.runtime.model import Stall, State, TargetState
 from daemon.storage.kafka import ConfigSnapshot
 from daemon.structs import TaskId
 
@@ -215,6 +215,19 @@ class Worker:
                 await rt.place(placement.runs_instance, placement.tasks, placement.task_configs)
             except ConnectdError as exc:
                 log.error("Connector %s: applying the assignment failed: %s", name, exc)
+
+    def stalls(self) -> list[tuple[str, int, Stall]]:
+        """The stalled tasks here (connector, task, stall), by name and index."""
+        out: list[tuple[str, int, Stall]] = []
+        for name in self.connectors.names():
+            rt = self.connectors.get(name)
+            if rt is None:
+                continue
+            for index in sorted(rt.slots):
+                stall = rt.slots[index].stall()
+                if stall is not None:
+                    out.append((name, index, stall))
+        return out
 
     def reported(self) -> tuple[dict[str, Reported], dict[TaskId, Reported]]:
         """The states to publish: each connector whose instance runs here, each task here."""

@@ -49,6 +49,7 @@ from daemon.runtime.model import (
     ConnectorStatus,
     Herder,
     SinkOffset,
+    Stall,
     State,
     TargetState,
     TaskInfo,
@@ -171,6 +172,16 @@ class FakeWorker:
     async def health_check(self) -> None:
         if not (self.ready and self.healthy):
             await asyncio.Event().wait()  # the worker's loop never answers
+
+    def stalled_tasks(self) -> list[tuple[str, int, Stall]]:
+        out: list[tuple[str, int, Stall]] = []
+        for name in sorted(self._connectors):
+            c = self._connectors[name]
+            for t in c.tasks:
+                status = self._status(c, t)
+                if status.stalled is not None:
+                    out.append((name, status.id, status.stalled))
+        return out
 
     # -- test controls --------------------------------------------------------------------
 

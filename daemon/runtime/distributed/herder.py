@@ -35,6 +35,7 @@ from daemon.runtime.model import (
     ConnectorInfo,
     ConnectorStatus,
     SinkOffset,
+    Stall,
     State,
     TargetState,
     TaskInfo,
@@ -94,6 +95,10 @@ class DistributedHerder:
 
     async def health_check(self) -> None:
         await asyncio.sleep(0)
+
+    def stalled_tasks(self) -> list[tuple[str, int, Stall]]:
+        """Stalls are known where the task runs: this worker's."""
+        return self.loop.worker.stalls()
 
     # ---- reading ----
 

@@ -29,7 +29,7 @@ from daemon.connectors.api import TaskId
 from daemon.errors import StopFailed
 from daemon.runtime.executors import Executors
 from daemon.runtime.incarnation.incarnation import Incarnation
-from daemon.runtime.model import State, TaskStatus
+from daemon.runtime.model import Stall, State, TaskStatus
 from daemon.runtime.settings import TaskMetrics, TaskSettings
 from daemon.runtime.slot.autorestart import REAL_CLOCK, AutoRestarter, Clock, RestartPolicy
 from daemon.runtime.slot.freshness import Freshness
@@ -250,6 +250,14 @@ class TaskSlot:
             return State.PAUSED if inc.paused else State.RUNNING
         return State.UNASSIGNED
 
+    def stall(self) -> Stall | None:
+        """The task's stall (lag and no commit for ``task.stall.warn.ms``), without the rest of
+        its status: ``GET /health`` asks it of every task."""
+        return self._stall(self.state)
+
+    def _stall(self, state: State) -> Stall | None:
+        return self.freshness.stall(self.stall_warn) if state is State.RUNNING else None
+
     def status(self, worker_id: str) -> TaskStatus:
         inc = self.inc
         state = self.state
@@ -271,7 +279,7 @@ class TaskSlot:
             epoch=inc.epoch if inc is not None else None,
             executor_pid=self.executors.current_pid(str(self.id)),
             auto_restart=self.auto.status(),
-            stalled=self.freshness.stall(self.stall_warn) if state is State.RUNNING else None,
+            stalled=self._stall(state),
             retrying=inc.retrier.state if inc is not None and state is State.RUNNING else None,
             freshness=self.freshness.snapshot(),
         )

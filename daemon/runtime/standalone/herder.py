@@ -38,6 +38,7 @@ from daemon.runtime.model import (
     ConnectorInfo,
     ConnectorStatus,
     SinkOffset,
+    Stall,
     State,
     TargetState,
     TaskInfo,
@@ -181,6 +182,9 @@ class StandaloneHerder:
     async def health_check(self) -> None:
         """Returns once the worker's event loop has done a round trip (``GET /health``)."""
         await asyncio.sleep(0)
+
+    def stalled_tasks(self) -> list[tuple[str, int, Stall]]:
+        return self.worker.stalls()
 
     # ---- reading ----
 
