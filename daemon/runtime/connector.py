@@ -253,10 +253,9 @@ class ConnectorRuntime:
         # loop); cancelled meanwhile, the rest at once: no stopped task stays as a slot.
         settled = 0
         try:
-            while settled < len(outcomes):
-                (index, slot), result = outcomes[settled]
-                settled += 1
+            for (index, slot), result in outcomes:
                 self._stopped(index, slot, result, failed)
+                settled += 1
                 if settled % STARTS_AT_ONCE == 0:
                     await asyncio.sleep(0)
         except asyncio.CancelledError:

@@ -219,14 +219,11 @@ class Worker:
     def stalls(self) -> list[tuple[str, int, Stall]]:
         """The stalled tasks here (connector, task, stall), by name and index."""
         out: list[tuple[str, int, Stall]] = []
-        for name in self.connectors.names():
-            rt = self.connectors.get(name)
-            if rt is None:
-                continue
+        for rt in sorted(self.connectors, key=lambda rt: rt.name):
             for index in sorted(rt.slots):
                 stall = rt.slots[index].stall()
                 if stall is not None:
-                    out.append((name, index, stall))
+                    out.append((rt.name, index, stall))
         return out
 
     def reported(self) -> tuple[dict[str, Reported], dict[TaskId, Reported]]:
