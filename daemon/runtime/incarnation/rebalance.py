@@ -104,6 +104,7 @@ class Rebalancer:
         ``assign_budget``: how long the assignment callback holds aiokafka up (see the module
         docstring)."""
         self.host = host
+        self._task_id = host.id  # the callbacks' log context, kept should the host be freed
         self.draw_epoch = draw_epoch
         self.epoch_timeout = epoch_timeout
         self.assign_budget = assign_budget
@@ -113,17 +114,17 @@ class Rebalancer:
         self._running: set[asyncio.Task[None]] = set()
 
     async def partitions_revoked(self, partitions: frozenset[TopicPartition]) -> None:
-        await asyncio.wait([self._side_call(self._revoke(partitions))])
+        await asyncio.wait([self._side_call(self._revoke, partitions)])
 
     async def partitions_assigned(self, partitions: frozenset[TopicPartition]) -> None:
-        task = self._side_call(self._assign(partitions))
+        task = self._side_call(self._assign, partitions)
         await asyncio.wait([task], timeout=self.assign_budget)
         if not task.done():
             log.info(
                 "Task %s: the assignment of %s goes on beside the rebalance (after %.1f s;"
                 " no heartbeat goes out while the callback runs); its partitions are held"
                 " until it is done",
-                self.host.id,
+                self._task_id,
                 names(partitions),
                 self.assign_budget,
             )
@@ -134,14 +135,20 @@ class Rebalancer:
             if not task.done():
                 task.cancel()
 
-    def _side_call(self, work: Awaitable[None]) -> asyncio.Task[None]:
+    def _side_call(
+        self,
+        callback: Callable[[frozenset[TopicPartition]], Awaitable[None]],
+        partitions: frozenset[TopicPartition],
+    ) -> asyncio.Task[None]:
         """Run a listener callback as a task ``cancel`` can cancel; its failure never
-        reaches aiokafka: it is kept in ``failure`` and wakes the main loop."""
-        host = self.host
+        reaches aiokafka: it is kept in ``failure`` and wakes the main loop. The callback's
+        coroutine is made in the task: a task cancelled before its first step (the
+        incarnation killed in the same turn) leaves no coroutine behind never awaited."""
+        task_id = self._task_id
 
         async def body() -> None:
-            set_task_context(host.id.connector, host.id.task)
-            await work
+            set_task_context(task_id.connector, task_id.task)
+            await callback(partitions)
 
         task = asyncio.get_running_loop().create_task(body())
         self._running.add(task)
@@ -168,7 +175,7 @@ class Rebalancer:
         async with asyncio.timeout(self.epoch_timeout):
             epoch = await self.draw_epoch()
         self.host.adopt_epoch(epoch)
-        log.info("Task %s takes epoch %d for its new partitions", self.host.id, epoch)
+        log.info("Task %s takes epoch %d for its new partitions", self._task_id, epoch)
 
     async def _raise_epoch(self, floor: int) -> int:
         """``context.raise_epoch`` during ``open``: an epoch ≥ ``floor`` from the connector's
@@ -183,7 +190,7 @@ class Rebalancer:
         log.info(
             "Task %s takes epoch %d: its sink has seen epoch %d of the connector (the state "
             "directory's counter was behind)",
-            self.host.id,
+            self._task_id,
             epoch,
             floor - 1,
         )

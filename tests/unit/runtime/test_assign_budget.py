@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import time
+import warnings
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -138,3 +141,40 @@ def test_the_budget_is_a_third_of_the_session(
     props = worker_properties("127.0.0.1:9092", tmp_path, session_timeout_ms=str(session_ms))
     worker = parse_worker(props, mode=Mode.STANDALONE).config
     assert TaskSettings.from_worker(worker).assign_budget == pytest.approx(budget)
+
+
+def _never_awaited(caught: list[warnings.WarningMessage]) -> list[str]:
+    return [str(w.message) for w in caught if "was never awaited" in str(w.message)]
+
+
+async def test_a_callback_cancelled_before_it_ran_leaves_no_coroutine_unawaited() -> None:
+    # The incarnation is killed (Rebalancer.cancel) in the turn of the loop the assignment
+    # callback made its task in: the task never runs a step. A coroutine made for it then would
+    # be collected never awaited (a RuntimeWarning, an error under pytest: seen in CI).
+    host = Host()
+    r = Rebalancer(host, asyncio.Event(), _epoch, 5.0, assign_budget=1.0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        callback = asyncio.ensure_future(r.partitions_assigned(frozenset({A})))
+        await asyncio.sleep(0)  # the callback made its task; that task has not run yet
+        r.cancel()
+        await callback
+        assert host.events == [] and r.failure is None
+        del callback
+        gc.collect()
+    assert _never_awaited(caught) == []
+
+
+async def test_a_callback_for_an_incarnation_already_freed_fails_quietly() -> None:
+    # A listener may outlive its incarnation (it reaches it through a weak proxy): a callback
+    # then fails the way any callback failure does, kept in ``failure``, and leaves nothing
+    # unawaited behind.
+    host = Host()
+    r = Rebalancer(weakref.proxy(host), asyncio.Event(), _epoch, 5.0, assign_budget=1.0)
+    del host
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        await r.partitions_assigned(frozenset({A}))
+        gc.collect()
+    assert isinstance(r.failure, ReferenceError)
+    assert _never_awaited(caught) == []
